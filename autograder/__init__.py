@@ -1,0 +1,31 @@
+"""JAX-aware checks for the course's exercises, the grader, and helpers the chapters share.
+
+One module per idea of the mental model:
+
+- :mod:`autograder.numerics`: outputs against a reference on fresh random inputs
+- :mod:`autograder.phases`: what runs at trace time and what runs every call
+- :mod:`autograder.compilation`: traces and compilations counted
+- :mod:`autograder.jaxprs`: primitives in the jaxpr, jaxpr size
+- :mod:`autograder.purity`: same inputs same outputs, globals untouched, jit == eager, no leaks
+- :mod:`autograder.transfers`: no host transfer in the hot path
+- :mod:`autograder.randomness`: typed keys, no key reuse
+- :mod:`autograder.sharding`: an output's sharding
+- :mod:`autograder.device`: device report, problem sizes, an honest timer
+- :mod:`autograder.grading`: ``python -m autograder grade``
+
+Every check raises :class:`ExerciseFailure`, whose message is learner-facing feedback.
+"""
+from .feedback import ExerciseFailure, call, explained, fail
+from .device import device_report, honest_time, problem_size, use_virtual_cpu_devices
+from .numerics import check_close, check_equal, check_matches_reference, tolerance
+from .compilation import (CompileCounter, check_compiles, check_compiles_at_most, count_compiles,
+                          count_traces)
+from .jaxprs import (check_jaxpr_size_constant, check_primitive_absent, check_primitive_present,
+                     jaxpr_size, primitives_in)
+from .purity import check_input_unchanged, check_no_tracer_leak, check_pure
+from .transfers import check_no_host_transfer, check_traceable
+from .randomness import check_no_key_reuse, check_typed_key, is_typed_key
+from .phases import captured_stdout, check_prints_values
+from .sharding import check_sharding, check_spec_in_type
+
+__version__ = "0.1.0"

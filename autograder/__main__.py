@@ -1,0 +1,35 @@
+"""``python -m autograder``: grade notebooks (and more, see ``--help``)."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m autograder",
+                                     description="JAX-aware grading for the course's exercises.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    grade = sub.add_parser("grade", help="grade notebooks as an instructor's autograde would",
+                           description="Grade learner notebooks: test cells are restored from "
+                                       "solutions/, each notebook runs in a fresh kernel with a "
+                                       "time limit. The assignment is the notebook's folder name.")
+    grade.add_argument("notebooks", nargs="+", metavar="NOTEBOOK")
+    grade.add_argument("--json", action="store_true", help="print JSON (one object, or a list for several)")
+    grade.add_argument("--root", help="course root holding solutions/ (default: found automatically)")
+    grade.add_argument("--cell-timeout", type=int, default=120, help="seconds per cell (default 120)")
+    grade.add_argument("--notebook-timeout", type=int, default=600,
+                       help="seconds per notebook (default 600)")
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "grade":
+        from .grading import grade_command
+
+        return grade_command(args)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,138 @@
+"""Traces and compilations, counted over a sequence of calls."""
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+
+from .feedback import call, fail
+
+_BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
+_TRACE = "/jax/core/compile/jaxpr_trace_duration"
+_state = threading.local()
+_registered = False
+
+
+def _listener(event, duration=None, *args, **kwargs):
+    counters = getattr(_state, "counters", None)
+    if not counters:
+        return
+    for counter in counters:
+        if event == _BACKEND_COMPILE:
+            counter.compiles += 1
+        elif event == _TRACE:
+            counter.traces += 1
+
+
+def _ensure_listener():
+    global _registered
+    if not _registered:
+        import jax.monitoring
+
+        jax.monitoring.register_event_duration_secs_listener(_listener)
+        _registered = True
+
+
+class CompileCounter:
+    """Counts XLA compilations (and jit traces) while active.
+
+    Use as a context manager::
+
+        with CompileCounter(fresh=True) as c:
+            f(x); f(y)
+        c.compiles
+
+    ``fresh=True`` clears JAX's in-memory caches first, so programs compiled
+    earlier in the session are not silently reused and counts are the same
+    on every run.
+    """
+
+    def __init__(self, fresh: bool = True):
+        self.fresh = fresh
+        self.compiles = 0
+        self.traces = 0
+
+    def __enter__(self):
+        import jax
+
+        _ensure_listener()
+        if self.fresh:
+            jax.clear_caches()
+        if not hasattr(_state, "counters"):
+            _state.counters = []
+        _state.counters.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        _state.counters.remove(self)
+        return False
+
+
+def count_compiles(f, calls, *, fresh=True, what=None) -> int:
+    """Call ``f(*args, **kwargs)`` for each ``(args, kwargs)`` or ``args`` in ``calls``; return
+    how many XLA compilations happened (results are blocked on, so all work is done)."""
+    import jax
+
+    label = what or f"`{getattr(f, '__name__', 'f')}`"
+    with CompileCounter(fresh=fresh) as counter:
+        for item in calls:
+            args, kwargs = (item if isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], dict)
+                            else (item, {}))
+            if not isinstance(args, tuple):
+                args = (args,)
+            jax.block_until_ready(call(f, *args, what=label, **kwargs))
+    return counter.compiles
+
+
+def count_traces(f, calls, *, static_argnames=(), static_argnums=(), what=None) -> int:
+    """How many times ``jax.jit(f)`` runs the Python body of ``f`` over ``calls``."""
+    import jax
+
+    box = {"n": 0}
+
+    @functools.wraps(f)
+    def counted(*args, **kwargs):
+        box["n"] += 1
+        return f(*args, **kwargs)
+
+    jitted = jax.jit(counted, static_argnames=static_argnames, static_argnums=static_argnums)
+    count_compiles(jitted, calls, fresh=False, what=what or f"`{getattr(f, '__name__', 'f')}`")
+    return box["n"]
+
+
+def check_compiles(f, calls, expected: int, *, what=None, why=""):
+    """Check that ``f`` over ``calls`` compiles exactly ``expected`` times.
+
+    ``f`` is called as given: pass ``jax.jit(f, ...)`` when the test applies
+    jit itself, or the learner's jitted function when choosing static
+    arguments is the exercise.
+    """
+    label = what or f"`{getattr(f, '__name__', 'f')}`"
+    n = count_compiles(f, calls, what=label)
+    if n != expected:
+        more = "more" if n > expected else "fewer"
+        fail("recompiles",
+             f"{label} compiled {n} time(s) over {len(calls)} call(s); expected {expected}. "
+             f"{why or ('Something that should be runtime data is part of the compile signature.' if more == 'more' else 'Values that should be static are not, or the function is not jitted.')}")
+
+
+def check_compiles_at_most(f, calls, limit: int, *, what=None, why=""):
+    """Check that ``f`` over ``calls`` compiles at most ``limit`` times."""
+    label = what or f"`{getattr(f, '__name__', 'f')}`"
+    n = count_compiles(f, calls, what=label)
+    if n > limit:
+        fail("recompiles", f"{label} compiled {n} times over {len(calls)} calls; at most {limit} "
+                           f"expected. {why or 'Something that should be runtime data is part of the compile signature.'}")
+
+
+@contextlib.contextmanager
+def explain_cache_misses():
+    """Turn on ``jax_explain_cache_misses`` inside the block (the reasons go to the log)."""
+    import jax
+
+    old = jax.config.jax_explain_cache_misses
+    jax.config.update("jax_explain_cache_misses", True)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_explain_cache_misses", old)

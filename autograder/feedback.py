@@ -1,0 +1,134 @@
+"""Learner-facing failures: which idea of the mental model broke, and where it is taught.
+
+Every check in this package raises :class:`ExerciseFailure`. Its message is
+what the learner reads (and what ``python -m autograder grade`` reports as
+``feedback``): one or two sentences naming the idea, then where the chapter
+teaches it.
+"""
+from __future__ import annotations
+
+import contextlib
+
+# idea -> (chapter notebook, section title). Chapters name their sections with
+# these titles, so the pointer in a message is something a learner can find.
+TAUGHT_IN = {
+    "phases": ("01_phases", "Tracing: what Python sees vs what JAX sees"),
+    "runtime_values": ("01_phases", "Printing at run time: jax.debug.print"),
+    "constants": ("01_phases", "Captured globals become constants"),
+    "cost": ("01_phases", "Lowering and compiling: the compiled program"),
+    "static": ("02_static_dynamic", "Static arguments and the compile signature"),
+    "recompiles": ("02_static_dynamic", "What causes a recompile"),
+    "purity": ("03_purity", "Side effects under jit"),
+    "state": ("03_purity", "Threading state in and out"),
+    "inplace": ("03_purity", "In-place updates with .at[]"),
+    "control_flow": ("04_control_flow", "Python control flow on traced values"),
+    "loops": ("04_control_flow", "Loops that do not unroll: lax.scan and lax.fori_loop"),
+    "shapes": ("05_shapes", "Fixed shapes: padding and masks"),
+    "async": ("06_async_dispatch", "Hidden synchronisations"),
+    "timing": ("06_async_dispatch", "An honest benchmark"),
+    "pytrees": ("07_pytrees", "Leaves and structure"),
+    "custom_pytrees": ("07_pytrees", "Custom nodes"),
+    "prng": ("08_prng", "Explicit keys: split and fold_in"),
+    "key_reuse": ("08_prng", "The key-reuse checker"),
+    "sharding": ("09_sharding", "Meshes, PartitionSpec and NamedSharding"),
+    "shard_map": ("09_sharding", "Manual mode: shard_map and collectives"),
+    "numerics": (None, "the exercise's description"),
+    "unanswered": (None, "the exercise's description"),
+}
+
+
+def where(idea: str) -> str:
+    """Where the course teaches ``idea``, as a phrase for a message."""
+    chapter, section = TAUGHT_IN.get(idea, (None, None))
+    if chapter is None:
+        return f"see {section}" if section else ""
+    return f"see course/{chapter}.ipynb, section \u201c{section}\u201d"
+
+
+class ExerciseFailure(AssertionError):
+    """A check failed. ``str(err)`` is the learner-facing feedback.
+
+    Attributes: ``idea`` (a key of ``TAUGHT_IN``) and ``detail`` (what was
+    observed, in one sentence).
+    """
+
+    def __init__(self, idea: str, detail: str):
+        self.idea = idea
+        self.detail = detail.strip()
+        pointer = where(idea)
+        message = self.detail if not pointer else f"{self.detail} ({pointer}.)"
+        super().__init__(message)
+
+
+def fail(idea: str, detail: str):
+    """Raise :class:`ExerciseFailure` for ``idea`` with the observed ``detail``."""
+    raise ExerciseFailure(idea, detail)
+
+
+def _explain(exc: BaseException, what: str) -> ExerciseFailure:
+    """Turn an exception raised by learner code into feedback that names the idea."""
+    import jax
+
+    name = type(exc).__name__
+    first_line = (str(exc).strip().splitlines() or [""])[0][:300]
+    errors = jax.errors
+    if isinstance(exc, NotImplementedError):
+        return ExerciseFailure("unanswered", f"{what} is not answered yet (it raised NotImplementedError).")
+    if isinstance(exc, getattr(errors, "TracerBoolConversionError", ())):
+        return ExerciseFailure(
+            "control_flow",
+            f"{what} used a traced value in a Python `if`/`while`/`and`/`or`; under jit its "
+            "value is unknown while tracing, so use `jnp.where`, `lax.cond` or `lax.while_loop`.")
+    if isinstance(exc, getattr(errors, "NonConcreteBooleanIndexError", ())):
+        return ExerciseFailure(
+            "shapes",
+            f"{what} indexed with a boolean mask, whose result has a data-dependent shape that "
+            "jit cannot compile; keep the shape fixed with `jnp.where` or a mask.")
+    if isinstance(exc, getattr(errors, "TracerIntegerConversionError", ())):
+        return ExerciseFailure(
+            "static",
+            f"{what} turned a traced value into a Python int; values that decide shapes or "
+            "loop counts must be static, everything else should stay an array.")
+    if isinstance(exc, getattr(errors, "ConcretizationTypeError", ())):
+        return ExerciseFailure(
+            "async",
+            f"{what} needed the concrete value of a traced array ({first_line}); under jit there "
+            "is no value yet: keep the computation in JAX instead of converting to Python or NumPy.")
+    if isinstance(exc, getattr(errors, "TracerArrayConversionError", ())):
+        return ExerciseFailure(
+            "async",
+            f"{what} converted a traced array to NumPy; under jit that is impossible, and "
+            "eagerly it is a device-to-host transfer. Keep the computation in jax.numpy.")
+    if isinstance(exc, getattr(errors, "UnexpectedTracerError", ())):
+        return ExerciseFailure(
+            "purity",
+            f"{what} leaked a tracer out of a transformed function (stored it in a global or "
+            "a list); return values instead of storing them.")
+    if isinstance(exc, getattr(errors, "KeyReuseError", ())):
+        return ExerciseFailure(
+            "key_reuse", f"{what} consumed the same PRNG key twice: split it (or fold_in) first.")
+    if isinstance(exc, ExerciseFailure):
+        return exc
+    return ExerciseFailure("numerics", f"{what} raised {name}: {first_line}")
+
+
+def call(f, *args, what: str | None = None, **kwargs):
+    """Call learner code, turning any exception into feedback that names the idea."""
+    label = what or f"`{getattr(f, '__name__', 'the function')}`"
+    try:
+        return f(*args, **kwargs)
+    except ExerciseFailure:
+        raise
+    except Exception as exc:  # noqa: BLE001 - every learner error becomes feedback
+        raise _explain(exc, label) from exc
+
+
+@contextlib.contextmanager
+def explained(what: str):
+    """Context manager form of :func:`call` for a block of learner code."""
+    try:
+        yield
+    except ExerciseFailure:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        raise _explain(exc, what) from exc

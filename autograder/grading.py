@@ -1,0 +1,452 @@
+"""Grade learner notebooks the way an instructor's ``nbgrader autograde`` would, with stricter rules.
+
+Built from nbgrader's own preprocessors, run in-process on a throw-away
+gradebook in a temporary course directory (nothing is written into the
+checkout):
+
+1. the assignment's source notebook (``solutions/<assignment>/``) goes through
+   nbgrader's ``ClearSolutions`` -> ``ComputeChecksums`` -> ``SaveCells``, as in
+   ``generate_assignment``: the gradebook now holds every test cell *with* its
+   hidden tests, and the released stub of every answer cell;
+2. the submission goes through ``ClearOutput`` -> ``DeduplicateIds`` ->
+   ``OverwriteKernelspec`` -> ``OverwriteCells`` (missing cells added back) ->
+   ``CheckCellMetadata``, as in ``autograde``: edited, emptied, deleted,
+   duplicated or retyped test cells are restored from the source;
+3. it is executed in a fresh kernel (nbgrader's ``Execute``) under a per-cell
+   and a per-notebook time limit, with the kernel's own stdout/stderr sent to
+   ``/dev/null`` and a watchdog that kills the kernel's process group;
+4. each test cell is scored from the kernel's *execute reply* for that cell
+   (finished without error = full points), not from what it printed: outputs
+   are replaced before nbgrader's ``SaveAutoGrades`` scores them, so stderr
+   warnings cost nothing and displayed "results" earn nothing.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_CELL_TIMEOUT = 120
+DEFAULT_NOTEBOOK_TIMEOUT = 600
+STUDENT = "learner"
+
+
+class GradingError(Exception):
+    """A notebook that cannot be graded; the message says why, for a person."""
+
+
+# --------------------------------------------------------------------------- locating things
+
+def package_root() -> Path:
+    """The directory that contains the ``autograder`` package."""
+    return Path(__file__).resolve().parent.parent
+
+
+def find_course_root(start: Path | None = None) -> Path:
+    """The course root (the folder holding ``solutions/``).
+
+    Looked up in ``$AUTOGRADER_COURSE_ROOT``, then upwards from ``start`` and the
+    current directory, then beside the package (a checkout).
+    """
+    env = os.environ.get("AUTOGRADER_COURSE_ROOT")
+    candidates = [Path(env)] if env else []
+    for base in (start, Path.cwd()):
+        if base is not None:
+            base = Path(base).resolve()
+            candidates += [base, *base.parents]
+    candidates.append(package_root())
+    for c in candidates:
+        if (c / "solutions").is_dir():
+            return c
+    raise GradingError("cannot find the course's solutions/ folder: run from the course checkout "
+                       "or set AUTOGRADER_COURSE_ROOT")
+
+
+def source_notebook(assignment: str, root: Path) -> Path:
+    """The nbgrader source notebook of ``assignment``."""
+    folder = root / "solutions" / assignment
+    if not folder.is_dir():
+        known = sorted(p.name for p in (root / "solutions").iterdir() if p.is_dir())
+        raise GradingError(f"unknown assignment {assignment!r} (the notebook's folder name); "
+                           f"known assignments: {', '.join(known)}")
+    preferred = folder / f"{assignment}.ipynb"
+    if preferred.exists():
+        return preferred
+    notebooks = sorted(folder.glob("*.ipynb"))
+    if len(notebooks) != 1:
+        raise GradingError(f"assignment {assignment!r} has no single source notebook in {folder}")
+    return notebooks[0]
+
+
+# --------------------------------------------------------------------------- reading submissions
+
+def read_submission(path: Path):
+    """Read and validate a submitted notebook, upgrading old formats; raise GradingError if unusable."""
+    import nbformat
+
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise GradingError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise GradingError(f"{path} is not a notebook: it is not valid JSON ({exc})") from exc
+    if not isinstance(data, dict) or "nbformat" not in data:
+        raise GradingError(f"{path} is not a Jupyter notebook (no 'nbformat' field)")
+    try:
+        nb = nbformat.reads(json.dumps(data), as_version=4)
+    except Exception as exc:  # noqa: BLE001 - nbformat raises many kinds
+        raise GradingError(f"{path} is not a notebook nbformat can read: {exc}") from exc
+    cells = []
+    for cell in nb.get("cells", []):
+        if not isinstance(cell, dict) or cell.get("cell_type") not in ("code", "markdown", "raw"):
+            continue
+        cell.setdefault("metadata", nbformat.NotebookNode())
+        if not isinstance(cell.metadata, dict):
+            cell.metadata = nbformat.NotebookNode()
+        src = cell.get("source", "")
+        cell["source"] = "".join(src) if isinstance(src, list) else str(src)
+        if cell.cell_type == "code":
+            cell.setdefault("outputs", [])
+            cell.setdefault("execution_count", None)
+        nbg = cell.metadata.get("nbgrader")
+        if nbg is not None and (not isinstance(nbg, dict) or not isinstance(nbg.get("grade_id", ""), str)):
+            del cell.metadata["nbgrader"]
+        cells.append(cell)
+    nb.cells = cells
+    return nb
+
+
+# --------------------------------------------------------------------------- the gradebook
+
+def _resources(assignment, notebook_id, db_url, workdir=None):
+    res = {"nbgrader": {"assignment": assignment, "notebook": notebook_id, "student": STUDENT,
+                        "db_url": db_url}, "unique_key": notebook_id}
+    if workdir is not None:
+        res["metadata"] = {"path": str(workdir)}
+    return res
+
+
+def build_gradebook(source_path: Path, assignment: str, db_url: str):
+    """Record the source notebook's cells in a gradebook, as ``generate_assignment`` does.
+
+    Returns the released version of the notebook (solutions and hidden tests cleared).
+    """
+    import nbformat
+    from nbgrader.api import Gradebook
+    from nbgrader.preprocessors import (CheckCellMetadata, ClearHiddenTests, ClearOutput,
+                                        ClearSolutions, ComputeChecksums, LockCells, SaveCells)
+
+    nb = nbformat.read(str(source_path), as_version=4)
+    notebook_id = source_path.stem
+    with Gradebook(db_url) as gb:
+        gb.update_or_create_assignment(assignment)
+    res = _resources(assignment, notebook_id, db_url)
+    for pp in (LockCells, ClearSolutions, ClearOutput, CheckCellMetadata, ComputeChecksums,
+               SaveCells, ClearHiddenTests, ComputeChecksums):
+        nb, res = pp().preprocess(nb, res)
+    return nb
+
+
+def test_cells(source_path: Path):
+    """``[(grade_id, points)]`` of the autograded test cells of a source notebook, in order."""
+    import nbformat
+    from nbgrader import utils
+
+    nb = nbformat.read(str(source_path), as_version=4)
+    return [(c.metadata.nbgrader["grade_id"], float(c.metadata.nbgrader.get("points", 0)))
+            for c in nb.cells
+            if c.cell_type == "code" and utils.is_grade(c) and not utils.is_solution(c)]
+
+
+# --------------------------------------------------------------------------- execution
+
+def _make_executor(cell_timeout: int, deadline: float):
+    from nbgrader.preprocessors import Execute
+    from nbclient.exceptions import DeadKernelError
+
+    class GradingExecute(Execute):
+        """nbgrader's Execute with a notebook deadline, a watchdog, and the replies recorded."""
+
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.replies = {}
+            self.skipped = set()
+            self.died_at = None
+            self.timed_out = set()
+
+        def on_cell_executed(self, **kwargs):
+            super().on_cell_executed(**kwargs)
+            self.replies[kwargs["cell_index"]] = kwargs["execute_reply"]["content"]
+
+        def _kill(self):
+            prov = getattr(getattr(self, "km", None), "provisioner", None)
+            pgid = getattr(prov, "pgid", None)
+            try:
+                if pgid:
+                    os.killpg(pgid, signal.SIGKILL)
+                elif getattr(prov, "pid", None):
+                    os.kill(prov.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError, OSError):
+                pass
+
+        def preprocess(self, nb, resources=None, km=None):
+            from nbclient import NotebookClient
+
+            NotebookClient.__init__(self, nb, km)
+            self.reset_execution_trackers()
+            self._check_assign_resources(resources)
+            devnull = open(os.devnull, "wb")  # noqa: SIM115 - closed below
+            watchdog = threading.Timer(max(1.0, deadline - time.monotonic() + 5), self._kill)
+            watchdog.daemon = True
+            try:
+                with self.setup_kernel(stdout=devnull, stderr=devnull, stdin=devnull):
+                    watchdog.start()
+                    self.wait_for_reply(self.kc.kernel_info())
+                    for index, cell in enumerate(self.nb.cells):
+                        if cell.cell_type != "code":
+                            continue
+                        remaining = deadline - time.monotonic()
+                        if remaining <= 1 or self.died_at is not None:
+                            self.skipped.add(index)
+                            continue
+                        self.timeout = int(max(1, min(cell_timeout, remaining)))
+                        try:
+                            self.execute_cell(cell, index, store_history=True)
+                        except DeadKernelError:
+                            self.died_at = index
+                        except Exception:  # noqa: BLE001 - timeouts and kernel trouble
+                            if time.monotonic() >= deadline - 1:
+                                self.timed_out.add(index)
+                            self.died_at = index
+                        if index not in self.replies and self.died_at is None:
+                            self.timed_out.add(index)
+            except Exception:  # noqa: BLE001 - the kernel died while starting or stopping
+                if self.died_at is None:
+                    self.died_at = -1
+            finally:
+                watchdog.cancel()
+                devnull.close()
+                self._kill()
+            return self.nb, self.resources
+
+    return GradingExecute(timeout=cell_timeout, interrupt_on_timeout=True, allow_errors=True,
+                          kernel_name="python3", record_timing=False, startup_timeout=120)
+
+
+def _feedback_for(reply, index, executor, cell_timeout) -> str:
+    if reply is None:
+        if index in executor.skipped and executor.died_at is None:
+            return "Not run: the notebook's time limit was used up before this test."
+        if executor.died_at is not None and index >= executor.died_at:
+            return ("Not run to completion: the kernel died or was stopped (an exit, a crash, "
+                    "too much memory, or the time limit) before this test finished.")
+        return f"Did not finish within {cell_timeout} s: an infinite loop or a very slow answer?"
+    if reply.get("status") == "ok":
+        return ""
+    ename, evalue = reply.get("ename", "Error"), (reply.get("evalue") or "").strip()
+    if ename == "ExerciseFailure":
+        return evalue
+    if ename in ("CellTimeoutError", "KeyboardInterrupt"):
+        return f"Did not finish within the time limit ({cell_timeout} s per cell): an infinite loop?"
+    if ename == "NameError":
+        return (f"{ename}: {evalue}. The exercise's function is not defined: run its answer cell, "
+                "and keep the function's name as given.")
+    return f"The test raised {ename}: {evalue}"[:1000]
+
+
+@dataclass
+class Result:
+    notebook: str
+    assignment: str | None
+    score: float = 0.0
+    max_score: float = 0.0
+    tests: list = field(default_factory=list)
+    error: str | None = None
+
+    def as_dict(self):
+        d = {"notebook": self.notebook, "assignment": self.assignment, "score": self.score,
+             "max_score": self.max_score, "tests": self.tests}
+        if self.error:
+            d["error"] = self.error
+        return d
+
+
+def _zero_result(given: str, assignment, source, error):
+    res = Result(given, assignment, error=error)
+    if source is not None:
+        for grade_id, points in test_cells(source):
+            res.tests.append({"grade_id": grade_id, "exercise": grade_id.removeprefix("test_"),
+                              "points": 0.0, "max_points": points, "passed": False,
+                              "feedback": f"Not graded: {error}"})
+        res.max_score = sum(t["max_points"] for t in res.tests)
+    return res
+
+
+def grade_notebook(path, *, root: Path | None = None, cell_timeout: int = DEFAULT_CELL_TIMEOUT,
+                   notebook_timeout: int = DEFAULT_NOTEBOOK_TIMEOUT) -> Result:
+    """Grade one submitted notebook. Never raises for a bad submission: the result says why."""
+    given = str(path)
+    path = Path(path)
+    assignment = path.resolve().parent.name
+    try:
+        root = root or find_course_root(path.parent)
+        source = source_notebook(assignment, root)
+    except GradingError as exc:
+        return Result(given, assignment, error=str(exc))
+    try:
+        nb = read_submission(path)
+    except GradingError as exc:
+        return _zero_result(given, assignment, source, str(exc))
+    with tempfile.TemporaryDirectory(prefix="autograder-") as tmp:
+        return _grade_in(Path(tmp), nb, given, assignment, source, cell_timeout, notebook_timeout)
+
+
+def _ensure_tools_on_path():
+    """nbgrader's gradebook runs the ``alembic`` command: make this Python's scripts findable."""
+    bindir = str(Path(sys.executable).parent)
+    if bindir not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
+
+
+def _grade_in(tmp: Path, nb, given, assignment, source, cell_timeout, notebook_timeout) -> Result:
+    _ensure_tools_on_path()
+    warnings.filterwarnings("ignore", module="nbgrader")
+    warnings.filterwarnings("ignore", category=Warning, message=".*not in session.*")
+    from nbformat.v4 import new_output
+    from nbgrader import utils
+    from nbgrader.api import Gradebook
+    from nbgrader.preprocessors import (CheckCellMetadata, ClearOutput, DeduplicateIds,
+                                        OverwriteCells, OverwriteKernelspec, SaveAutoGrades)
+
+    db_url = f"sqlite:///{tmp / 'gradebook.db'}"
+    notebook_id = source.stem
+    released = build_gradebook(source, assignment, db_url)
+    workdir = tmp / "work" / assignment
+    workdir.mkdir(parents=True)
+    for item in source.parent.iterdir():  # data files the assignment ships, not notebooks
+        if item.suffix != ".ipynb" and not item.name.startswith("."):
+            (shutil.copytree if item.is_dir() else shutil.copy)(item, workdir / item.name)
+    with Gradebook(db_url) as gb:
+        gb.update_or_create_student(STUDENT)
+        gb.update_or_create_submission(assignment, STUDENT)
+    res = _resources(assignment, notebook_id, db_url, workdir)
+    nb.metadata["kernelspec"] = copy.deepcopy(released.metadata.get("kernelspec", {}))
+    try:
+        for pp in (ClearOutput(), DeduplicateIds(), OverwriteKernelspec(),
+                   OverwriteCells(add_missing_cells=True), CheckCellMetadata()):
+            nb, res = pp.preprocess(nb, res)
+    except Exception as exc:  # noqa: BLE001 - metadata nbgrader refuses
+        return _zero_result(given, assignment, source, f"the notebook's cell metadata is unusable: {exc}")
+
+    deadline = time.monotonic() + notebook_timeout
+    executor = _make_executor(cell_timeout, deadline)
+    env_path = str(package_root())
+    old_pp = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = env_path + (os.pathsep + old_pp if old_pp else "")
+    try:
+        nb, res = executor.preprocess(nb, res)
+    finally:
+        if old_pp is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = old_pp
+
+    # Score from the execute replies: outputs are replaced, so nothing printed counts.
+    feedback = {}
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code" or not utils.is_grade(cell) or utils.is_solution(cell):
+            continue
+        grade_id = cell.metadata.nbgrader["grade_id"]
+        reply = executor.replies.get(index)
+        finished = (reply is not None and reply.get("status") == "ok"
+                    and index not in executor.timed_out
+                    and (executor.died_at is None or index < executor.died_at))
+        fb = "" if finished else (_feedback_for(reply, index, executor, cell_timeout)
+                                  or "Did not finish: the kernel stopped during this test.")
+        feedback[grade_id] = fb
+        cell.outputs = [] if finished else [new_output("error", ename="Failed", evalue=fb, traceback=[])]
+    SaveAutoGrades().preprocess(nb, res)
+
+    result = Result(given, assignment)
+    with Gradebook(db_url) as gb:
+        submission = gb.find_submission_notebook(notebook_id, assignment, STUDENT)
+        grades = {g.name: g for g in submission.grades}
+        for grade_id, points in test_cells(source):
+            g = grades.get(grade_id)
+            got = float(g.auto_score) if g is not None and g.auto_score is not None else 0.0
+            got = got if grade_id in feedback else 0.0
+            result.tests.append({
+                "grade_id": grade_id, "exercise": grade_id.removeprefix("test_"),
+                "points": got, "max_points": points, "passed": got == points,
+                "feedback": "" if got == points else (feedback.get(grade_id) or "This test did not run."),
+            })
+    result.score = sum(t["points"] for t in result.tests)
+    result.max_score = sum(t["max_points"] for t in result.tests)
+    return result
+
+
+# --------------------------------------------------------------------------- command line
+
+def format_human(result: Result) -> str:
+    lines = [f"{result.notebook} ({result.assignment}): {result.score:g}/{result.max_score:g}"]
+    if result.error:
+        lines.append(f"  could not be graded: {result.error}")
+    for t in result.tests:
+        mark = "PASS" if t["passed"] else "FAIL"
+        lines.append(f"  [{mark}] {t['exercise']} ({t['points']:g}/{t['max_points']:g})")
+        if not t["passed"] and t["feedback"]:
+            lines.append(f"         {t['feedback']}")
+    return "\n".join(lines)
+
+
+class _StdoutGuard:
+    """Keep file descriptor 1 for our JSON only: everything else written there goes to stderr."""
+
+    def __enter__(self):
+        sys.stdout.flush()
+        self.saved = os.dup(1)
+        os.dup2(2, 1)
+        return os.fdopen(os.dup(self.saved), "w", encoding="utf-8")
+
+    def __exit__(self, *exc):
+        sys.stdout.flush()
+        os.dup2(self.saved, 1)
+        os.close(self.saved)
+        return False
+
+
+def grade_command(args) -> int:
+    root = Path(args.root).resolve() if args.root else None
+    results = []
+    ok = True
+    with _StdoutGuard() as out:
+        for nb in args.notebooks:
+            try:
+                result = grade_notebook(nb, root=root, cell_timeout=args.cell_timeout,
+                                        notebook_timeout=args.notebook_timeout)
+            except Exception as exc:  # noqa: BLE001 - one bad notebook never stops the others
+                result = Result(str(nb), Path(nb).resolve().parent.name,
+                                error=f"internal grading error: {type(exc).__name__}: {exc}")
+            if result.error:
+                ok = False
+                print(f"autograder: cannot grade {nb}: {result.error}", file=sys.stderr)
+            results.append(result)
+        if args.json:
+            payload = results[0].as_dict() if len(results) == 1 else [r.as_dict() for r in results]
+            out.write(json.dumps(payload, indent=2) + "\n")
+        else:
+            out.write("\n\n".join(format_human(r) for r in results) + "\n")
+        out.flush()
+        out.close()
+    return 0 if ok else 1

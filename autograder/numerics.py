@@ -1,0 +1,102 @@
+"""Outputs against a reference, on fresh random inputs, with dtype-aware tolerances."""
+from __future__ import annotations
+
+import numpy as np
+
+from .feedback import call, fail
+
+# (rtol, atol) by dtype; float32 matmuls and reductions differ across backends.
+_TOLERANCES = {
+    np.dtype("float64"): (1e-9, 1e-12),
+    np.dtype("float32"): (1e-4, 1e-5),
+    np.dtype("float16"): (1e-2, 1e-3),
+    np.dtype("complex64"): (1e-4, 1e-5),
+    np.dtype("complex128"): (1e-9, 1e-12),
+}
+
+
+def tolerance(dtype) -> tuple[float, float]:
+    """``(rtol, atol)`` suited to ``dtype``: exact for integers and booleans."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        dt = np.dtype("float32")
+    if dt.name == "bfloat16":
+        return (2e-2, 1e-2)
+    if dt.kind in "iub":
+        return (0.0, 0.0)
+    return _TOLERANCES.get(dt, (1e-4, 1e-5))
+
+
+def _leaves_with_paths(tree):
+    import jax
+
+    return jax.tree_util.tree_flatten_with_path(tree)
+
+
+def check_close(actual, expected, *, what="the result", rtol=None, atol=None, idea="numerics"):
+    """Check that two pytrees have the same structure, shapes, dtypes kind and values.
+
+    Fails with a message that says which leaf differs and by how much.
+    """
+    import jax
+
+    a_leaves, a_tree = _leaves_with_paths(actual)
+    e_leaves, e_tree = _leaves_with_paths(expected)
+    if a_tree != e_tree:
+        fail(idea, f"{what} has structure {a_tree}, expected {e_tree}.")
+    for (path, a), (_, e) in zip(a_leaves, e_leaves):
+        name = what + jax.tree_util.keystr(path)
+        a_np = np.asarray(a)
+        e_np = np.asarray(e)
+        if a_np.shape != e_np.shape:
+            fail(idea, f"{name} has shape {a_np.shape}, expected {e_np.shape}.")
+        r, t = tolerance(e_np.dtype)
+        r = r if rtol is None else rtol
+        t = t if atol is None else atol
+        if e_np.dtype.kind in "iub" and a_np.dtype.kind in "iub" and rtol is None and atol is None:
+            ok = np.array_equal(a_np, e_np)
+        else:
+            try:
+                ok = np.allclose(a_np.astype(np.float64), e_np.astype(np.float64), rtol=r, atol=t, equal_nan=True)
+            except (TypeError, ValueError):
+                ok = np.array_equal(a_np, e_np)
+        if not ok:
+            diff = np.abs(a_np.astype(np.float64) - e_np.astype(np.float64))
+            idx = np.unravel_index(np.nanargmax(diff), diff.shape) if diff.size else ()
+            fail(idea, f"{name} is wrong: at index {tuple(int(i) for i in idx)} it is "
+                       f"{a_np[idx]!r}, expected {e_np[idx]!r}.")
+
+
+def check_matches_reference(f, reference, make_args, *, trials=3, seed=0, what=None,
+                            rtol=None, atol=None, jit=True, static_argnames=(), static_argnums=()):
+    """Compare ``f`` with ``reference`` on ``trials`` fresh random inputs.
+
+    ``make_args(rng)`` gets a ``numpy.random.Generator`` (seeded, so the check
+    is deterministic) and returns the argument tuple. With ``jit=True``, ``f``
+    is also called under ``jax.jit`` (with the given static arguments) and
+    must agree there too.
+    """
+    import jax
+
+    label = what or f"`{getattr(f, '__name__', 'f')}`"
+    rng = np.random.default_rng(seed)
+    jitted = None
+    if jit:
+        jitted = jax.jit(f, static_argnames=static_argnames, static_argnums=static_argnums)
+    for trial in range(trials):
+        args = make_args(rng)
+        expected = reference(*args)
+        got = call(f, *args, what=label)
+        check_close(got, expected, what=f"{label}'s result on random input #{trial + 1}",
+                    rtol=rtol, atol=atol)
+        if jitted is not None:
+            got_jit = call(jitted, *args, what=f"jax.jit({label})")
+            check_close(got_jit, expected, what=f"jax.jit({label})'s result on random input #{trial + 1}",
+                        rtol=rtol, atol=atol)
+
+
+def check_equal(actual, expected, *, what="the result", idea="numerics"):
+    """Check plain Python values (lists, strings, numbers) for equality."""
+    if actual != expected:
+        fail(idea, f"{what} is {actual!r}, expected {expected!r}.")

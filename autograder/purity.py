@@ -1,0 +1,117 @@
+"""Purity: same inputs give the same outputs, no globals touched, jit and eager agree, no leaks."""
+from __future__ import annotations
+
+import copy
+import pickle
+import types
+
+import numpy as np
+
+from .feedback import _explain, call, fail
+from .numerics import check_close
+
+
+def _fingerprint(value):
+    """A comparable snapshot of a global's value (``None`` when it cannot be taken)."""
+    if isinstance(value, (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type)):
+        return ("id", id(value))
+    try:
+        import jax
+
+        if isinstance(value, jax.Array):
+            return ("array", id(value), value.shape, str(value.dtype))
+    except Exception:  # noqa: BLE001
+        pass
+    if isinstance(value, np.ndarray):
+        return ("ndarray", value.shape, str(value.dtype), value.tobytes())
+    try:
+        return ("pickle", pickle.dumps(value, protocol=4))
+    except Exception:  # noqa: BLE001
+        return ("id", id(value))
+
+
+def snapshot_globals(namespace: dict) -> dict:
+    """Fingerprints of the user-visible globals in ``namespace``."""
+    return {k: _fingerprint(v) for k, v in list(namespace.items())
+            if not k.startswith("_") and k not in {"In", "Out", "exit", "quit", "get_ipython"}}
+
+
+def changed_globals(before: dict, after: dict) -> list[str]:
+    """Names whose fingerprint changed, appeared or disappeared between two snapshots."""
+    names = set(before) | set(after)
+    return sorted(n for n in names if before.get(n) != after.get(n))
+
+
+def _copy_args(args):
+    import jax
+
+    def leaf_copy(x):
+        if isinstance(x, np.ndarray):
+            return x.copy()
+        return x
+
+    return jax.tree_util.tree_map(leaf_copy, copy.copy(args))
+
+
+def check_pure(f, args, *, namespace=None, what=None, jit=True, static_argnames=(), static_argnums=()):
+    """Check purity the way JAX can observe it.
+
+    - the same inputs give the same outputs on two calls;
+    - the module globals of ``namespace`` (default: ``f``'s globals) do not change;
+    - with ``jit=True``, ``jax.jit(f)`` agrees with ``f`` and still agrees on a second call
+      (a jitted function runs Python only once, so hidden state shows up here).
+    """
+    import jax
+
+    label = what or f"`{getattr(f, '__name__', 'f')}`"
+    namespace = namespace if namespace is not None else getattr(f, "__globals__", {})
+    before = snapshot_globals(namespace)
+    first = call(f, *_copy_args(args), what=label)
+    second = call(f, *_copy_args(args), what=label)
+    changed = changed_globals(before, snapshot_globals(namespace))
+    if changed:
+        fail("purity", f"calling {label} changed the global(s) {changed}; a pure function "
+                       "communicates only through its arguments and return value.")
+    try:
+        check_close(second, first, what=f"{label}'s second call", idea="purity")
+    except AssertionError as exc:
+        fail("purity", f"{label} gave different results for the same inputs: {exc.args[0]}")
+    if jit:
+        jitted = jax.jit(f, static_argnames=static_argnames, static_argnums=static_argnums)
+        for attempt in (1, 2):
+            got = call(jitted, *_copy_args(args), what=f"jax.jit({label})")
+            try:
+                check_close(got, first, what=f"jax.jit({label}) (call {attempt})", idea="purity")
+            except AssertionError as exc:
+                fail("purity", f"jax.jit({label}) disagrees with calling it eagerly: {exc.args[0]} "
+                               "Under jit the Python body runs once, at trace time.")
+        changed = changed_globals(before, snapshot_globals(namespace))
+        if changed:
+            fail("purity", f"jax.jit({label}) changed the global(s) {changed}; a pure function "
+                           "communicates only through its arguments and return value.")
+
+
+def check_no_tracer_leak(f, args, *, what=None, static_argnums=()):
+    """Check that tracing ``f`` under ``jax.checking_leaks()`` leaks no tracer."""
+    import jax
+
+    label = what or f"`{getattr(f, '__name__', 'f')}`"
+    try:
+        with jax.checking_leaks():
+            jax.block_until_ready(jax.jit(f, static_argnums=static_argnums)(*args))
+    except Exception as exc:  # noqa: BLE001
+        if "leak" in str(exc).lower() or isinstance(exc, jax.errors.UnexpectedTracerError):
+            fail("purity", f"{label} leaked a tracer (it kept a traced value after tracing "
+                           "ended, e.g. in a global or a list).")
+        raise _explain(exc, label) from exc
+
+
+def check_input_unchanged(f, args, *, what=None):
+    """Check that ``f(*args)`` leaves NumPy inputs unchanged (no in-place writes)."""
+    label = what or f"`{getattr(f, '__name__', 'f')}`"
+    saved = [np.array(a, copy=True) if isinstance(a, np.ndarray) else None for a in args]
+    call(f, *args, what=label)
+    for i, (a, s) in enumerate(zip(args, saved)):
+        if s is not None and not np.array_equal(a, s, equal_nan=True):
+            fail("inplace", f"{label} modified its argument #{i + 1} in place; return a new array "
+                            "with `x.at[...].set(...)` instead.")

@@ -1,0 +1,61 @@
+"""Explicit randomness: typed keys, and no key consumed twice (JAX's key-reuse checker)."""
+from __future__ import annotations
+
+import contextlib
+
+from .feedback import ExerciseFailure, _explain, fail
+
+
+def is_typed_key(key) -> bool:
+    """True for a new-style typed key array (``jax.random.key``)."""
+    import jax
+
+    try:
+        return jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)
+    except AttributeError:
+        return False
+
+
+def check_typed_key(key, *, what="the key"):
+    """Reject legacy ``PRNGKey`` uint32 arrays, which the key-reuse checker cannot follow."""
+    if not is_typed_key(key):
+        fail("prng", f"{what} is a legacy uint32 `PRNGKey` array, not a typed key; use "
+                     "`jax.random.key(seed)`: only typed keys are tracked by the key-reuse checker.")
+
+
+@contextlib.contextmanager
+def key_reuse_checking():
+    """Turn on JAX's key-reuse checker inside the block."""
+    import jax
+
+    with jax.debug_key_reuse(True):
+        yield
+
+
+def check_no_key_reuse(f, args, *, what=None, jit=True, static_argnums=(), static_argnames=(), kwargs=None):
+    """Check that ``f(*args)`` consumes no key twice, eagerly and (with ``jit``) under ``jax.jit``.
+
+    Keys among ``args`` must be typed keys; a legacy key is rejected with an explanation.
+    """
+    import jax
+
+    label = what or f"`{getattr(f, '__name__', 'f')}`"
+    kwargs = kwargs or {}
+    for leaf in jax.tree_util.tree_leaves(args):
+        if hasattr(leaf, "dtype") and str(getattr(leaf, "dtype", "")) == "uint32" and getattr(leaf, "shape", None) == (2,):
+            check_typed_key(leaf)
+    runs = [("", f)]
+    if jit:
+        runs.append(("jax.jit of ", jax.jit(f, static_argnums=static_argnums, static_argnames=static_argnames)))
+    for prefix, fn in runs:
+        try:
+            with key_reuse_checking():
+                jax.block_until_ready(fn(*args, **kwargs))
+        except ExerciseFailure:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            if isinstance(exc, jax.errors.KeyReuseError):
+                fail("key_reuse", f"{prefix}{label} consumed the same key more than once "
+                                  f"({str(exc).splitlines()[0][:160]}); split it with "
+                                  "`jax.random.split` (or `fold_in`) and use each key once.")
+            raise _explain(exc, prefix + label) from exc

@@ -1,0 +1,23 @@
+"""nbgrader configuration: source is solutions/, release is exercises/, course state in .course/."""
+import os
+
+c = get_config()  # noqa: F821 - provided by nbgrader
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+STATE = os.environ.get("COURSE_STATE", os.path.join(ROOT, ".course"))
+
+c.CourseDirectory.root = ROOT
+c.CourseDirectory.course_id = "jax-mental-model"
+c.CourseDirectory.source_directory = "solutions"
+c.CourseDirectory.release_directory = "exercises"
+c.CourseDirectory.submitted_directory = os.path.relpath(os.path.join(STATE, "submitted"), ROOT)
+c.CourseDirectory.autograded_directory = os.path.relpath(os.path.join(STATE, "autograded"), ROOT)
+c.CourseDirectory.feedback_directory = os.path.relpath(os.path.join(STATE, "feedback"), ROOT)
+# Any SQLAlchemy URL works here (e.g. postgresql://...) for a shared gradebook.
+c.CourseDirectory.db_url = os.environ.get("COURSE_DB_URL", "sqlite:///" + os.path.join(STATE, "gradebook.db"))
+c.Exchange.root = os.path.join(STATE, "exchange")
+c.Exchange.path_includes_course = True
+
+c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+c.OverwriteCells.add_missing_cells = True
+c.Execute.timeout = 120

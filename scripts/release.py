@@ -1,0 +1,97 @@
+"""Generate exercises/ from solutions/ with nbgrader (``make release``), or check it is in sync.
+
+    python scripts/release.py            # regenerate exercises/
+    python scripts/release.py --check    # exit 1 if the committed exercises/ differs
+
+nbgrader's ``generate_assignment`` clears solutions and hidden tests; then every answer
+cell whose source cell carries ``metadata.course.starting_code`` gets that broken or
+impure starting code instead of nbgrader's ``raise NotImplementedError()`` stub.
+"""
+from __future__ import annotations
+
+import argparse
+import filecmp
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def assignments(root: Path = ROOT) -> list[str]:
+    return sorted(p.name for p in (root / "solutions").iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def _postprocess(source_dir: Path, release_dir: Path) -> None:
+    for src_path in sorted(source_dir.glob("*.ipynb")):
+        out_path = release_dir / src_path.name
+        src = nbformat.read(str(src_path), as_version=4)
+        rel = nbformat.read(str(out_path), as_version=4)
+        starting = {c.metadata["nbgrader"]["grade_id"]: c.metadata["course"]["starting_code"]
+                    for c in src.cells
+                    if "nbgrader" in c.metadata and "starting_code" in c.metadata.get("course", {})}
+        for cell in rel.cells:
+            gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+            if gid in starting:
+                cell.source = starting[gid]
+            cell.metadata.pop("course", None)
+            if cell.cell_type == "code":
+                cell.outputs = []
+                cell.execution_count = None
+        nbformat.write(rel, str(out_path))
+
+
+def generate(root: Path, dest: Path) -> None:
+    """Generate every assignment of ``root/solutions`` into ``dest`` (an exercises/ folder)."""
+    with tempfile.TemporaryDirectory(prefix="release-") as tmp:
+        tmp = Path(tmp)
+        shutil.copytree(root / "solutions", tmp / "solutions")
+        for a in assignments(root):
+            cmd = [sys.executable, "-m", "nbgrader", "generate_assignment", a, "--force", "--no-db",
+                   f"--CourseDirectory.root={tmp}", "--CourseDirectory.source_directory=solutions",
+                   "--CourseDirectory.release_directory=exercises",
+                   "--ClearSolutions.code_stub=python=# YOUR CODE HERE\nraise NotImplementedError()",
+                   "--log-level=WARN"]
+            proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise SystemExit(f"nbgrader generate_assignment {a} failed:\n{proc.stdout}\n{proc.stderr}")
+            _postprocess(tmp / "solutions" / a, tmp / "exercises" / a)
+        if dest.exists():
+            shutil.rmtree(dest)
+        shutil.copytree(tmp / "exercises", dest)
+
+
+def differences(a: Path, b: Path) -> list[str]:
+    cmp = filecmp.dircmp(a, b)
+    out = [f"only in {cmp.left}: {n}" for n in cmp.left_only] + [f"only in {cmp.right}: {n}" for n in cmp.right_only]
+    out += [f"differs: {n}" for n in cmp.diff_files]
+    for sub in cmp.common_dirs:
+        out += differences(a / sub, b / sub)
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="only check that exercises/ is in sync")
+    args = parser.parse_args(argv)
+    if args.check:
+        with tempfile.TemporaryDirectory() as tmp:
+            fresh = Path(tmp) / "exercises"
+            generate(ROOT, fresh)
+            diffs = differences(ROOT / "exercises", fresh) if (ROOT / "exercises").exists() else ["exercises/ missing"]
+        if diffs:
+            print("exercises/ is not what `make release` generates from solutions/:\n  " + "\n  ".join(diffs))
+            return 1
+        print("exercises/ is in sync with solutions/")
+        return 0
+    generate(ROOT, ROOT / "exercises")
+    print(f"released {', '.join(assignments())} into exercises/")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
