@@ -158,6 +158,54 @@ def build_gradebook(source_path: Path, assignment: str, db_url: str):
     return nb
 
 
+def _fast_alembic_version():
+    """nbgrader asks the ``alembic`` command for its schema version on every new gradebook
+    (a subprocess, seconds): ask once per process."""
+    import nbgrader.api as api
+
+    if not getattr(api.get_alembic_version, "_cached", False):
+        version = api.get_alembic_version()
+        cached = lambda: version  # noqa: E731
+        cached._cached = True
+        api.get_alembic_version = cached
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    path = Path(base) / "jax-course-autograder"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _template_gradebook(source: Path, assignment: str) -> Path:
+    """A gradebook holding the source notebook's cells, built once per source version and copied
+    for every submission (nbgrader's gradebook is slow to create)."""
+    import hashlib
+
+    import nbgrader
+
+    digest = hashlib.sha256(source.read_bytes() + assignment.encode() + nbgrader.__version__.encode()).hexdigest()[:20]
+    path = _cache_dir() / f"{assignment}-{digest}.db"
+    if not path.exists():
+        _ensure_tools_on_path()
+        _fast_alembic_version()
+        fd, tmp = tempfile.mkstemp(suffix=".db", dir=path.parent)
+        os.close(fd)
+        os.unlink(tmp)
+        build_gradebook(source, assignment, f"sqlite:///{tmp}")
+        with __import__("nbgrader.api", fromlist=["Gradebook"]).Gradebook(f"sqlite:///{tmp}") as gb:
+            gb.update_or_create_student(STUDENT)
+            gb.update_or_create_submission(assignment, STUDENT)
+        os.replace(tmp, path)
+    return path
+
+
+def _released_from(source: Path):
+    import nbformat
+
+    return nbformat.read(str(source), as_version=4)
+
+
 def test_cells(source_path: Path):
     """``[(grade_id, points)]`` of the autograded test cells of a source notebook, in order."""
     import nbformat
@@ -329,17 +377,16 @@ def _grade_in(tmp: Path, nb, given, assignment, source, cell_timeout, notebook_t
     from nbgrader.preprocessors import (CheckCellMetadata, ClearOutput, DeduplicateIds,
                                         OverwriteCells, OverwriteKernelspec, SaveAutoGrades)
 
-    db_url = f"sqlite:///{tmp / 'gradebook.db'}"
+    db_path = tmp / "gradebook.db"
+    db_url = f"sqlite:///{db_path}"
     notebook_id = source.stem
-    released = build_gradebook(source, assignment, db_url)
+    shutil.copy(_template_gradebook(source, assignment), db_path)
+    released = _released_from(source)
     workdir = tmp / "work" / assignment
     workdir.mkdir(parents=True)
     for item in source.parent.iterdir():  # data files the assignment ships, not notebooks
         if item.suffix != ".ipynb" and not item.name.startswith("."):
             (shutil.copytree if item.is_dir() else shutil.copy)(item, workdir / item.name)
-    with Gradebook(db_url) as gb:
-        gb.update_or_create_student(STUDENT)
-        gb.update_or_create_submission(assignment, STUDENT)
     res = _resources(assignment, notebook_id, db_url, workdir)
     nb.metadata["kernelspec"] = copy.deepcopy(released.metadata.get("kernelspec", {}))
     try:

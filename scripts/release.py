@@ -45,12 +45,13 @@ def _postprocess(source_dir: Path, release_dir: Path) -> None:
         nbformat.write(rel, str(out_path))
 
 
-def generate(root: Path, dest: Path) -> None:
-    """Generate every assignment of ``root/solutions`` into ``dest`` (an exercises/ folder)."""
+def generate(root: Path, dest: Path, only=None) -> None:
+    """Generate the assignments of ``root/solutions`` (all, or ``only``) into ``dest`` (an exercises/ folder)."""
+    names = list(only) if only else assignments(root)
     with tempfile.TemporaryDirectory(prefix="release-") as tmp:
         tmp = Path(tmp)
         shutil.copytree(root / "solutions", tmp / "solutions")
-        for a in assignments(root):
+        for a in names:
             cmd = [sys.executable, "-m", "nbgrader", "generate_assignment", a, "--force", "--no-db",
                    f"--CourseDirectory.root={tmp}", "--CourseDirectory.source_directory=solutions",
                    "--CourseDirectory.release_directory=exercises",
@@ -60,6 +61,12 @@ def generate(root: Path, dest: Path) -> None:
             if proc.returncode != 0:
                 raise SystemExit(f"nbgrader generate_assignment {a} failed:\n{proc.stdout}\n{proc.stderr}")
             _postprocess(tmp / "solutions" / a, tmp / "exercises" / a)
+        if only:
+            for a in names:
+                if (dest / a).exists():
+                    shutil.rmtree(dest / a)
+                shutil.copytree(tmp / "exercises" / a, dest / a)
+            return
         if dest.exists():
             shutil.rmtree(dest)
         shutil.copytree(tmp / "exercises", dest)
@@ -77,6 +84,7 @@ def differences(a: Path, b: Path) -> list[str]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="only check that exercises/ is in sync")
+    parser.add_argument("assignments", nargs="*", help="only these assignments (default: all)")
     args = parser.parse_args(argv)
     if args.check:
         with tempfile.TemporaryDirectory() as tmp:
@@ -88,8 +96,8 @@ def main(argv=None) -> int:
             return 1
         print("exercises/ is in sync with solutions/")
         return 0
-    generate(ROOT, ROOT / "exercises")
-    print(f"released {', '.join(assignments())} into exercises/")
+    generate(ROOT, ROOT / "exercises", only=args.assignments)
+    print(f"released {', '.join(args.assignments or assignments())} into exercises/")
     return 0
 
 

@@ -1,0 +1,91 @@
+"""Both sides of every exercise: the released notebook scores zero, the solution full marks,
+and every known-wrong answer fails with feedback that names the broken idea."""
+from __future__ import annotations
+
+import functools
+import shutil
+import tempfile
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from conftest import (ASSIGNMENTS, fill_answers, released_notebook, run_grader, solution_notebook,
+                      wrong_answers)
+
+pytestmark = pytest.mark.notebook
+
+
+def _answer_ids(assignment):
+    nb = nbformat.read(str(solution_notebook(assignment)), as_version=4)
+    return [c.metadata["nbgrader"]["grade_id"] for c in nb.cells
+            if c.metadata.get("nbgrader", {}).get("solution")]
+
+
+@functools.lru_cache(maxsize=None)
+def _graded(assignment):
+    """Grade, in one grader call: the released notebook, the solution, and each round of wrong
+    answers (round k fills the k-th wrong answer of every exercise)."""
+    tmp = Path(tempfile.mkdtemp(prefix=f"ex-{assignment}-"))
+    released = tmp / "released" / assignment / f"{assignment}.ipynb"
+    released.parent.mkdir(parents=True)
+    shutil.copy(released_notebook(assignment), released)
+    solution = tmp / "solution" / assignment / f"{assignment}.ipynb"
+    solution.parent.mkdir(parents=True)
+    shutil.copy(solution_notebook(assignment), solution)
+    wrong = wrong_answers(assignment)
+    rounds = max((len(v) for v in wrong.values()), default=0)
+    paths, expectations = [released, solution], []
+    for k in range(rounds):
+        answers = {gid: items[k][0] for gid, items in wrong.items() if k < len(items)}
+        dest = tmp / f"wrong{k}" / assignment / f"{assignment}.ipynb"
+        paths.append(fill_answers(released_notebook(assignment), answers, dest))
+        expectations.append({gid: items[k][1] for gid, items in wrong.items() if k < len(items)})
+    results, stderr, code = run_grader(paths)
+    shutil.rmtree(tmp, ignore_errors=True)
+    return results, expectations, stderr, code
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_released_notebook_scores_zero(assignment):
+    results, _, stderr, code = _graded(assignment)
+    released = results[0]
+    assert code == 0, stderr[-2000:]
+    assert released["max_score"] > 0
+    assert [t["grade_id"] for t in released["tests"]] == [f"test_{g}" for g in _answer_ids(assignment)]
+    earned = {t["exercise"]: t["points"] for t in released["tests"] if t["points"]}
+    assert not earned, f"the released notebook already earns points: {earned}"
+    for t in released["tests"]:
+        assert t["feedback"], f"{t['exercise']} failed without feedback"
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_solution_scores_full_marks(assignment):
+    results, _, stderr, _ = _graded(assignment)
+    solution = results[1]
+    failed = {t["exercise"]: t["feedback"] for t in solution["tests"] if not t["passed"]}
+    assert not failed, f"the solution fails: {failed}"
+    assert solution["score"] == solution["max_score"] > 0
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_every_exercise_has_two_wrong_answers(assignment):
+    wrong = wrong_answers(assignment)
+    for gid in _answer_ids(assignment):
+        assert len(wrong.get(gid, [])) >= 2, f"{assignment}: {gid} needs at least two known-wrong answers"
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_wrong_answers_fail_with_intended_feedback(assignment):
+    results, expectations, _, _ = _graded(assignment)
+    problems = []
+    for k, (result, expected) in enumerate(zip(results[2:], expectations)):
+        by_exercise = {t["exercise"]: t for t in result["tests"]}
+        for gid, needle in expected.items():
+            t = by_exercise[gid]
+            if t["passed"]:
+                problems.append(f"wrong answer #{k + 1} for {gid} passed")
+            elif needle.lower() not in t["feedback"].lower():
+                problems.append(f"wrong answer #{k + 1} for {gid}: feedback {t['feedback']!r} "
+                                f"does not mention {needle!r}")
+    assert not problems, "\n".join(problems)
