@@ -34,13 +34,34 @@ def _leaves_with_paths(tree):
     return jax.tree_util.tree_flatten_with_path(tree)
 
 
-def check_close(actual, expected, *, what="the result", rtol=None, atol=None, idea="numerics"):
-    """Check that two pytrees have the same structure, shapes, dtypes kind and values.
+def _pair_tolerance(a_dtype, e_dtype) -> tuple[float, float]:
+    """The looser of the two dtypes' tolerances: a float32 result is judged as float32 even
+    when the reference was computed in float64 (NumPy's default)."""
+    ra, ta = tolerance(a_dtype)
+    re, te = tolerance(e_dtype)
+    return max(ra, re), max(ta, te)
 
-    Fails with a message that says which leaf differs and by how much.
+
+def _numeric(x: np.ndarray):
+    """``x`` as float64 (complex128 for complex input), or ``None`` if it is not numeric."""
+    try:
+        return x.astype(np.complex128 if x.dtype.kind == "c" else np.float64)
+    except (TypeError, ValueError):
+        return None
+
+
+def check_close(actual, expected, *, what="the result", rtol=None, atol=None, idea="numerics"):
+    """Check that two pytrees have the same structure, shapes and values.
+
+    Values are compared with a tolerance suited to the less precise of the two dtypes
+    (:func:`tolerance`; exact for integers and booleans), NaNs equal to NaNs, complex
+    numbers compared with their imaginary parts. Fails with a message that says which
+    leaf differs, where, and by how much.
     """
     import jax
 
+    if actual is None and expected is not None:
+        fail(idea, f"{what} is None; did the function forget to `return` its result?")
     a_leaves, a_tree = _leaves_with_paths(actual)
     e_leaves, e_tree = _leaves_with_paths(expected)
     if a_tree != e_tree:
@@ -51,21 +72,29 @@ def check_close(actual, expected, *, what="the result", rtol=None, atol=None, id
         e_np = np.asarray(e)
         if a_np.shape != e_np.shape:
             fail(idea, f"{name} has shape {a_np.shape}, expected {e_np.shape}.")
-        r, t = tolerance(e_np.dtype)
+        r, t = _pair_tolerance(a_np.dtype, e_np.dtype)
         r = r if rtol is None else rtol
         t = t if atol is None else atol
-        if e_np.dtype.kind in "iub" and a_np.dtype.kind in "iub" and rtol is None and atol is None:
-            ok = np.array_equal(a_np, e_np)
+        a_num, e_num = _numeric(a_np), _numeric(e_np)
+        if a_num is None or e_num is None:  # strings, objects: exact equality
+            bad = np.asarray(a_np != e_np)
+            bad = bad if bad.shape == a_np.shape else np.ones(a_np.shape, dtype=bool)
+        elif e_np.dtype.kind in "iub" and a_np.dtype.kind in "iub" and rtol is None and atol is None:
+            bad = a_np != e_np
         else:
-            try:
-                ok = np.allclose(a_np.astype(np.float64), e_np.astype(np.float64), rtol=r, atol=t, equal_nan=True)
-            except (TypeError, ValueError):
-                ok = np.array_equal(a_np, e_np)
-        if not ok:
-            diff = np.abs(a_np.astype(np.float64) - e_np.astype(np.float64))
-            idx = np.unravel_index(np.nanargmax(diff), diff.shape) if diff.size else ()
+            if a_num.dtype.kind == "c" or e_num.dtype.kind == "c":
+                a_num, e_num = a_num.astype(np.complex128), e_num.astype(np.complex128)
+            bad = ~np.isclose(a_num, e_num, rtol=r, atol=t, equal_nan=True)
+        if np.any(bad):
+            if a_num is not None and e_num is not None:
+                diff = np.where(bad, np.abs(a_num - e_num), -1.0)
+                diff = np.where(np.isnan(diff), np.inf, diff)  # NaN where a number was expected
+                idx = np.unravel_index(np.argmax(diff), diff.shape) if diff.ndim else ()
+            else:
+                idx = np.unravel_index(np.argmax(bad), bad.shape) if bad.ndim else ()
+            count = f" ({int(np.sum(bad))} of {bad.size} entries differ)" if bad.size > 1 else ""
             fail(idea, f"{name} is wrong: at index {tuple(int(i) for i in idx)} it is "
-                       f"{a_np[idx]!r}, expected {e_np[idx]!r}.")
+                       f"{a_np[idx]!r}, expected {e_np[idx]!r}{count}.")
 
 
 def check_matches_reference(f, reference, make_args, *, trials=3, seed=0, what=None,

@@ -53,6 +53,25 @@ def _copy_args(args):
     return jax.tree_util.tree_map(leaf_copy, copy.copy(args))
 
 
+def _globals_of(f) -> dict:
+    """The module globals ``f`` reads, looking through ``jax.jit``, ``functools.wraps`` and
+    ``functools.partial`` wrappers (a jitted function has no ``__globals__`` of its own)."""
+    seen = set()
+    while id(f) not in seen:
+        seen.add(id(f))
+        if hasattr(f, "__globals__"):
+            return f.__globals__
+        f = getattr(f, "__wrapped__", None) or getattr(f, "func", None)
+        if f is None:
+            break
+    return {}
+
+
+def _detail(exc) -> str:
+    """The observation of a failure, without the pointer to the course (added again later)."""
+    return getattr(exc, "detail", None) or exc.args[0]
+
+
 def check_pure(f, args, *, namespace=None, what=None, jit=True, static_argnames=(), static_argnums=()):
     """Check purity the way JAX can observe it.
 
@@ -60,11 +79,14 @@ def check_pure(f, args, *, namespace=None, what=None, jit=True, static_argnames=
     - the module globals of ``namespace`` (default: ``f``'s globals) do not change;
     - with ``jit=True``, ``jax.jit(f)`` agrees with ``f`` and still agrees on a second call
       (a jitted function runs Python only once, so hidden state shows up here).
+
+    A failure names the global that changed or the call that disagreed.
     """
     import jax
 
     label = what or f"`{getattr(f, '__name__', 'f')}`"
-    namespace = namespace if namespace is not None else getattr(f, "__globals__", {})
+    namespace = namespace if namespace is not None else _globals_of(f)
+    jax.clear_caches()  # an `f` the learner jitted and ran before must run its Python body again
     before = snapshot_globals(namespace)
     first = call(f, *_copy_args(args), what=label)
     second = call(f, *_copy_args(args), what=label)
@@ -75,7 +97,7 @@ def check_pure(f, args, *, namespace=None, what=None, jit=True, static_argnames=
     try:
         check_close(second, first, what=f"{label}'s second call", idea="purity")
     except AssertionError as exc:
-        fail("purity", f"{label} gave different results for the same inputs: {exc.args[0]}")
+        fail("purity", f"{label} gave different results for the same inputs: {_detail(exc)}")
     if jit:
         jitted = jax.jit(f, static_argnames=static_argnames, static_argnums=static_argnums)
         for attempt in (1, 2):
@@ -83,7 +105,7 @@ def check_pure(f, args, *, namespace=None, what=None, jit=True, static_argnames=
             try:
                 check_close(got, first, what=f"jax.jit({label}) (call {attempt})", idea="purity")
             except AssertionError as exc:
-                fail("purity", f"jax.jit({label}) disagrees with calling it eagerly: {exc.args[0]} "
+                fail("purity", f"jax.jit({label}) disagrees with calling it eagerly: {_detail(exc)} "
                                "Under jit the Python body runs once, at trace time.")
         changed = changed_globals(before, snapshot_globals(namespace))
         if changed:
@@ -92,13 +114,23 @@ def check_pure(f, args, *, namespace=None, what=None, jit=True, static_argnames=
 
 
 def check_no_tracer_leak(f, args, *, what=None, static_argnums=()):
-    """Check that tracing ``f`` under ``jax.checking_leaks()`` leaks no tracer."""
+    """Check that tracing ``f`` under ``jax.checking_leaks()`` leaks no tracer.
+
+    ``f`` is traced afresh (JAX's caches are cleared first), so a leak is found even when
+    ``f`` was jitted and called before. The learner sees that a traced value was kept
+    after tracing ended.
+    """
     import jax
 
     label = what or f"`{getattr(f, '__name__', 'f')}`"
+
+    def fresh(*a):  # a new function object: never served from a trace cache
+        return f(*a)
+
     try:
         with jax.checking_leaks():
-            jax.block_until_ready(jax.jit(f, static_argnums=static_argnums)(*args))
+            jax.clear_caches()
+            jax.block_until_ready(jax.jit(fresh, static_argnums=static_argnums)(*args))
     except Exception as exc:  # noqa: BLE001
         if "leak" in str(exc).lower() or isinstance(exc, jax.errors.UnexpectedTracerError):
             fail("purity", f"{label} leaked a tracer (it kept a traced value after tracing "

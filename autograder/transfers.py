@@ -10,10 +10,25 @@ from __future__ import annotations
 from .feedback import ExerciseFailure, _explain, fail
 
 
-def _to_device(args):
+def _to_device(args, kwargs, static_argnums=(), static_argnames=()):
+    """Place every non-static argument on the device before the guarded call: what the
+    caller passes is not the learner's transfer. Python scalars become weakly typed arrays,
+    as jit would make them; static arguments stay as they are."""
     import jax
 
-    return jax.tree_util.tree_map(lambda x: jax.device_put(x) if hasattr(x, "shape") else x, args)
+    def put(tree):
+        def leaf(x):
+            if hasattr(x, "shape") or isinstance(x, (bool, int, float, complex)):
+                return jax.device_put(x)
+            return x
+        return jax.tree_util.tree_map(leaf, tree)
+
+    nums = {static_argnums} if isinstance(static_argnums, int) else set(static_argnums)
+    nums = {i % len(args) if args else i for i in nums}
+    names = {static_argnames} if isinstance(static_argnames, str) else set(static_argnames)
+    dev_args = tuple(a if i in nums else put(a) for i, a in enumerate(args))
+    dev_kwargs = {k: v if k in names else put(v) for k, v in kwargs.items()}
+    return dev_args, dev_kwargs
 
 
 def check_traceable(f, args, *, what=None, static_argnums=(), static_argnames=(), kwargs=None):
@@ -39,7 +54,8 @@ def check_no_host_transfer(f, args, *, what=None, static_argnums=(), static_argn
 
     Arguments are placed on the device first and one untimed call compiles,
     then the call runs under ``jax.transfer_guard("disallow")``. The function
-    must also trace under jit (see :func:`check_traceable`).
+    must also trace under jit (see :func:`check_traceable`). A failure says that data
+    moved between host and device inside the hot path.
     """
     import jax
 
@@ -48,14 +64,14 @@ def check_no_host_transfer(f, args, *, what=None, static_argnums=(), static_argn
     check_traceable(f, args, what=label, static_argnums=static_argnums,
                     static_argnames=static_argnames, kwargs=kwargs)
     jitted = jax.jit(f, static_argnums=static_argnums, static_argnames=static_argnames)
-    dev_args = _to_device(args)
+    dev_args, dev_kwargs = _to_device(tuple(args), kwargs, static_argnums, static_argnames)
     try:
-        jax.block_until_ready(jitted(*dev_args, **kwargs))
+        jax.block_until_ready(jitted(*dev_args, **dev_kwargs))
     except Exception as exc:  # noqa: BLE001
         raise _explain(exc, label) from exc
     try:
         with jax.transfer_guard("disallow"):
-            jax.block_until_ready(jitted(*dev_args, **kwargs))
+            jax.block_until_ready(jitted(*dev_args, **dev_kwargs))
     except Exception as exc:  # noqa: BLE001
         if "transfer" in str(exc).lower():
             fail("async", f"{label} moved data between host and device inside the hot path "

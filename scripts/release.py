@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import argparse
 import filecmp
+import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -45,21 +45,35 @@ def _postprocess(source_dir: Path, release_dir: Path) -> None:
         nbformat.write(rel, str(out_path))
 
 
+def _generate_with_nbgrader(course: Path, names) -> None:
+    """nbgrader's generate_assignment, in-process (one nbgrader start for all assignments)."""
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config import Config
+
+    config = Config()
+    config.CourseDirectory.root = str(course)
+    config.CourseDirectory.source_directory = "solutions"
+    config.CourseDirectory.release_directory = "exercises"
+    config.CourseDirectory.db_url = f"sqlite:///{course / 'gradebook.db'}"
+    config.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+    bindir = str(Path(sys.executable).parent)  # nbgrader's gradebook runs `alembic`
+    os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
+    api = NbGraderAPI(CourseDirectory(config=config), config=config)
+    for a in names:
+        result = api.generate_assignment(a, force=True, create=True)
+        if not result["success"]:
+            raise SystemExit(f"nbgrader generate_assignment {a} failed:\n{result.get('error')}\n{result.get('log')}")
+
+
 def generate(root: Path, dest: Path, only=None) -> None:
     """Generate the assignments of ``root/solutions`` (all, or ``only``) into ``dest`` (an exercises/ folder)."""
     names = list(only) if only else assignments(root)
     with tempfile.TemporaryDirectory(prefix="release-") as tmp:
         tmp = Path(tmp)
         shutil.copytree(root / "solutions", tmp / "solutions")
+        _generate_with_nbgrader(tmp, names)
         for a in names:
-            cmd = [sys.executable, "-m", "nbgrader", "generate_assignment", a, "--force", "--no-db",
-                   f"--CourseDirectory.root={tmp}", "--CourseDirectory.source_directory=solutions",
-                   "--CourseDirectory.release_directory=exercises",
-                   "--ClearSolutions.code_stub=python=# YOUR CODE HERE\nraise NotImplementedError()",
-                   "--log-level=WARN"]
-            proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
-            if proc.returncode != 0:
-                raise SystemExit(f"nbgrader generate_assignment {a} failed:\n{proc.stdout}\n{proc.stderr}")
             _postprocess(tmp / "solutions" / a, tmp / "exercises" / a)
         if only:
             for a in names:

@@ -1,0 +1,38 @@
+# The course's workflows. `make lab` to learn, `make test` to check everything.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+PYTEST_WORKERS ?= 2
+
+.PHONY: env lab test release check clean-outputs bench bench-grading \
+        instructor-release collect autograde feedback export
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements.txt
+	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps -e .
+	touch $(STAMP)
+
+## env: create .venv and install the pinned requirements (idempotent)
+env: $(STAMP)
+
+## lab: open JupyterLab on the course, nbgrader and widgets enabled
+lab: env
+	$(BIN)/python scripts/lab.py
+
+## test: the whole suite (what CI runs)
+test: env
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -p no:cacheprovider tests
+
+## release: regenerate exercises/ from solutions/ with nbgrader
+release: env
+	$(BIN)/python scripts/release.py
+
+## clean-outputs: strip outputs and execution counts from every notebook
+clean-outputs: env
+	$(BIN)/python scripts/clean_outputs.py
+
+## bench: measure the course (report in docs/)
+bench: env
+	$(BIN)/python scripts/bench.py
