@@ -40,7 +40,7 @@ TAUGHT_IN = {
     "shard_map": ("09_sharding", "Manual mode: shard_map and collectives"),
     "explicit_sharding": ("09_sharding", "Explicit mode: shardings in the type"),
     "numerics": (None, "the exercise's description"),
-    "unanswered": (None, "the exercise's description"),
+    "unanswered": (None, None),
 }
 
 
@@ -80,7 +80,8 @@ def _explain(exc: BaseException, what: str) -> ExerciseFailure:
     first_line = (str(exc).strip().splitlines() or [""])[0][:300]
     errors = jax.errors
     if isinstance(exc, NotImplementedError):
-        return ExerciseFailure("unanswered", f"{what} is not answered yet (it raised NotImplementedError).")
+        return ExerciseFailure("unanswered", f"{what} is not answered yet (it raised NotImplementedError): "
+                                             "replace the stub in its answer cell with your code.")
     if isinstance(exc, getattr(errors, "TracerBoolConversionError", ())):
         return ExerciseFailure(
             "control_flow",

@@ -69,14 +69,18 @@ def check_primitive_absent(f, args, names, *, what=None, why="", idea="control_f
         fail(idea, f"the jaxpr of {label} contains {bad}. {why}".strip())
 
 
-def check_jaxpr_size_constant(f, make_args, lengths, *, what=None, why="", idea="loops"):
+def check_jaxpr_size_constant(f, make_args, lengths, *, what=None, why="", idea="loops",
+                              static_argnums=()):
     """Check that the jaxpr of ``f(*make_args(n))`` has the same size for every ``n`` in ``lengths``.
 
     A Python loop over a length unrolls into the jaxpr, so its size grows
-    with the length; ``lax.scan``/``fori_loop`` keep it constant.
+    with the length; ``lax.scan``/``fori_loop`` keep it constant. Nested
+    jaxprs count too. ``static_argnums`` names arguments traced as static
+    (a length passed as a Python int). The learner sees the sizes per length.
     """
     label = what or f"`{getattr(f, '__name__', 'f')}`"
-    sizes = {n: jaxpr_size(make_jaxpr(f, *make_args(n), what=label)) for n in lengths}
+    sizes = {n: jaxpr_size(make_jaxpr(f, *make_args(n), what=label, static_argnums=static_argnums))
+             for n in lengths}
     if len(set(sizes.values())) > 1:
         shown = ", ".join(f"length {n}: {s} equations" for n, s in sizes.items())
         fail(idea, f"the jaxpr of {label} grows with the length ({shown}): a Python loop is "

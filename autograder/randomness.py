@@ -23,6 +23,23 @@ def check_typed_key(key, *, what="the key"):
                      "`jax.random.key(seed)`: only typed keys are tracked by the key-reuse checker.")
 
 
+def _fresh_keys(tree):
+    """``tree`` with every typed key replaced by an unconsumed copy of itself.
+
+    The key-reuse checker marks a key object as consumed when eager code uses it; giving
+    each run its own copies keeps the eager run from spoiling the jitted one, and leaves
+    the caller's keys usable afterwards.
+    """
+    import jax
+
+    def copy(x):
+        if is_typed_key(x):
+            return jax.random.wrap_key_data(jax.random.key_data(x), impl=jax.random.key_impl(x))
+        return x
+
+    return jax.tree_util.tree_map(copy, tree)
+
+
 @contextlib.contextmanager
 def key_reuse_checking():
     """Turn on JAX's key-reuse checker inside the block."""
@@ -36,6 +53,8 @@ def check_no_key_reuse(f, args, *, what=None, jit=True, static_argnums=(), stati
     """Check that ``f(*args)`` consumes no key twice, eagerly and (with ``jit``) under ``jax.jit``.
 
     Keys among ``args`` must be typed keys; a legacy key is rejected with an explanation.
+    Each run gets its own copies of the keys, so the same (correct) ``f`` passes both runs.
+    A failure says that a key was consumed twice and how to split it.
     """
     import jax
 
@@ -49,8 +68,9 @@ def check_no_key_reuse(f, args, *, what=None, jit=True, static_argnums=(), stati
         runs.append(("jax.jit of ", jax.jit(f, static_argnums=static_argnums, static_argnames=static_argnames)))
     for prefix, fn in runs:
         try:
+            run_args, run_kwargs = _fresh_keys((tuple(args), kwargs))
             with key_reuse_checking():
-                jax.block_until_ready(fn(*args, **kwargs))
+                jax.block_until_ready(fn(*run_args, **run_kwargs))
         except ExerciseFailure:
             raise
         except Exception as exc:  # noqa: BLE001
