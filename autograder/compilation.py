@@ -108,6 +108,7 @@ def check_compiles(f, calls, expected: int, *, what=None, why=""):
     arguments is the exercise.
     """
     label = what or f"`{getattr(f, '__name__', 'f')}`"
+    calls = list(calls)  # a generator would be used up before its len() in the message
     n = count_compiles(f, calls, what=label)
     if n != expected:
         more = "more" if n > expected else "fewer"
@@ -119,6 +120,7 @@ def check_compiles(f, calls, expected: int, *, what=None, why=""):
 def check_compiles_at_most(f, calls, limit: int, *, what=None, why=""):
     """Check that ``f`` over ``calls`` compiles at most ``limit`` times."""
     label = what or f"`{getattr(f, '__name__', 'f')}`"
+    calls = list(calls)  # a generator would be used up before its len() in the message
     n = count_compiles(f, calls, what=label)
     if n > limit:
         fail("recompiles", f"{label} compiled {n} times over {len(calls)} calls; at most {limit} "

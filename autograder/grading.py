@@ -292,6 +292,53 @@ def _make_executor(cell_timeout: int, deadline: float):
                           kernel_name="python3", record_timing=False, startup_timeout=120)
 
 
+_GUARD_SETUP = """\
+def _autograder_guard_factory():
+    import builtins, sys
+    import numpy, numpy.testing, jax, jax.numpy
+    import importlib, pkgutil
+    import autograder
+    for info in pkgutil.iter_modules(autograder.__path__):
+        if info.name not in ("__main__", "grading"):
+            importlib.import_module("autograder." + info.name)
+    full = {n: m for n, m in list(sys.modules.items())
+            if n == "autograder" or n.startswith("autograder.")}
+    partial = {n: sys.modules[n] for n in ("numpy", "numpy.testing", "jax", "jax.numpy")}
+    snaps = {n: dict(m.__dict__) for n, m in {**full, **partial}.items()}
+    def restore():
+        for n, m in {**full, **partial}.items():
+            sys.modules[n] = m
+            d = m.__dict__
+            if n in full:
+                for k in [k for k in d if k not in snaps[n]]:
+                    del d[k]
+            d.update(snaps[n])
+    return restore
+__import__("builtins").__dict__["@NAME@"] = _autograder_guard_factory()
+del _autograder_guard_factory
+"""
+
+
+def _install_guard(nb) -> None:
+    """Restore pristine modules before every test.
+
+    A first cell, run before any learner code, snapshots the namespaces of the
+    ``autograder`` modules, NumPy and ``jax.numpy``; every test cell then starts by
+    restoring them, so patches made by learner cells (``ag.check_close = ...``,
+    ``np.allclose = lambda *a, **k: True``) are undone before the test runs.
+    """
+    import secrets
+
+    from nbformat.v4 import new_code_cell
+    from nbgrader import utils
+
+    name = f"_autograder_restore_{secrets.token_hex(8)}"
+    nb.cells.insert(0, new_code_cell(_GUARD_SETUP.replace("@NAME@", name)))
+    for cell in nb.cells:
+        if cell.cell_type == "code" and utils.is_grade(cell) and not utils.is_solution(cell):
+            cell.source = f"{name}()\n" + cell.source
+
+
 def _feedback_for(reply, index, executor, cell_timeout) -> str:
     if reply is None:
         if index in executor.skipped and executor.died_at is None:
@@ -368,6 +415,8 @@ def _ensure_tools_on_path():
 
 
 def _grade_in(tmp: Path, nb, given, assignment, source, cell_timeout, notebook_timeout) -> Result:
+    import nbformat
+
     _ensure_tools_on_path()
     warnings.filterwarnings("ignore", module="nbgrader")
     warnings.filterwarnings("ignore", category=Warning, message=".*not in session.*")
@@ -396,6 +445,8 @@ def _grade_in(tmp: Path, nb, given, assignment, source, cell_timeout, notebook_t
     except Exception as exc:  # noqa: BLE001 - metadata nbgrader refuses
         return _zero_result(given, assignment, source, f"the notebook's cell metadata is unusable: {exc}")
 
+    nb = nbformat.from_dict(nb)  # cells nbgrader re-added hold plain dicts
+    _install_guard(nb)
     deadline = time.monotonic() + notebook_timeout
     executor = _make_executor(cell_timeout, deadline)
     env_path = str(package_root())

@@ -66,10 +66,11 @@ class SimulatedDevice:
     """A callable that behaves like a jitted function on an asynchronous device.
 
     Call ``k`` returns at once with a :class:`SimulatedResult` that is ready
-    ``durations[k]`` seconds after the work queued before it is done (a device
-    runs one program after another). The first call also sleeps ``compile_s``
-    before returning, as tracing and compiling do. ``durations`` is indexed from
-    the first call; the last entries repeat in a cycle of ``cycle`` entries.
+    ``duration(k)`` seconds later: ``first_s`` for the first call, then the
+    entries of ``cycle_s`` in turn. The first call also sleeps ``compile_s``
+    before returning, as tracing and compiling do. (Calls do not queue behind
+    each other, so a warm-up that is not waited for does not change the timing
+    of later calls; overlapping timed calls are caught by the order of waits.)
     """
 
     def __init__(self, first_s, cycle_s, compile_s=0.0):
@@ -78,7 +79,6 @@ class SimulatedDevice:
         self.compile_s = compile_s
         self.calls = []
         self.results = []
-        self._busy_until = 0.0
         self.__name__ = "simulated_jitted_function"
 
     def duration(self, k):
@@ -89,9 +89,7 @@ class SimulatedDevice:
         if k == 0 and self.compile_s:
             time.sleep(self.compile_s)
         self.calls.append((args, kwargs))
-        start = max(time.perf_counter(), self._busy_until)
-        self._busy_until = start + self.duration(k)
-        result = SimulatedResult(self, k, self._busy_until)
+        result = SimulatedResult(self, k, time.perf_counter() + self.duration(k))
         self.results.append(result)
         return result
 

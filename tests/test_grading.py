@@ -1,0 +1,189 @@
+"""The grader's command line and its rules, against a corpus of broken and hostile submissions.
+
+Each submission starts from the released 01_phases notebook (which scores zero) and tries to
+earn points without correct answers, or to break the grader; none may succeed.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+import time
+
+import nbformat
+import pytest
+
+from conftest import ROOT, fill_answers, released_notebook, run_grader, solution_notebook
+
+pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("grading")]
+A = "01_phases"
+TESTS = ["test_primitive_names", "test_runtime_print", "test_scaled", "test_matmul_flops"]
+SOLUTIONS = {c.metadata["nbgrader"]["grade_id"]: c.source
+             for c in nbformat.read(str(solution_notebook(A)), as_version=4).cells
+             if c.metadata.get("nbgrader", {}).get("solution")}
+
+
+def _released():
+    return nbformat.read(str(released_notebook(A)), as_version=4)
+
+
+def _gid(cell):
+    return cell.metadata.get("nbgrader", {}).get("grade_id")
+
+
+def _write(tmp_path, name, nb):
+    path = tmp_path / name / A / f"{A}.ipynb"
+    path.parent.mkdir(parents=True)
+    if isinstance(nb, (str, bytes)):
+        path.write_bytes(nb if isinstance(nb, bytes) else nb.encode())
+    else:
+        nbformat.write(nb, str(path))
+    return path
+
+
+def _with_answer(nb, gid, source):
+    for c in nb.cells:
+        if _gid(c) == gid:
+            c.source = source
+    return nb
+
+
+def _hostile_corpus():
+    """name -> notebook that must score 0 on every test."""
+    corpus = {}
+    nb = _released()
+    for c in nb.cells:
+        if _gid(c) in TESTS:
+            c.source = ""
+    corpus["tests_emptied"] = nb
+    nb = _released()
+    nb.cells = [c for c in nb.cells if _gid(c) not in TESTS]
+    corpus["tests_deleted"] = nb
+    nb = _released()
+    for i, c in enumerate(nb.cells):
+        if _gid(c) in TESTS:
+            nb.cells[i] = nbformat.v4.new_markdown_cell(c.source, metadata=c.metadata)
+    corpus["tests_turned_markdown"] = nb
+    nb = _released()
+    for i, c in enumerate(list(nb.cells)):
+        if _gid(c) in TESTS:
+            c.source = "pass  # edited to do nothing"
+    nb.cells = nb.cells + [copy.deepcopy(c) for c in nb.cells if _gid(c) in TESTS]
+    corpus["tests_edited_and_duplicated"] = nb
+    nb = _released()
+    for c in nb.cells:
+        if _gid(c) in TESTS:
+            c.metadata = {}
+            c.source = "print('ok')"
+    corpus["cells_without_metadata"] = nb
+    corpus["checks_monkeypatched"] = _with_answer(_released(), "primitive_names", (
+        "import autograder as ag, autograder.numerics, numpy as np, jax.numpy as jnp\n"
+        "for _m in (ag, autograder.numerics):\n"
+        "    for _n in dir(_m):\n"
+        "        if _n.startswith(('check', 'call', 'fail')):\n"
+        "            setattr(_m, _n, lambda *a, **k: None)\n"
+        "np.allclose = lambda *a, **k: True\nnp.array_equal = lambda *a, **k: True\n"
+        "jnp.allclose = lambda *a, **k: True\n"
+        "def primitive_names(f, *args):\n    return []\n"))
+    corpus["fake_results_printed"] = _with_answer(_released(), "primitive_names", (
+        "import os, json\n"
+        "print(json.dumps({'score': 4.0, 'max_score': 4.0}))\n"
+        "os.system('echo {\\\"score\\\": 4.0}')\n"
+        "os.write(1, b'{\"score\": 4.0}')\n"
+        "def primitive_names(f, *args):\n    return []\n"))
+    corpus["grading_detected"] = _with_answer(_released(), "primitive_names", (
+        "import os, sys\n"
+        "GRADING = bool(os.environ.get('NBGRADER_EXECUTION')) or 'nbgrader' in sys.modules\n"
+        "def primitive_names(f, *args):\n    return ['sin', 'mul'] if not GRADING else []\n"))
+    nb = _released()
+    for c in nb.cells:
+        if _gid(c) in TESTS:
+            c.outputs = [nbformat.v4.new_output("stream", name="stdout", text="all tests passed")]
+            c.execution_count = 1
+    corpus["outputs_prefilled"] = nb
+    corpus["sys_exit"] = _with_answer(_released(), "primitive_names", "import sys\nsys.exit(0)\n")
+    corpus["keyboard_interrupt"] = _with_answer(_released(), "primitive_names", "raise KeyboardInterrupt\n")
+    corpus["huge_output"] = _with_answer(_released(), "primitive_names", "print('x' * 20_000_000)\n")
+    corpus["os_exit"] = _with_answer(_released(), "runtime_print", "import os\nos._exit(3)\n")
+    return corpus
+
+
+@pytest.fixture(scope="module")
+def hostile_results(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("hostile")
+    corpus = _hostile_corpus()
+    paths = [_write(tmp, name, nb) for name, nb in corpus.items()]
+    results, stderr, code = run_grader(paths)
+    return dict(zip(corpus, results)), stderr, code
+
+
+@pytest.mark.parametrize("name", list(_hostile_corpus()))
+def test_hostile_submission_earns_nothing(hostile_results, name):
+    results, _, _ = hostile_results
+    r = results[name]
+    assert [t["grade_id"] for t in r["tests"]] == TESTS, "every test appears once, in order"
+    assert r["max_score"] == 4.0
+    assert r["score"] == 0.0, {t["exercise"]: t["feedback"] for t in r["tests"] if t["points"]}
+    assert all(not t["passed"] and t["feedback"] for t in r["tests"])
+
+
+def test_stdout_is_only_json(hostile_results):
+    results, _, code = hostile_results
+    assert code == 0
+    assert len(results) == len(_hostile_corpus())
+
+
+def test_correct_answers_with_warnings_and_foreign_metadata_get_full_marks(tmp_path):
+    noisy = {gid: "import sys, warnings\nsys.stderr.write('a warning on stderr\\n')\n"
+                  "warnings.warn('deprecated thing')\n" + src for gid, src in SOLUTIONS.items()}
+    path = fill_answers(released_notebook(A), noisy, tmp_path / "noisy" / A / f"{A}.ipynb")
+    nb = nbformat.read(str(path), as_version=4)
+    nb.metadata["kernelspec"] = {"name": "no-such-kernel", "display_name": "x", "language": "python"}
+    nbformat.write(nb, str(path))
+    results, stderr, code = run_grader([path])
+    assert code == 0, stderr[-2000:]
+    assert results["score"] == results["max_score"] == 4.0, results
+
+
+def test_unreadable_notebooks_get_a_clear_message_and_do_not_stop_others(tmp_path):
+    good = fill_answers(released_notebook(A), SOLUTIONS, tmp_path / "good" / A / f"{A}.ipynb")
+    not_json = _write(tmp_path, "notjson", "this is { not json")
+    empty = _write(tmp_path, "empty", nbformat.v4.new_notebook())
+    v3 = _write(tmp_path, "v3", json.dumps({"nbformat": 3, "nbformat_minor": 0, "metadata": {},
+                                             "worksheets": [{"cells": []}]}))
+    unknown = tmp_path / "nope" / "99_unknown" / "99_unknown.ipynb"
+    unknown.parent.mkdir(parents=True)
+    nbformat.write(nbformat.v4.new_notebook(), str(unknown))
+    results, stderr, code = run_grader([not_json, good, empty, v3, unknown])
+    assert code != 0
+    assert "not valid JSON" in stderr and "unknown assignment" in stderr
+    assert [r["notebook"] for r in results] == list(map(str, [not_json, good, empty, v3, unknown]))
+    assert results[1]["score"] == 4.0
+    for r in (results[0], results[2], results[3]):
+        assert r["score"] == 0.0 and [t["grade_id"] for t in r["tests"]] == TESTS
+    assert results[4]["tests"] == [] and "unknown assignment" in results[4]["error"]
+
+
+def test_infinite_loop_and_background_process_are_stopped(tmp_path):
+    marker = "317.25"
+    nb = _with_answer(_released(), "primitive_names",
+                      f"import subprocess\nsubprocess.Popen(['sleep', '{marker}'])\n"
+                      "def primitive_names(f, *args):\n    return []\n")
+    nb = _with_answer(nb, "matmul_flops", "while True:\n    pass\n")
+    path = _write(tmp_path, "loop", nb)
+    start = time.time()
+    results, _, _ = run_grader([path], "--cell-timeout", "5", "--notebook-timeout", "60")
+    assert time.time() - start < 90
+    assert results["score"] == 0.0
+    flops = {t["exercise"]: t for t in results["tests"]}["matmul_flops"]
+    assert not flops["passed"]
+    left = subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True, text=True).stdout
+    assert not left.strip(), "a process started by the submission outlived its grading"
+
+
+def test_human_readable_output(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "autograder", "grade", str(released_notebook(A))],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0
+    assert "[FAIL] primitive_names" in proc.stdout and "0/4" in proc.stdout

@@ -1,0 +1,100 @@
+"""Known-wrong answers for 04_control_flow: the anti-pattern kept in some subtle form.
+
+WRONG[grade_id] = [(answer cell source, a phrase the feedback must contain), ...]
+"""
+
+WRONG = {
+    "clip_by_norm": [
+        ('''
+def clip_by_norm(x, max_norm):
+    norm = jnp.sqrt(jnp.sum(x ** 2))
+    return x * (max_norm / norm) if norm > max_norm else x  # still a Python decision
+''', "Python `if`"),
+        ('''
+def clip_by_norm(x, max_norm):
+    norm = jnp.linalg.norm(x)
+    return x * (max_norm / norm)  # also scales small vectors up
+''', "is wrong"),
+        ('''
+def clip_by_norm(x, max_norm):
+    return jnp.clip(x, -max_norm, max_norm)  # clips each entry, not the norm
+''', "is wrong"),
+        ('''
+def clip_by_norm(x, max_norm):
+    norm = jnp.linalg.norm(x)
+    return lax.cond(norm > max_norm, lambda: x / norm, lambda: x)  # forgets max_norm
+''', "is wrong"),
+    ],
+    "collatz_steps": [
+        ('''
+def collatz_steps(n):
+    steps = 0
+    while n > 1:  # the Python loop is still deciding on a traced value
+        n = jnp.where(n % 2 == 0, n // 2, 3 * n + 1)
+        steps += 1
+    return steps
+''', "Python `if`"),
+        ('''
+def collatz_steps(n):
+    def body(i, state):
+        value, steps = state
+        done = value == 1
+        value = jnp.where(done, value, jnp.where(value % 2 == 0, value // 2, 3 * value + 1))
+        return value, steps + jnp.where(done, 0, 1)
+    return lax.fori_loop(0, 100, body, (n, 0))[1]  # a fixed trip count: too few for some n
+''', "is wrong"),
+        ('''
+def collatz_steps(n):
+    n, steps = int(n), 0  # needs the concrete value
+    while n != 1:
+        n = n // 2 if n % 2 == 0 else 3 * n + 1
+        steps += 1
+    return steps
+''', "concrete value"),
+        ('''
+def collatz_steps(n):
+    def step(state):
+        value, steps = state
+        return jnp.where(value % 2 == 0, value // 2, 3 * value + 1), steps + 1
+    return lax.while_loop(lambda s: s[0] != 1, step, (n, 1))[1]  # counts from 1
+''', "is wrong"),
+    ],
+    "ema": [
+        ('''
+def ema(xs, alpha):
+    ys = jnp.zeros_like(xs).at[0].set(xs[0])
+    for t in range(1, xs.shape[0]):  # .at[] is fine, but the Python loop still unrolls
+        ys = ys.at[t].set(alpha * xs[t] + (1 - alpha) * ys[t - 1])
+    return ys
+''', "grows with the length"),
+        ('''
+def ema(xs, alpha):
+    def step(prev, x):
+        y = alpha * x + (1 - alpha) * prev
+        return y, y
+    return lax.scan(step, jnp.zeros_like(xs[0]), xs)[1]  # y[0] becomes alpha * xs[0]
+''', "is wrong"),
+        ('''
+def ema(xs, alpha):
+    def step(prev, x):
+        y = (1 - alpha) * x + alpha * prev  # alpha on the wrong term
+        return y, y
+    _, rest = lax.scan(step, xs[0], xs[1:])
+    return jnp.concatenate([xs[:1], rest])
+''', "is wrong"),
+    ],
+    "piecewise": [
+        ('''
+def piecewise(x, k):
+    return BRANCHES[k](x)
+''', "Python int"),
+        ('''
+def piecewise(x, k):
+    return lax.cond(k == 0, BRANCHES[0], BRANCHES[1], x)  # the third branch is never taken
+''', "is wrong"),
+        ('''
+def piecewise(x, k):
+    return lax.switch(k - 1, BRANCHES, x)  # off by one (lax.switch clamps the index)
+''', "is wrong"),
+    ],
+}

@@ -1,0 +1,80 @@
+"""Known-wrong answers for 08_prng: the anti-pattern kept in some subtle form.
+
+WRONG[grade_id] = [(answer cell source, a phrase the feedback must contain), ...]
+"""
+
+WRONG = {
+    "dropout": [
+        ('''
+def dropout(key, x, rate):
+    rng = np.random.default_rng(0)  # seeded, so reproducible, but it ignores `key`
+    keep = rng.random(x.shape) >= rate
+    return jnp.where(keep, x / (1.0 - rate), 0.0)
+''', "two different keys gave the same mask"),
+        ('''
+def dropout(key, x, rate):
+    keep = jax.random.bernoulli(key, 1.0 - rate, x.shape)
+    return jnp.where(keep, x, 0.0)  # forgets to rescale the kept entries
+''', "kept entries"),
+        ('''
+def dropout(key, x, rate):
+    keep = jax.random.bernoulli(key, 1.0 - rate, (1, x.shape[1]))  # one mask shared by every row
+    return jnp.where(keep, x / (1.0 - rate), 0.0)
+''', "every row"),
+        ('''
+def dropout(key, x, rate):
+    keep = jax.random.bernoulli(key, rate, x.shape)  # keeps with probability `rate`
+    return jnp.where(keep, x / (1.0 - rate), 0.0)
+''', "kept"),
+    ],
+    "init_mlp": [
+        ('''
+def init_mlp(key, sizes):
+    params = []
+    for m, n in zip(sizes[:-1], sizes[1:]):
+        w = jax.random.normal(key, (m, n)) / jnp.sqrt(m)
+        params.append({"w": w, "b": jnp.zeros((n,))})
+    return params
+''', "consumed the same key more than once"),
+        ('''
+def init_mlp(key, sizes):
+    # a key per layer *shape*: same-shaped layers still get the same key
+    return [{"w": jax.random.normal(jax.random.fold_in(key, m * 1000 + n), (m, n)) / jnp.sqrt(m),
+             "b": jnp.zeros((n,))} for m, n in zip(sizes[:-1], sizes[1:])]
+''', "identical"),
+        ('''
+def init_mlp(key, sizes):
+    params = []
+    for m, n in zip(sizes[:-1], sizes[1:]):
+        key, sub = jax.random.split(key)
+        w = jax.random.normal(key, (m, n)) / jnp.sqrt(m)  # draws from the key it goes on splitting
+        params.append({"w": w, "b": jnp.zeros((n,))})
+    return params
+''', "more than once"),
+        ('''
+def init_mlp(key, sizes):
+    keys = jax.random.split(key, len(sizes) - 1)
+    return [{"w": jax.random.normal(k, (m, n)) / m, "b": jnp.zeros((n,))}  # 1 / fan_in, not 1 / sqrt
+            for k, m, n in zip(keys, sizes[:-1], sizes[1:])]
+''', "standard deviation"),
+    ],
+    "noisy_batch": [
+        ('''
+def noisy_batch(key, x):
+    return x + jax.random.normal(key, x.shape, x.dtype)
+''', "fold_in"),
+        ('''
+def noisy_batch(key, x):
+    keys = jax.random.split(key, x.shape[0])  # row i's key depends on the batch size
+    return jax.vmap(lambda k, row: row + jax.random.normal(k, row.shape, row.dtype))(keys, x)
+''', "changed when the batch was cut"),
+        ('''
+def noisy_batch(key, x):
+    return jax.vmap(lambda row: row + jax.random.normal(key, row.shape, row.dtype))(x)  # one key for all rows
+''', "same noise"),
+        ('''
+def noisy_batch(key, x):
+    return x + np.random.normal(size=x.shape).astype(np.float32)  # global NumPy state
+''', "different noise"),
+    ],
+}
