@@ -319,6 +319,17 @@ del _autograder_guard_factory
 """
 
 
+class _DropEmptyMetadata:
+    """After nbgrader's DeduplicateIds, a duplicate keeps an empty ``nbgrader`` dict, which
+    CheckCellMetadata rejects: the duplicate becomes an ordinary cell instead."""
+
+    def preprocess(self, nb, res):
+        for cell in nb.cells:
+            if "nbgrader" in cell.metadata and not cell.metadata["nbgrader"].get("grade_id"):
+                del cell.metadata["nbgrader"]
+        return nb, res
+
+
 def _install_guard(nb) -> None:
     """Restore pristine modules before every test.
 
@@ -439,7 +450,7 @@ def _grade_in(tmp: Path, nb, given, assignment, source, cell_timeout, notebook_t
     res = _resources(assignment, notebook_id, db_url, workdir)
     nb.metadata["kernelspec"] = copy.deepcopy(released.metadata.get("kernelspec", {}))
     try:
-        for pp in (ClearOutput(), DeduplicateIds(), OverwriteKernelspec(),
+        for pp in (ClearOutput(), DeduplicateIds(), _DropEmptyMetadata(), OverwriteKernelspec(),
                    OverwriteCells(add_missing_cells=True), CheckCellMetadata()):
             nb, res = pp.preprocess(nb, res)
     except Exception as exc:  # noqa: BLE001 - metadata nbgrader refuses

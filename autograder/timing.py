@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from .feedback import call, fail
+from .feedback import _explain, call, fail
 
 
 class SimulatedResult:
@@ -175,17 +175,36 @@ def check_honest_timer(timer, *, what="honest_time"):
 def check_single_dispatch(f, calls, *, what=None):
     """Check that each call of ``f`` runs one compiled program, and that new values do not recompile.
 
-    The jaxpr of one call must be a single ``jit`` call at the top level: each
+    Over ``calls`` (argument tuples with the same shapes but new values, e.g. a
+    new learning rate), ``f`` must compile only on the first call. Then the
+    jaxpr of one call must be a single ``jit`` call at the top level: each
     jitted function called from Python, and each eager ``jnp`` operation, is a
-    separate dispatch. Then, over ``calls`` (argument tuples with the same shapes
-    but new values, e.g. a new learning rate), ``f`` must compile only once.
+    separate dispatch. The learner reads how many programs or eager operations
+    one call dispatched.
     """
     import jax
 
     from .compilation import CompileCounter
 
     label = what or f"`{getattr(f, '__name__', 'f')}`"
-    jaxpr = call(jax.make_jaxpr(f), *calls[0], what=f"tracing {label}")
+    with CompileCounter(fresh=True):
+        jax.block_until_ready(call(f, *calls[0], what=label))
+    with CompileCounter(fresh=False) as rest:
+        for args in calls[1:]:
+            jax.block_until_ready(call(f, *args, what=label))
+    if rest.compiles:
+        fail("recompiles", f"{label} compiled again {rest.compiles} time(s) over {len(calls) - 1} calls "
+                           "that changed only values (data, learning rate): values belong to the run "
+                           "time, not to the compile signature; do not mark them static.")
+    try:
+        jaxpr = jax.make_jaxpr(f)(*calls[0])
+    except ValueError as exc:
+        if "static" in str(exc):
+            fail("recompiles", f"{label} marks one of its values (such as the learning rate) static, so "
+                               "each new value is compiled again; values belong to the run time.")
+        raise _explain(exc, f"tracing {label}") from exc
+    except Exception as exc:  # noqa: BLE001
+        raise _explain(exc, f"tracing {label}") from exc
     names = [eqn.primitive.name for eqn in jaxpr.jaxpr.eqns]
     jits = [n for n in names if n in ("jit", "pjit")]
     others = [n for n in names if n not in ("jit", "pjit")]
@@ -201,12 +220,3 @@ def check_single_dispatch(f, calls, *, what=None):
         fail("dispatch", f"besides one jitted call, {label} runs {len(others)} eager operation(s) "
                          f"outside it ({', '.join(sorted(set(others))[:6])}), each a separate dispatch; "
                          "move them inside the jitted function.")
-    with CompileCounter(fresh=True) as first:
-        jax.block_until_ready(call(f, *calls[0], what=label))
-    with CompileCounter(fresh=False) as rest:
-        for args in calls[1:]:
-            jax.block_until_ready(call(f, *args, what=label))
-    if rest.compiles:
-        fail("recompiles", f"{label} compiled again {rest.compiles} time(s) over {len(calls) - 1} calls "
-                           "that changed only values (data, learning rate): values belong to the run "
-                           "time, not to the compile signature; do not mark them static.")

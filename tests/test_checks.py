@@ -514,11 +514,10 @@ class TestPurity:
                 "`noisy` gave different results for the same inputs", "second call is wrong")
 
     def test_pure_rejects_jit_disagreement(self):
-        # the Python body decides from a mutable default argument: eager differs from jit
+        # the Python body looks at the concrete argument, which only exists eagerly
         src = """
-def scaled(x, _seen=[]):
-    _seen.append(1)
-    return x * (1.0 if len(_seen) % 2 else 1.0) * (2.0 if isinstance(x, np.ndarray) else 3.0)
+def scaled(x):
+    return x * (2.0 if isinstance(x, np.ndarray) else 3.0)
 """
         scaled, _ = learner(src, "scaled")
         rejects(lambda: ag.check_pure(scaled, (np.ones(2),)), "purity",
@@ -528,7 +527,6 @@ def scaled(x, _seen=[]):
         step, _ = learner(PURE_SRC, "step")
         ag.check_no_tracer_leak(step, STATE)
         leaky, ns = learner("SEEN = []\ndef leaky(x):\n    SEEN.append(x)\n    return x * 2\n", "leaky")
-        rejects(lambda: ag.check_no_tracer_leak(leaky, (jnp.ones(3),)), "purity", "leaked a tracer")
         jax.jit(leaky)(jnp.ones(3))  # a cached trace must not hide the leak
         rejects(lambda: ag.check_no_tracer_leak(leaky, (jnp.ones(3),)), "purity", "leaked a tracer")
         rejects(lambda: ag.check_no_tracer_leak(jax.jit(leaky), (jnp.ones(3),)), "purity", "leaked")
@@ -629,20 +627,27 @@ class TestRandomness:
         ag.check_no_key_reuse(_split_twice, (key, 3), static_argnums=1)
         # the caller's key is still fresh: the check worked on copies
         ag.check_no_key_reuse(_split_twice, (key, 3), static_argnums=1)
-        ag.check_no_key_reuse(lambda n, *, key: _split_twice(key, n), (3,),
-                              kwargs={"key": key}, static_argnums=0)
+        ag.check_no_key_reuse(lambda n, *, key: _split_twice(key, n), (3,), kwargs={"key": key},
+                              jit=False)
         with jax.debug_key_reuse(True):
-            jax.random.normal(key, (1,))
+            jax.random.split(key)
 
     def test_no_key_reuse_rejects(self):
         rejects(lambda: ag.check_no_key_reuse(_reuse, (jax.random.key(0), 3), static_argnums=1,
                                               what="init_mlp"),
                 "key_reuse", "init_mlp consumed the same key more than once", "jax.random.split")
 
-    def test_no_key_reuse_rejects_under_jit_only(self):
+    def test_no_key_reuse_eager_only(self):
         rejects(lambda: ag.check_no_key_reuse(_reuse, (jax.random.key(0), 3), jit=False,
                                               static_argnums=1),
                 "key_reuse", "consumed the same key")
+
+    def test_no_key_reuse_rejects_under_jit(self):
+        def sneaky(key, n):  # reuses the key only while being traced
+            return _reuse(key, n) if isinstance(key, jax.core.Tracer) else _split_twice(key, n)
+
+        rejects(lambda: ag.check_no_key_reuse(sneaky, (jax.random.key(0), 3), static_argnums=1),
+                "key_reuse", "jax.jit of `sneaky` consumed the same key more than once")
 
     def test_no_key_reuse_rejects_legacy_keys(self):
         rejects(lambda: ag.check_no_key_reuse(_split_twice, (jax.random.PRNGKey(0), 3),
@@ -799,15 +804,15 @@ class TestDevice:
             calls.append(x)
             log.append("call")
             # the first (warm-up) call is slow, like tracing + compiling
-            return _Pending(log, 0.05 if len(calls) == 1 else 0.01)
+            return _Pending(log, 0.3 if len(calls) == 1 else 0.01)
 
         t = ag.honest_time(f, 7, repeats=3, warmup=1)
         assert calls == [7] * 4  # one untimed warm-up, three timed calls
         assert log == ["call", "block"] * 4  # every call blocked before the next one
         assert len(t.times) == 3 and t["times"] == t.times
         assert t.median >= 0.01 and t.min >= 0.01  # the wait is inside the timed region
-        assert t.median < 0.04  # the warm-up is not
-        assert t.compile_s >= 0.02
+        assert t.median < 0.2  # the warm-up is not
+        assert t.compile_s >= 0.1
         assert t.min <= t.median
 
     def test_honest_time_jitted(self):

@@ -51,7 +51,7 @@ def scale_by(x, factor):
 def reduce_along(x, axis, op):
     # axis left dynamic: a traced axis cannot choose which dimension to reduce
     return {"sum": jnp.sum, "max": jnp.max, "mean": jnp.mean}[op](x, axis=axis)
-''', "reduce_along"),
+''', "must be static"),
         ('''
 @partial(jax.jit, static_argnames=("axis", "op"))
 def reduce_along(x, axis, op):

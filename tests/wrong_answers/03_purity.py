@@ -1,0 +1,93 @@
+"""Known-wrong answers for 03_purity: the anti-pattern kept in some subtle form.
+
+WRONG[grade_id] = [(answer cell source, a phrase the feedback must contain), ...]
+"""
+
+WRONG = {
+    "step": [
+        ('''
+STEPS_TAKEN = 0
+
+def step(state, x):
+    global STEPS_TAKEN
+    STEPS_TAKEN += 1  # "just bookkeeping", but a global written on every call
+    count = state["count"] + 1
+    total = state["total"] + x
+    return {"count": count, "total": total}, total / count
+''', "global"),
+        ('''
+def step(state, x, _seen=[]):
+    # the history hides in a mutable default argument instead of a global
+    _seen.append(x)
+    count = state["count"] + 1
+    total = state["total"] + x
+    return {"count": count, "total": total}, sum(_seen) / len(_seen)
+''', "same inputs"),
+        ('''
+def step(state, x):
+    # updates the caller's dict in place instead of returning a new one
+    state["count"] = state["count"] + 1
+    state["total"] = state["total"] + x
+    return state, state["total"] / state["count"]
+''', "in place"),
+        ('''
+def step(state, x):
+    total = state["total"] + x
+    # the mean uses the old count: off by one
+    return {"count": state["count"] + 1, "total": total}, total / jnp.maximum(state["count"], 1)
+''', "is wrong"),
+    ],
+    "set_diagonal": [
+        ('''
+def set_diagonal(x, v):
+    # a copy through NumPy: fine eagerly, impossible on a tracer under jit
+    out = np.array(x, copy=True)
+    np.fill_diagonal(out, v)
+    return jnp.asarray(out)
+''', "NumPy"),
+        ('''
+def set_diagonal(x, v):
+    x = np.asarray(x)  # no copy: writes into the caller's NumPy array
+    i = np.arange(x.shape[0])
+    x[i, i] = v
+    return jnp.asarray(x)
+''', "in place"),
+        ('''
+def set_diagonal(x, v):
+    i = jnp.arange(x.shape[0])
+    return jnp.asarray(x).at[i, i].add(v)  # adds to the diagonal instead of setting it
+''', "is wrong"),
+    ],
+    "normalize_batch": [
+        ('''
+_CACHE = {}
+
+def normalize_batch(x):
+    # statistics cached per shape: a new batch of the same shape reuses old statistics
+    if x.shape not in _CACHE:
+        _CACHE[x.shape] = (jnp.mean(x, axis=0), jnp.sqrt(jnp.var(x, axis=0) + 1e-5))
+    mean, std = _CACHE[x.shape]
+    return (x - mean) / std
+''', "is wrong"),
+        ('''
+RUNNING = {"mean": 0.0, "var": 1.0}
+
+def normalize_batch(x):
+    mean, var = jnp.mean(x, axis=0), jnp.var(x, axis=0)
+    # running statistics kept "on the side", in a global
+    RUNNING["mean"] = 0.9 * RUNNING["mean"] + 0.1 * mean
+    RUNNING["var"] = 0.9 * RUNNING["var"] + 0.1 * var
+    return (x - mean) / jnp.sqrt(var + 1e-5)
+''', "global"),
+        ('''
+def normalize_batch(x):
+    mean = jnp.mean(x, axis=0)
+    return (x - mean) / (jnp.std(x, axis=0) + 1e-5)  # eps outside the square root
+''', "is wrong"),
+        ('''
+def normalize_batch(x):
+    mean = jnp.mean(x, axis=0)
+    return (x - mean) / jnp.sqrt(jnp.var(x, axis=0, ddof=1) + 1e-5)  # sample variance
+''', "is wrong"),
+    ],
+}

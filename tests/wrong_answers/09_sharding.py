@@ -1,0 +1,54 @@
+"""Known-wrong answers for 09_sharding: the anti-pattern kept in some subtle form.
+
+WRONG[grade_id] = [(answer cell source, a phrase the feedback must contain), ...]
+"""
+
+WRONG = {
+    "shard_rows": [
+        ('''
+def shard_rows(x, mesh):
+    return jax.device_put(x, NamedSharding(mesh, P(None, "data")))  # splits the columns
+''', "expected"),
+        ('''
+def shard_rows(x, mesh):
+    return jax.device_put(x, NamedSharding(mesh, P()))  # replicated: every device holds all rows
+''', "expected"),
+        ('''
+def shard_rows(x, mesh):
+    own = jax.sharding.Mesh(np.array(jax.devices()[:8]), ("data",), axis_types=(AxisType.Auto,))
+    return jax.device_put(x, NamedSharding(own, P("data")))  # ignores the mesh it is given
+''', "expected"),
+    ],
+    "explicit_matmul": [
+        ('''
+def explicit_matmul(x, w):
+    return x @ w
+''', "ShardingTypeError"),
+        ('''
+def explicit_matmul(x, w):
+    return jnp.matmul(x, w, out_sharding=P(None, None))  # replicated, not split by rows
+''', "expected"),
+        ('''
+def explicit_matmul(x, w):
+    return jnp.matmul(x, w, out_sharding=P("data", "model"))  # also splits the columns
+''', "expected"),
+    ],
+    "global_mean": [
+        ('''
+def global_mean(x, mesh):
+    return jnp.mean(x)
+''', "no `shard_map`"),
+        ('''
+def global_mean(x, mesh):
+    # per-device means, but combined outside shard_map by the compiler, not by a collective
+    means = shard_map_fn()(lambda b: jnp.mean(b)[None], mesh=mesh, in_specs=P("data"), out_specs=P("data"))(x)
+    return jnp.mean(means)
+''', "no collective"),
+        ('''
+def global_mean(x, mesh):
+    # sums the per-device means: forgets that there are 8 of them
+    return shard_map_fn()(lambda b: jax.lax.psum(jnp.mean(b), "data"), mesh=mesh,
+                          in_specs=P("data"), out_specs=P())(x)
+''', "is wrong"),
+    ],
+}

@@ -1,0 +1,58 @@
+"""Known-wrong answers for 10_review: the anti-pattern kept in some subtle form.
+
+WRONG[grade_id] = [(answer cell source, a phrase the feedback must contain), ...]
+"""
+
+WRONG = {
+    "train": [
+        ('''
+def train(key, params, xs, ys, steps, lr):
+    # pure and jitted, but the minibatches come from a fixed key: `key` is ignored
+    def step(params, k):
+        idx = jax.random.randint(k, (BATCH,), 0, xs.shape[0])
+        loss, grads = jax.value_and_grad(loss_fn)(params, xs[idx], ys[idx])
+        return jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads), loss
+    return jax.lax.scan(step, params, jax.random.split(jax.random.key(0), steps))
+''', "different keys gave the same"),
+        ('''
+def train(key, params, xs, ys, steps, lr):
+    # pure, explicit keys, but a Python loop over the steps unrolls into the jaxpr
+    losses = []
+    for k in jax.random.split(key, steps):
+        idx = jax.random.randint(k, (BATCH,), 0, xs.shape[0])
+        loss, grads = jax.value_and_grad(loss_fn)(params, xs[idx], ys[idx])
+        params = jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads)
+        losses.append(loss)
+    return params, jnp.stack(losses)
+''', "grows with the length"),
+        ('''
+def train(key, params, xs, ys, steps, lr):
+    # shuffles with `key` and then splits the same `key` again: one key consumed twice
+    order = jax.random.permutation(key, xs.shape[0])
+    xs, ys = xs[order], ys[order]
+    def step(params, k):
+        idx = jax.random.randint(k, (BATCH,), 0, xs.shape[0])
+        loss, grads = jax.value_and_grad(loss_fn)(params, xs[idx], ys[idx])
+        return jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads), loss
+    return jax.lax.scan(step, params, jax.random.split(key, steps))
+''', "more than once"),
+        ('''
+def train(key, params, xs, ys, steps, lr):
+    # everything in lax.scan, but the loss is pulled to the host every step
+    def step(params, k):
+        idx = jax.random.randint(k, (BATCH,), 0, xs.shape[0])
+        loss, grads = jax.value_and_grad(loss_fn)(params, xs[idx], ys[idx])
+        return jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads), float(loss)
+    return jax.lax.scan(step, params, jax.random.split(key, steps))
+''', "concrete value"),
+        ('''
+def train(key, params, xs, ys, steps, lr):
+    # the learning rate is dropped: a fixed, much smaller step
+    def step(params, k):
+        idx = jax.random.randint(k, (BATCH,), 0, xs.shape[0])
+        loss, grads = jax.value_and_grad(loss_fn)(params, xs[idx], ys[idx])
+        return jax.tree_util.tree_map(lambda p, g: p - 0.01 * g, params, grads), loss
+    return jax.lax.scan(step, params, jax.random.split(key, steps))
+''', "plain minibatch SGD reaches"),
+    ],
+}
