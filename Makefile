@@ -5,8 +5,8 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_WORKERS ?= 2
 
-.PHONY: env lab test release check clean-outputs bench bench-grading \
-        instructor-release collect autograde feedback export
+.PHONY: env lab test release check clean-outputs bench \
+        colab
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -36,3 +36,7 @@ clean-outputs: env
 ## bench: measure the course (report in docs/)
 bench: env
 	$(BIN)/python scripts/bench.py
+
+## check: your progress on every exercise notebook in exercises/ (hidden tests included)
+check: env
+	$(BIN)/python -m autograder grade exercises/*/*.ipynb

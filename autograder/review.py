@@ -621,7 +621,7 @@ def review(f, *args, static_argnames=(), static_argnums=(), calls=None, eager=Tr
                                      (args, kwargs))
         try:
             with jax.transfer_guard("disallow"):
-                jax.block_until_ready(jitted(*_fresh_keys(dev[0]), **_fresh_keys(dev[1])))
+                jax.block_until_ready(runner(*_fresh_keys(dev[0]), **_fresh_keys(dev[1])))
         except Exception as exc:  # noqa: BLE001
             if "transfer" in str(exc).lower():
                 transfer_error = _first_lines(exc, 1)

@@ -32,7 +32,10 @@ def check_fixed_shapes(f, args, *, what=None, static_argnums=(), static_argnames
 
     label = what or f"`{getattr(f, '__name__', 'f')}`"
     try:
-        jax.jit(f, static_argnums=static_argnums, static_argnames=static_argnames).trace(*args)
+        # Pass only what was given: an explicit empty tuple stops jit from inferring the
+        # positions of `static_argnames` (and the names of `static_argnums`).
+        jax.jit(f, static_argnums=static_argnums or None,
+                static_argnames=static_argnames or None).trace(*args)
     except ExerciseFailure:
         raise
     except Exception as exc:  # noqa: BLE001 - every learner error becomes feedback

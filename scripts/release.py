@@ -20,6 +20,7 @@ from pathlib import Path
 import nbformat
 
 ROOT = Path(__file__).resolve().parent.parent
+CHECK_TAG = "check-my-answers"  # the grader drops these cells: they only re-run visible tests
 
 
 def assignments(root: Path = ROOT) -> list[str]:
@@ -34,14 +35,28 @@ def _postprocess(source_dir: Path, release_dir: Path) -> None:
         starting = {c.metadata["nbgrader"]["grade_id"]: c.metadata["course"]["starting_code"]
                     for c in src.cells
                     if "nbgrader" in c.metadata and "starting_code" in c.metadata.get("course", {})}
+        visible = {}
         for cell in rel.cells:
             gid = cell.metadata.get("nbgrader", {}).get("grade_id")
             if gid in starting:
                 cell.source = starting[gid]
+            if cell.metadata.get("nbgrader", {}).get("grade") and gid.startswith("test_"):
+                visible[gid.removeprefix("test_")] = cell.source
             cell.metadata.pop("course", None)
             if cell.cell_type == "code":
                 cell.outputs = []
                 cell.execution_count = None
+        if visible:
+            rel.cells.append(nbformat.v4.new_markdown_cell(
+                "## Check my answers\n\nRuns the visible tests of every exercise above and shows "
+                "which pass. The grader also runs hidden tests, so a pass here is a good sign, "
+                "not a guarantee.", metadata={"tags": [CHECK_TAG]}))
+            body = ",\n".join(f"    {name!r}: {src!r}" for name, src in visible.items())
+            rel.cells.append(nbformat.v4.new_code_cell(
+                "from autograder.selfcheck import check_my_answers\n\n"
+                f"check_my_answers({{\n{body},\n}})", metadata={"tags": [CHECK_TAG]}))
+        for i, cell in enumerate(rel.cells):
+            cell["id"] = cell.get("id") or f"cell-{i}"
         nbformat.write(rel, str(out_path))
 
 
