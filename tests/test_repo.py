@@ -57,3 +57,12 @@ def test_every_notebook_is_valid_and_named_by_its_folder():
             assert path.stem == path.parent.name, f"{path} should be {path.parent.name}.ipynb"
     for path in (ROOT / "course").glob("*.ipynb"):
         assert re.fullmatch(r"\d\d_[a-z_]+", path.stem), f"{path.name} is not NN_slug.ipynb"
+
+
+def test_colab_badges_and_install_cells_are_generated():
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "colab.py"), "--check"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for path in (ROOT / "exercises").glob("*/*.ipynb"):
+        first = nbformat.read(str(path), as_version=4).cells[0]
+        assert "colab.research.google.com/github/" in first.source and f"exercises/{path.parent.name}/" in first.source
