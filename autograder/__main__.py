@@ -19,6 +19,9 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--cell-timeout", type=int, default=120, help="seconds per cell (default 120)")
     grade.add_argument("--notebook-timeout", type=int, default=600,
                        help="seconds per notebook (default 600)")
+    grade.add_argument("--jobs", "-j", type=int, default=None,
+                       help="notebooks graded in parallel (default: one per core)")
+    grade.add_argument("--progress", action="store_true", help="show a progress bar on stderr")
     return parser
 
 

@@ -105,7 +105,9 @@ def check_compiles(f, calls, expected: int, *, what=None, why=""):
 
     ``f`` is called as given: pass ``jax.jit(f, ...)`` when the test applies
     jit itself, or the learner's jitted function when choosing static
-    arguments is the exercise.
+    arguments is the exercise. Caches are cleared first, so the count is the
+    same on every run. The learner sees how many compiles happened, how many
+    were expected, and ``why`` (or a default reason) under "What causes a recompile".
     """
     label = what or f"`{getattr(f, '__name__', 'f')}`"
     calls = list(calls)  # a generator would be used up before its len() in the message
@@ -118,7 +120,10 @@ def check_compiles(f, calls, expected: int, *, what=None, why=""):
 
 
 def check_compiles_at_most(f, calls, limit: int, *, what=None, why=""):
-    """Check that ``f`` over ``calls`` compiles at most ``limit`` times."""
+    """Check that ``f`` over ``calls`` compiles at most ``limit`` times (caches cleared first).
+
+    The learner sees the count, the limit and ``why``, under "What causes a recompile".
+    """
     label = what or f"`{getattr(f, '__name__', 'f')}`"
     calls = list(calls)  # a generator would be used up before its len() in the message
     n = count_compiles(f, calls, what=label)

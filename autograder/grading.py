@@ -219,9 +219,25 @@ def test_cells(source_path: Path):
 
 # --------------------------------------------------------------------------- execution
 
-def _make_executor(cell_timeout: int, deadline: float):
-    from nbgrader.preprocessors import Execute
+DEFAULT_CPU_LIMIT = 1800      # CPU seconds for one kernel (all its threads)
+DEFAULT_OUTPUT_LIMIT = 1_000_000  # characters of output kept per cell
+
+
+def _kernel_limits(cpu_seconds: int):
+    """Runs in the kernel process before it starts: CPU-time limit, no core dumps."""
+    def apply():
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    return apply
+
+
+def _make_executor(cell_timeout: int, deadline: float, cpu_limit: int = DEFAULT_CPU_LIMIT,
+                   home: str | None = None):
     from nbclient.exceptions import DeadKernelError
+    from nbformat.v4 import new_output
+    from nbgrader.preprocessors import Execute
 
     class GradingExecute(Execute):
         """nbgrader's Execute with a notebook deadline, a watchdog, and the replies recorded."""
@@ -236,6 +252,11 @@ def _make_executor(cell_timeout: int, deadline: float):
         def on_cell_executed(self, **kwargs):
             super().on_cell_executed(**kwargs)
             self.replies[kwargs["cell_index"]] = kwargs["execute_reply"]["content"]
+            cell = kwargs["cell"]
+            size = sum(len(str(o)) for o in cell.get("outputs", []))
+            if size > DEFAULT_OUTPUT_LIMIT:  # keep the graded notebook small
+                cell.outputs = [new_output("stream", name="stdout",
+                                           text=f"[{size} characters of output removed by the grader]")]
 
         def _kill(self):
             prov = getattr(getattr(self, "km", None), "provisioner", None)
@@ -258,7 +279,12 @@ def _make_executor(cell_timeout: int, deadline: float):
             watchdog = threading.Timer(max(1.0, deadline - time.monotonic() + 5), self._kill)
             watchdog.daemon = True
             try:
-                with self.setup_kernel(stdout=devnull, stderr=devnull, stdin=devnull):
+                env = dict(os.environ)
+                if home:
+                    env["HOME"] = home
+                env.pop("NBGRADER_EXECUTION", None)
+                with self.setup_kernel(stdout=devnull, stderr=devnull, stdin=devnull, env=env,
+                                       preexec_fn=_kernel_limits(cpu_limit)):
                     watchdog.start()
                     self.wait_for_reply(self.kc.kernel_info())
                     for index, cell in enumerate(self.nb.cells):
@@ -400,7 +426,8 @@ def _zero_result(given: str, assignment, source, error):
 
 
 def grade_notebook(path, *, root: Path | None = None, cell_timeout: int = DEFAULT_CELL_TIMEOUT,
-                   notebook_timeout: int = DEFAULT_NOTEBOOK_TIMEOUT) -> Result:
+                   notebook_timeout: int = DEFAULT_NOTEBOOK_TIMEOUT, cpu_limit: int = DEFAULT_CPU_LIMIT,
+                   save_graded: Path | None = None) -> Result:
     """Grade one submitted notebook. Never raises for a bad submission: the result says why."""
     given = str(path)
     path = Path(path)
@@ -414,8 +441,9 @@ def grade_notebook(path, *, root: Path | None = None, cell_timeout: int = DEFAUL
         nb = read_submission(path)
     except GradingError as exc:
         return _zero_result(given, assignment, source, str(exc))
-    with tempfile.TemporaryDirectory(prefix="autograder-") as tmp:
-        return _grade_in(Path(tmp), nb, given, assignment, source, cell_timeout, notebook_timeout)
+    with tempfile.TemporaryDirectory(prefix="run-") as tmp:
+        return _grade_in(Path(tmp), nb, given, assignment, source, cell_timeout, notebook_timeout,
+                         cpu_limit, save_graded)
 
 
 def _ensure_tools_on_path():
@@ -425,7 +453,8 @@ def _ensure_tools_on_path():
         os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
 
 
-def _grade_in(tmp: Path, nb, given, assignment, source, cell_timeout, notebook_timeout) -> Result:
+def _grade_in(tmp: Path, nb, given, assignment, source, cell_timeout, notebook_timeout,
+              cpu_limit=DEFAULT_CPU_LIMIT, save_graded=None) -> Result:
     import nbformat
 
     _ensure_tools_on_path()
@@ -461,7 +490,9 @@ def _grade_in(tmp: Path, nb, given, assignment, source, cell_timeout, notebook_t
                 or "nbgrader" in c.metadata]  # the self-check only re-runs visible tests
     _install_guard(nb)
     deadline = time.monotonic() + notebook_timeout
-    executor = _make_executor(cell_timeout, deadline)
+    home = tmp / "home"
+    home.mkdir()
+    executor = _make_executor(cell_timeout, deadline, cpu_limit, str(home))
     env_path = str(package_root())
     old_pp = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = env_path + (os.pathsep + old_pp if old_pp else "")
@@ -504,6 +535,11 @@ def _grade_in(tmp: Path, nb, given, assignment, source, cell_timeout, notebook_t
             })
     result.score = sum(t["points"] for t in result.tests)
     result.max_score = sum(t["max_points"] for t in result.tests)
+    if save_graded is not None:  # the executed notebook, for the formgrader (instructors only)
+        save_graded = Path(save_graded)
+        save_graded.parent.mkdir(parents=True, exist_ok=True)
+        nb.cells = nb.cells[1:]  # drop the grader's guard cell
+        nbformat.write(nb, str(save_graded))
     return result
 
 
@@ -542,17 +578,14 @@ def grade_command(args) -> int:
     results = []
     ok = True
     with _StdoutGuard() as out:
-        for nb in args.notebooks:
-            try:
-                result = grade_notebook(nb, root=root, cell_timeout=args.cell_timeout,
-                                        notebook_timeout=args.notebook_timeout)
-            except Exception as exc:  # noqa: BLE001 - one bad notebook never stops the others
-                result = Result(str(nb), Path(nb).resolve().parent.name,
-                                error=f"internal grading error: {type(exc).__name__}: {exc}")
+        from .batch import grade_many
+
+        results = grade_many(args.notebooks, workers=args.jobs, progress=args.progress, root=root,
+                             cell_timeout=args.cell_timeout, notebook_timeout=args.notebook_timeout)
+        for nb, result in zip(args.notebooks, results):
             if result.error:
                 ok = False
                 print(f"autograder: cannot grade {nb}: {result.error}", file=sys.stderr)
-            results.append(result)
         if args.json:
             payload = results[0].as_dict() if len(results) == 1 else [r.as_dict() for r in results]
             out.write(json.dumps(payload, indent=2) + "\n")

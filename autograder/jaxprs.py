@@ -51,7 +51,11 @@ def make_jaxpr(f, *args, what=None, static_argnums=(), **kwargs):
 
 
 def check_primitive_present(f, args, names, *, what=None, why="", idea="control_flow", static_argnums=()):
-    """Check that at least one of ``names`` appears anywhere in the jaxpr of ``f(*args)``."""
+    """Check that at least one of ``names`` appears anywhere in the jaxpr of ``f(*args)``
+    (nested jaxprs of cond, scan, while, jit... included).
+
+    The learner sees which primitives were missing and ``why``, under ``idea``.
+    """
     names = {names} if isinstance(names, str) else set(names)
     label = what or f"`{getattr(f, '__name__', 'f')}`"
     found = set(primitives_in(make_jaxpr(f, *args, what=label, static_argnums=static_argnums)))
@@ -60,7 +64,11 @@ def check_primitive_present(f, args, names, *, what=None, why="", idea="control_
 
 
 def check_primitive_absent(f, args, names, *, what=None, why="", idea="control_flow", static_argnums=()):
-    """Check that none of ``names`` appears anywhere in the jaxpr of ``f(*args)``."""
+    """Check that none of ``names`` appears anywhere in the jaxpr of ``f(*args)``
+    (nested jaxprs included).
+
+    The learner sees which of them were found and ``why``, under ``idea``.
+    """
     names = {names} if isinstance(names, str) else set(names)
     label = what or f"`{getattr(f, '__name__', 'f')}`"
     found = set(primitives_in(make_jaxpr(f, *args, what=label, static_argnums=static_argnums)))

@@ -104,7 +104,8 @@ def check_matches_reference(f, reference, make_args, *, trials=3, seed=0, what=N
     ``make_args(rng)`` gets a ``numpy.random.Generator`` (seeded, so the check
     is deterministic) and returns the argument tuple. With ``jit=True``, ``f``
     is also called under ``jax.jit`` (with the given static arguments) and
-    must agree there too.
+    must agree there too. The learner sees which trial and which leaf was wrong,
+    eagerly or under jit.
     """
     import jax
 
@@ -126,6 +127,7 @@ def check_matches_reference(f, reference, make_args, *, trials=3, seed=0, what=N
 
 
 def check_equal(actual, expected, *, what="the result", idea="numerics"):
-    """Check plain Python values (lists, strings, numbers) for equality."""
+    """Check plain Python values (lists, strings, numbers) for equality; the learner sees
+    both values."""
     if actual != expected:
         fail(idea, f"{what} is {actual!r}, expected {expected!r}.")

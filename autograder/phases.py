@@ -35,6 +35,7 @@ def check_prints_values(f, args_list, expected_fn, *, what=None, decimals=3):
 
     Used with a jitted ``f``: a Python ``print`` runs only while tracing and
     shows a tracer; ``jax.debug.print`` runs on every call with real values.
+    The learner sees that a tracer was printed, or which call did not show which values.
     """
     label = what or f"`{getattr(f, '__name__', 'f')}`"
     for i, args in enumerate(args_list):

@@ -138,12 +138,35 @@ def check_no_tracer_leak(f, args, *, what=None, static_argnums=()):
         raise _explain(exc, label) from exc
 
 
+def _leaf_snapshot(x):
+    return ("ndarray", np.array(x, copy=True)) if isinstance(x, np.ndarray) else ("id", id(x))
+
+
+def _same_leaf(x, saved) -> bool:
+    kind, value = saved
+    if kind == "ndarray":
+        return (isinstance(x, np.ndarray) and x.shape == value.shape
+                and np.array_equal(x, value, equal_nan=value.dtype.kind in "fc"))
+    return id(x) == value
+
+
 def check_input_unchanged(f, args, *, what=None):
-    """Check that ``f(*args)`` leaves NumPy inputs unchanged (no in-place writes)."""
+    """Check that ``f(*args)`` writes nothing in place into its arguments.
+
+    NumPy arrays must keep their values, and pytree containers (a state dict, a list of
+    layers) their structure and leaves. The learner sees which argument was modified
+    and that a pure function returns a new value (``x.at[...].set(...)``) instead.
+    """
+    import jax
+
     label = what or f"`{getattr(f, '__name__', 'f')}`"
-    saved = [np.array(a, copy=True) if isinstance(a, np.ndarray) else None for a in args]
+    saved = []
+    for a in args:
+        leaves, tree = jax.tree_util.tree_flatten(a)
+        saved.append((tree, [_leaf_snapshot(x) for x in leaves]))
     call(f, *args, what=label)
-    for i, (a, s) in enumerate(zip(args, saved)):
-        if s is not None and not np.array_equal(a, s, equal_nan=True):
+    for i, (a, (tree, snaps)) in enumerate(zip(args, saved)):
+        leaves, now = jax.tree_util.tree_flatten(a)
+        if now != tree or not all(_same_leaf(x, s) for x, s in zip(leaves, snaps)):
             fail("inplace", f"{label} modified its argument #{i + 1} in place; return a new array "
-                            "with `x.at[...].set(...)` instead.")
+                            "with `x.at[...].set(...)` (or a new container) instead.")

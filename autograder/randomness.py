@@ -17,10 +17,19 @@ def is_typed_key(key) -> bool:
 
 
 def check_typed_key(key, *, what="the key"):
-    """Reject legacy ``PRNGKey`` uint32 arrays, which the key-reuse checker cannot follow."""
-    if not is_typed_key(key):
+    """Check that ``key`` is a typed key (``jax.random.key``).
+
+    A legacy ``PRNGKey`` uint32 array is rejected with an explanation (the key-reuse
+    checker cannot follow it); anything else is rejected as not a key at all.
+    """
+    if is_typed_key(key):
+        return
+    if str(getattr(key, "dtype", "")) == "uint32" and getattr(key, "shape", (None,))[-1:] == (2,):
         fail("prng", f"{what} is a legacy uint32 `PRNGKey` array, not a typed key; use "
                      "`jax.random.key(seed)`: only typed keys are tracked by the key-reuse checker.")
+    fail("prng", f"{what} is not a PRNG key (it is {type(key).__name__} "
+                 f"{getattr(key, 'dtype', '')}".rstrip() + "); randomness in JAX comes from an "
+                 "explicit typed key: make one with `jax.random.key(seed)` and split it.")
 
 
 def _fresh_keys(tree):

@@ -93,7 +93,7 @@ class Review:
     compiles: int
     cache_misses: list         # JAX's explanations, one string per miss
     trace_error: dict | None   # {"type", "message", "line"} when jax.jit tracing failed
-    deterministic: bool | None  # same inputs, same outputs (eager calls)
+    deterministic: bool | None  # same inputs, same outputs (eager vs jitted, or two eager calls)
     keys: list                 # key arguments: ["key (typed key)", ...]
     key_reuse: str | None      # the checker's message, None when no key was reused
     keys_consumed: bool | None  # were the key arguments used at all?
@@ -457,9 +457,9 @@ def review(f, *args, static_argnames=(), static_argnums=(), calls=None, eager=Tr
     treat as static (as you would pass them to ``jax.jit``). ``calls`` is the sequence
     of calls whose traces and compilations are counted: a list of argument tuples (or
     ``(args, kwargs)`` pairs); by default the example call twice. With ``eager``
-    (default), ``f`` is also called as written, without jit, to count its host reads,
-    dispatches and compilations, and to check that the same inputs give the same
-    outputs. Typed keys among the arguments are copied before every call, so a key
+    (default), ``f`` is also called as written, without jit, to count its host reads and
+    dispatches, and to check that the same inputs give the same outputs (eagerly and under
+    jit; twice eagerly, counting compilations, when it cannot be jitted). Typed keys among the arguments are copied before every call, so a key
     is never reused by the review itself.
 
     Returns a :class:`Review`; it renders as a table in a notebook and as text with
@@ -539,10 +539,9 @@ def review(f, *args, static_argnames=(), static_argnums=(), calls=None, eager=Tr
             except Exception as exc:  # noqa: BLE001
                 call_error = f"{type(exc).__name__}: {_first_lines(exc, 1)}"
                 break
-    if trace_error is None:
-        misses = misses[1:]  # the first call's miss is the expected first compile
-    else:
-        misses = [m for m in misses if "never seen" not in m or "seen another function" in m]
+    # a function never seen before is the expected first compile; one re-defined on the
+    # same line ("seen another function") is a jit made anew every call
+    misses = [m for m in misses if "never seen" not in m or "seen another function" in m]
     cache_misses = [_condense_miss(m) for m in misses]
     traces = trace_count["n"] if trace_error is None else counter.traces
 
@@ -596,12 +595,20 @@ def review(f, *args, static_argnames=(), static_argnums=(), calls=None, eager=Tr
     eager_error = None
     if eager:
         try:
-            out1 = jax.block_until_ready(f(*_fresh_keys(args), **_fresh_keys(kwargs)))
-            with CompileCounter(fresh=False) as ec, _HostReadCounter() as reads2:
-                out2 = jax.block_until_ready(f(*_fresh_keys(args), **_fresh_keys(kwargs)))
-            eager_compiles = ec.compiles
-            host_reads = reads2.count if reads2.active else None
-            deterministic = _same(out1, out2)
+            if trace_error is None and call_error is None:
+                # one eager call against the jitted one: hidden state (np.random, a global)
+                # was baked in at trace time, so the two disagree
+                out1 = jax.block_until_ready(runner(*_fresh_keys(args), **_fresh_keys(kwargs)))
+                with _HostReadCounter() as reads:
+                    out2 = jax.block_until_ready(f(*_fresh_keys(args), **_fresh_keys(kwargs)))
+                deterministic = _same(out1, out2, rtol=1e-4, atol=1e-5)
+            else:
+                out1 = jax.block_until_ready(f(*_fresh_keys(args), **_fresh_keys(kwargs)))
+                with CompileCounter(fresh=False) as ec, _HostReadCounter() as reads:
+                    out2 = jax.block_until_ready(f(*_fresh_keys(args), **_fresh_keys(kwargs)))
+                eager_compiles = ec.compiles
+                deterministic = _same(out1, out2)
+            host_reads = reads.count if reads.active else None
         except Exception as exc:  # noqa: BLE001
             eager_error = f"{type(exc).__name__}: {_first_lines(exc, 1)}"
         # programs dispatched by one eager call: the top-level equations of its trace
@@ -614,14 +621,21 @@ def review(f, *args, static_argnames=(), static_argnums=(), calls=None, eager=Tr
         except Exception:  # noqa: BLE001 - not traceable: the dispatches cannot be counted
             pass
 
-    # ---- transfer guard around the jitted call -----------------------------------------
+    # ---- transfer guard around the jitted call (GPU/TPU: on CPU the device is the host) -
     transfer_error = None
-    if trace_error is None and call_error is None:
-        dev = jax.tree_util.tree_map(lambda x: jax.device_put(x) if hasattr(x, "shape") else x,
-                                     (args, kwargs))
+    if trace_error is None and call_error is None and jax.default_backend() != "cpu":
+        def put(name, value):
+            if name in static:
+                return value
+            return jax.tree_util.tree_map(
+                lambda x: x if _is_key(x) else jax.device_put(x), value)
+
+        dev_a = tuple(put(n, v) for n, v in zip(names, args))
+        dev_k = {n: put(n, v) for n, v in kwargs.items()}
         try:
+            jax.block_until_ready(runner(*_fresh_keys(dev_a), **_fresh_keys(dev_k)))
             with jax.transfer_guard("disallow"):
-                jax.block_until_ready(runner(*_fresh_keys(dev[0]), **_fresh_keys(dev[1])))
+                jax.block_until_ready(runner(*_fresh_keys(dev_a), **_fresh_keys(dev_k)))
         except Exception as exc:  # noqa: BLE001
             if "transfer" in str(exc).lower():
                 transfer_error = _first_lines(exc, 1)
@@ -640,7 +654,7 @@ def review(f, *args, static_argnames=(), static_argnums=(), calls=None, eager=Tr
     return rev
 
 
-def _same(a, b) -> bool:
+def _same(a, b, rtol=0.0, atol=0.0) -> bool:
     import jax
 
     la, ta = jax.tree_util.tree_flatten(a)
@@ -653,7 +667,13 @@ def _same(a, b) -> bool:
 
             x, y = jr.key_data(x), jr.key_data(y)
         try:
-            if not np.array_equal(np.asarray(x), np.asarray(y), equal_nan=True):
+            x, y = np.asarray(x), np.asarray(y)
+            if x.shape != y.shape:
+                return False
+            if x.dtype.kind in "fc" and (rtol or atol):
+                if not np.allclose(x, y, rtol=rtol, atol=atol, equal_nan=True):
+                    return False
+            elif not np.array_equal(x, y, equal_nan=x.dtype.kind in "fc"):
                 return False
         except TypeError:
             if x != y:
@@ -723,7 +743,7 @@ def _findings(r: Review, *, static, values, call_error, eager_error, already_jit
         ev.append(f"  ... {len(r.cache_misses) - 6} more cache misses")
     if call_error:
         ev.append(f"a call failed: {call_error}")
-    if r.eager_compiles:
+    if r.eager_compiles and not r.jitted:
         ev.append(f"called again as written, it compiles {r.eager_compiles} program(s) again: "
                   "something new every call (a jax.jit made inside, a changing static value)")
     if not r.jitted:
@@ -786,7 +806,10 @@ def _findings(r: Review, *, static, values, call_error, eager_error, already_jit
         ev.append(f"tracing failed: {te['type']}: {te['message'][:200]}"
                   + (f" at {te['line']}" if te["line"] else ""))
     if r.jitted and not r.transfer_error:
-        ev.append("transfer guard around a jitted call: quiet")
+        import jax
+
+        ev.append("transfer guard around a jitted call: quiet" if jax.default_backend() != "cpu"
+                  else "transfer guard not used: on CPU the device is the host (tracing checked instead)")
     if r.host_reads == 0:
         ev.append("one eager call reads nothing back to the host")
     if eager_error:

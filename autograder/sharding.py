@@ -14,7 +14,8 @@ def check_sharding(out, expected, *, what="the output", idea="sharding"):
     """Check that ``out`` (a ``jax.Array``) is placed equivalently to ``expected`` (a ``Sharding``).
 
     Equivalence (``Sharding.is_equivalent_to``), not spelling: ``P("data")`` and
-    ``P("data", None)`` are the same placement of a 2-D array.
+    ``P("data", None)`` are the same placement of a 2-D array. The learner sees the
+    placement found and the one expected.
     """
     import jax
 
@@ -32,7 +33,11 @@ def _normalise(spec, ndim):
 
 
 def check_spec_in_type(out, expected_spec, *, what="the output"):
-    """Check that ``jax.typeof(out)`` carries ``expected_spec`` (explicit sharding, JAX >= 0.6)."""
+    """Check that ``jax.typeof(out)`` carries ``expected_spec`` (explicit sharding, JAX >= 0.6).
+
+    Specs are compared after padding with ``None``: ``P("data")`` equals ``P("data", None)``
+    for a 2-D array. The learner sees the array's type and the spec expected.
+    """
     import jax
 
     aval = jax.typeof(out)

@@ -35,7 +35,8 @@ def check_traceable(f, args, *, what=None, static_argnums=(), static_argnames=()
     """Check that ``f`` traces under ``jax.jit``: no Python conversion of a traced value.
 
     ``float(x)``, ``x.item()``, ``np.asarray(x)`` and ``if x > 0`` all need the
-    concrete value, which does not exist while tracing.
+    concrete value, which does not exist while tracing. The learner sees which
+    conversion failed and the idea it breaks (``feedback.call``'s translation).
     """
     import jax
 

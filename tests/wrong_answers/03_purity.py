@@ -70,13 +70,11 @@ def normalize_batch(x):
     return (x - mean) / std
 ''', "is wrong"),
         ('''
-RUNNING = {"mean": 0.0, "var": 1.0}
+SEEN = {"batches": 0}
 
 def normalize_batch(x):
+    SEEN["batches"] += 1  # bookkeeping "on the side", in a global
     mean, var = jnp.mean(x, axis=0), jnp.var(x, axis=0)
-    # running statistics kept "on the side", in a global
-    RUNNING["mean"] = 0.9 * RUNNING["mean"] + 0.1 * mean
-    RUNNING["var"] = 0.9 * RUNNING["var"] + 0.1 * var
     return (x - mean) / jnp.sqrt(var + 1e-5)
 ''', "global"),
         ('''

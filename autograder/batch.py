@@ -1,0 +1,123 @@
+"""Grading many notebooks at once: in parallel over the machine's cores, in order, nothing lost.
+
+Each submission is graded by :func:`autograder.grading.grade_notebook` in a worker process
+(warm: nbgrader imported once per worker), in its own temporary directory, with its own
+kernel in its own process group under time and CPU limits. A submission that crashes its
+kernel, times out or cannot be read still gets a row (with the reason and zero for what
+could not be graded); a worker that dies is replaced and its submission reported, so no
+submission is silently missing.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+
+from .grading import Result, grade_notebook
+
+
+def default_workers(n_jobs: int) -> int:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(cores, n_jobs))
+
+
+def _warm():
+    import nbgrader.preprocessors  # noqa: F401 - import once per worker, not per submission
+
+
+def _grade_job(job):
+    path, kwargs = job
+    try:
+        return grade_notebook(path, **kwargs).as_dict()
+    except Exception as exc:  # noqa: BLE001 - the row says why
+        return Result(str(path), Path(path).resolve().parent.name,
+                      error=f"internal grading error: {type(exc).__name__}: {exc}").as_dict()
+
+
+def _as_result(d: dict) -> Result:
+    return Result(d["notebook"], d["assignment"], d["score"], d["max_score"], d["tests"], d.get("error"))
+
+
+def grade_many(paths, *, workers: int | None = None, progress: bool = False, per_job=None,
+               **grade_kwargs) -> list[Result]:
+    """Grade ``paths`` and return their results in the same order.
+
+    ``per_job(path) -> dict`` may add keyword arguments for one path (e.g. ``save_graded``).
+    """
+    paths = [str(p) for p in paths]
+    jobs = [(p, {**grade_kwargs, **(per_job(p) if per_job else {})}) for p in paths]
+    workers = workers or default_workers(len(jobs))
+    results: list[Result | None] = [None] * len(jobs)
+    bar = _progress(len(jobs)) if progress else None
+    if workers == 1 or len(jobs) == 1:
+        for i, job in enumerate(jobs):
+            results[i] = _as_result(_grade_job(job))
+            bar and bar.advance()
+    else:
+        pending = list(range(len(jobs)))
+        while pending:
+            retry = []
+            try:
+                with ProcessPoolExecutor(max_workers=workers, initializer=_warm) as pool:
+                    futures = {i: pool.submit(_grade_job, jobs[i]) for i in pending}
+                    for i, fut in futures.items():
+                        try:
+                            results[i] = _as_result(fut.result())
+                            bar and bar.advance()
+                        except BrokenProcessPool:
+                            retry.append(i)
+            except BrokenProcessPool:
+                retry = [i for i in pending if results[i] is None]
+            if retry and len(retry) == len(pending):  # nothing progressed: report, don't loop
+                for i in retry:
+                    results[i] = Result(jobs[i][0], Path(jobs[i][0]).resolve().parent.name,
+                                        error="the grading worker died while grading this notebook")
+                    bar and bar.advance()
+                retry = []
+            pending = retry
+    bar and bar.close()
+    return results  # type: ignore[return-value]
+
+
+class _progress:
+    """A rich progress bar on stderr (plain counts when rich is missing)."""
+
+    def __init__(self, total):
+        self.total, self.done = total, 0
+        try:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+            self.p = Progress("grading", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                              console=Console(file=sys.stderr))
+            self.p.start()
+            self.task = self.p.add_task("grading", total=total)
+        except ImportError:
+            self.p = None
+
+    def advance(self):
+        self.done += 1
+        if self.p:
+            self.p.advance(self.task)
+        else:
+            print(f"graded {self.done}/{self.total}", file=sys.stderr)
+
+    def close(self):
+        if self.p:
+            self.p.stop()
+
+
+def summary(results) -> str:
+    """One paragraph for a person: how many graded, how many could not be, the mean score."""
+    graded = [r for r in results if not r.error]
+    failed = [r for r in results if r.error]
+    lines = [f"{len(results)} notebook(s): {len(graded)} graded, {len(failed)} with problems."]
+    if graded:
+        mean = sum(r.score for r in graded) / len(graded)
+        top = max(r.max_score for r in graded)
+        lines.append(f"mean score {mean:.2f} / {top:g}")
+    for r in failed:
+        lines.append(f"  {r.notebook}: {r.error}")
+    return "\n".join(lines)
