@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-stamp
 PYTEST_WORKERS ?= 2
 
 .PHONY: env lab test release check clean-outputs bench \
-        colab
+        colab collect autograde feedback export
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -40,3 +40,19 @@ bench: env
 ## check: your progress on every exercise notebook in exercises/ (hidden tests included)
 check: env
 	$(BIN)/python -m autograder grade exercises/*/*.ipynb
+
+# Instructor workflow (see README). ASSIGNMENT=01_phases FOLDER=path/to/downloads
+ASSIGNMENT ?=
+FOLDER ?= downloads
+## collect: downloaded <student>_*.ipynb / zips in FOLDER -> .course/submitted (or: nbgrader collect)
+collect: env
+	$(BIN)/python -m autograder collect $(FOLDER) --assignment $(ASSIGNMENT)
+## autograde: grade every submission (or ASSIGNMENT) in parallel into the gradebook
+autograde: env
+	$(BIN)/python -m autograder autograde $(ASSIGNMENT)
+## feedback: one HTML page per submission in .course/feedback
+feedback: env
+	$(BIN)/python -m autograder feedback
+## export: .course/grades.csv, points per student, assignment and exercise
+export: env
+	$(BIN)/python -m autograder export

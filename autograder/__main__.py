@@ -22,15 +22,32 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--jobs", "-j", type=int, default=None,
                        help="notebooks graded in parallel (default: one per core)")
     grade.add_argument("--progress", action="store_true", help="show a progress bar on stderr")
+    from .instructor import add_parsers
+
+    add_parsers(sub)
+    from .review import add_parser as add_review_parser
+
+    add_review_parser(sub)
     return parser
 
 
 def main(argv=None) -> int:
+    import warnings
+
+    warnings.filterwarnings("ignore", message=".*not in session.*")  # nbgrader's SQLAlchemy noise
     args = build_parser().parse_args(argv)
     if args.command == "grade":
         from .grading import grade_command
 
         return grade_command(args)
+    if args.command in ("collect", "autograde", "feedback", "export"):
+        from .instructor import run
+
+        return run(args)
+    if args.command == "review":
+        from .review import review_command
+
+        return review_command(args)
     return 2
 
 

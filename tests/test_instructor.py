@@ -1,0 +1,83 @@
+"""The instructor walk-through of the README: collect -> autograde -> feedback -> export."""
+from __future__ import annotations
+
+import csv
+import shutil
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from conftest import ROOT, released_notebook, solution_notebook
+
+pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("instructor")]
+A = "01_phases"
+
+
+def _cli(*args):
+    proc = subprocess.run([sys.executable, "-m", "autograder", *map(str, args)], capture_output=True,
+                          text=True, cwd=ROOT, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("class")
+    lms = tmp / "lms"
+    lms.mkdir()
+    shutil.copy(solution_notebook(A), lms / "alice_01_phases_final.ipynb")
+    shutil.copy(solution_notebook(A), lms / "alicetwin_copy.ipynb")
+    shutil.copy(released_notebook(A), lms / "bob_attempt.ipynb")
+    (lms / "carol_broken.ipynb").write_text("{ this is not a notebook")
+    with zipfile.ZipFile(lms / "dave_upload.zip", "w") as zf:
+        zf.write(solution_notebook(A), f"{A}.ipynb")
+    (lms / "notes.txt").write_text("not a submission")
+    state = tmp / "state"
+    collected = _cli("collect", lms, "--assignment", A, "--state", state)
+    _cli("autograde", "--state", state)
+    _cli("feedback", "--state", state)
+    _cli("export", "--state", state)
+    return state, collected
+
+
+def test_collect_uses_student_ids_and_skips_strangers(course):
+    state, proc = course
+    students = sorted(p.name for p in (state / "submitted").iterdir())
+    assert students == ["alice", "alicetwin", "bob", "carol", "dave"]
+    assert "notes.txt" in proc.stderr
+
+
+def test_export_has_every_student_and_exercise(course):
+    state, _ = course
+    rows = list(csv.DictReader((state / "grades.csv").open()))
+    totals = {}
+    for r in rows:
+        totals.setdefault(r["student"], 0.0)
+        totals[r["student"]] += float(r["points"])
+    assert totals == {"alice": 4.0, "alicetwin": 4.0, "bob": 0.0, "carol": 0.0, "dave": 4.0}
+    assert len(rows) == 5 * 4
+
+
+def test_grading_is_deterministic(course):
+    state, _ = course
+    import json
+
+    a = json.loads((state / "autograded" / "alice" / A / "result.json").read_text())
+    b = json.loads((state / "autograded" / "alicetwin" / A / "result.json").read_text())
+    assert a["tests"] == b["tests"]
+
+
+def test_feedback_pages_show_messages_not_hidden_tests(course):
+    state, _ = course
+    page = (state / "feedback" / "bob" / A / f"{A}.html").read_text()
+    assert "not answered yet" in page
+    hidden = "(lambda x: jnp.exp(x) * y - x"  # a line of a hidden test
+    assert hidden not in page
+    assert "not valid JSON" in (state / "feedback" / "carol" / A / f"{A}.html").read_text()
+
+
+def test_autograded_notebooks_for_the_formgrader(course):
+    state, _ = course
+    assert (state / "autograded" / "alice" / A / f"{A}.ipynb").exists()
