@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-stamp
 PYTEST_WORKERS ?= 2
 
 .PHONY: env lab test release check clean-outputs bench \
-        colab collect autograde feedback export
+        colab collect autograde feedback export bench-grading
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -56,3 +56,7 @@ feedback: env
 ## export: .course/grades.csv, points per student, assignment and exercise
 export: env
 	$(BIN)/python -m autograder export
+
+## bench-grading: bare nbclient vs nbgrader autograde vs our batch grading (docs/bench-grading.md)
+bench-grading: env
+	$(BIN)/python scripts/bench_grading.py

@@ -369,7 +369,7 @@ def _install_guard(nb) -> None:
     from nbformat.v4 import new_code_cell
     from nbgrader import utils
 
-    name = f"_autograder_restore_{secrets.token_hex(8)}"
+    name = f"_{secrets.token_hex(12)}"
     nb.cells.insert(0, new_code_cell(_GUARD_SETUP.replace("@NAME@", name)))
     for cell in nb.cells:
         if cell.cell_type == "code" and utils.is_grade(cell) and not utils.is_solution(cell):

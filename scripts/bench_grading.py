@@ -1,0 +1,120 @@
+"""Grade one batch of submissions three ways, side by side in one run (``make bench-grading``).
+
+1. the floor: bare execution of each filled notebook with nbclient (test cells as submitted);
+2. ``nbgrader autograde`` on a temporary nbgrader course;
+3. this project's batch grading (``python -m autograder grade``), serial (-j 1) and parallel.
+
+Prints seconds per submission and the ratios, and writes docs/bench-grading.md.
+Targets: <= 1.3x the bare execution per submission, >= 2x faster than nbgrader autograde,
+>= 1.7x speed-up from serial to parallel on 2 cores.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+
+def _batch(tmp: Path, assignment: str, n: int) -> list[Path]:
+    """``n`` submissions alternating the solution and the released notebook."""
+    sources = [ROOT / "solutions" / assignment / f"{assignment}.ipynb",
+               ROOT / "exercises" / assignment / f"{assignment}.ipynb"]
+    paths = []
+    for i in range(n):
+        p = tmp / "batch" / f"student{i:03d}" / assignment / f"{assignment}.ipynb"
+        p.parent.mkdir(parents=True)
+        shutil.copy(sources[i % 2], p)
+        paths.append(p)
+    return paths
+
+
+def bare(paths) -> float:
+    import nbformat
+    from nbclient import NotebookClient
+
+    start = time.perf_counter()
+    for p in paths:
+        nb = nbformat.read(str(p), as_version=4)
+        NotebookClient(nb, kernel_name="python3", allow_errors=True, timeout=600,
+                       resources={"metadata": {"path": str(p.parent)}}).execute()
+    return time.perf_counter() - start
+
+
+def nbgrader_autograde(tmp: Path, assignment: str, paths) -> float:
+    course = tmp / "nbgrader-course"
+    (course / "source").mkdir(parents=True)
+    shutil.copytree(ROOT / "solutions" / assignment, course / "source" / assignment)
+    env = dict(os.environ, PATH=str(BIN) + os.pathsep + os.environ.get("PATH", ""),
+               PYTHONPATH=str(ROOT))
+    common = [f"--CourseDirectory.root={course}", "--log-level=ERROR"]
+    subprocess.run([str(BIN / "nbgrader"), "generate_assignment", assignment, "--create", *common],
+                   cwd=course, env=env, check=True, capture_output=True)
+    for i, p in enumerate(paths):
+        dest = course / "submitted" / f"student{i:03d}" / assignment / f"{assignment}.ipynb"
+        dest.parent.mkdir(parents=True)
+        shutil.copy(p, dest)
+    start = time.perf_counter()
+    subprocess.run([str(BIN / "nbgrader"), "autograde", assignment, "--create", *common],
+                   cwd=course, env=env, check=True, capture_output=True)
+    return time.perf_counter() - start
+
+
+def ours(paths, jobs: int) -> float:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "autograder", "grade", *map(str, paths), "--json",
+                    "--jobs", str(jobs)], cwd=ROOT, check=True, capture_output=True)
+    return time.perf_counter() - start
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--assignment", default="01_phases")
+    parser.add_argument("-n", type=int, default=6, help="submissions in the batch")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--out", default=str(ROOT / "docs" / "bench-grading.md"))
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        paths = _batch(tmp, args.assignment, args.n)
+        ours(paths[:1], 1)  # warm the gradebook cache, as a second run would find it
+        t = {"bare nbclient execution (floor)": bare(paths),
+             "nbgrader autograde": nbgrader_autograde(tmp, args.assignment, paths),
+             "autograder grade -j 1 (serial)": ours(paths, 1),
+             f"autograder grade -j {args.jobs} (parallel)": ours(paths, args.jobs)}
+    n = args.n
+    per = {k: v / n for k, v in t.items()}
+    floor = per["bare nbclient execution (floor)"]
+    serial = per["autograder grade -j 1 (serial)"]
+    parallel = per[f"autograder grade -j {args.jobs} (parallel)"]
+    nbg = per["nbgrader autograde"]
+    lines = [
+        "# Grading benchmark", "",
+        f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}, {platform.system()}; batch of {n} submissions of "
+        f"`{args.assignment}` (half solved, half released as is), measured in one run.", "",
+        "| way | seconds per submission | vs floor |", "| --- | ---: | ---: |",
+        *[f"| {k} | {v:.2f} | {v / floor:.2f}x |" for k, v in per.items()], "",
+        "| target | measured | met |", "| --- | ---: | --- |",
+        f"| serial grading <= 1.3x bare execution | {serial / floor:.2f}x | {'yes' if serial / floor <= 1.3 else 'no'} |",
+        f"| >= 2x faster than nbgrader autograde (parallel) | {nbg / parallel:.2f}x | {'yes' if nbg / parallel >= 2 else 'no'} |",
+        f"| >= 1.7x speed-up serial -> parallel | {serial / parallel:.2f}x | {'yes' if serial / parallel >= 1.7 else 'no'} |",
+        "",
+    ]
+    report = "\n".join(lines)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(report)
+    print(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
