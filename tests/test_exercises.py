@@ -14,6 +14,8 @@ from conftest import (ASSIGNMENTS, fill_answers, released_notebook, run_grader, 
                       wrong_answers)
 
 pytestmark = pytest.mark.notebook
+# One xdist group per assignment: its notebooks are graded once, by one worker.
+PARAMS = [pytest.param(a, marks=pytest.mark.xdist_group(f"ex-{a}")) for a in ASSIGNMENTS]
 
 
 def _answer_ids(assignment):
@@ -46,7 +48,7 @@ def _graded(assignment):
     return results, expectations, stderr, code
 
 
-@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+@pytest.mark.parametrize("assignment", PARAMS)
 def test_released_notebook_scores_zero(assignment):
     results, _, stderr, code = _graded(assignment)
     released = results[0]
@@ -59,7 +61,7 @@ def test_released_notebook_scores_zero(assignment):
         assert t["feedback"], f"{t['exercise']} failed without feedback"
 
 
-@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+@pytest.mark.parametrize("assignment", PARAMS)
 def test_solution_scores_full_marks(assignment):
     results, _, stderr, _ = _graded(assignment)
     solution = results[1]
@@ -68,14 +70,14 @@ def test_solution_scores_full_marks(assignment):
     assert solution["score"] == solution["max_score"] > 0
 
 
-@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+@pytest.mark.parametrize("assignment", PARAMS)
 def test_every_exercise_has_two_wrong_answers(assignment):
     wrong = wrong_answers(assignment)
     for gid in _answer_ids(assignment):
         assert len(wrong.get(gid, [])) >= 2, f"{assignment}: {gid} needs at least two known-wrong answers"
 
 
-@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+@pytest.mark.parametrize("assignment", PARAMS)
 def test_wrong_answers_fail_with_intended_feedback(assignment):
     results, expectations, _, _ = _graded(assignment)
     problems = []
