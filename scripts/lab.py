@@ -9,7 +9,8 @@ import os
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+# COURSE_LAB_ROOT serves another copy of the course (the browser test uses a scratch copy).
+ROOT = Path(os.environ.get("COURSE_LAB_ROOT") or Path(__file__).resolve().parent.parent).resolve()
 
 
 def command(extra=()):
