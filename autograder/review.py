@@ -543,10 +543,19 @@ def review(f, *args, static_argnames=(), static_argnums=(), calls=None, eager=Tr
     runner = fresh_jit() if trace_error is None else f
     trace_count["n"] = 0
     call_error = None
+    # not jittable: these calls are eager calls of f; with the default sequence (the example
+    # twice) they also serve the eager observations below, instead of two more calls
+    reuse_eager = trace_error is not None and calls is None and eager
+    outs, last_reads, last_compiles = [], None, None
     with capture_cache_misses() as misses, CompileCounter(fresh=False) as counter:
-        for a, k in seq:
+        for i, (a, k) in enumerate(seq):
             try:
-                jax.block_until_ready(runner(*_fresh_keys(a), **_fresh_keys(k)))
+                if reuse_eager and i == len(seq) - 1:
+                    with CompileCounter(fresh=False) as ec, _HostReadCounter() as rc:
+                        outs.append(jax.block_until_ready(runner(*_fresh_keys(a), **_fresh_keys(k))))
+                    last_reads, last_compiles = rc, ec.compiles
+                else:
+                    outs.append(jax.block_until_ready(runner(*_fresh_keys(a), **_fresh_keys(k))))
             except Exception as exc:  # noqa: BLE001
                 call_error = f"{type(exc).__name__}: {_first_lines(exc, 1)}"
                 break
@@ -609,6 +618,7 @@ def review(f, *args, static_argnames=(), static_argnums=(), calls=None, eager=Tr
     jitted_regions = None
     eager_error = None
     if eager:
+        reads = None
         try:
             if trace_error is None and call_error is None:
                 # one eager call against the jitted one: hidden state (np.random, a global)
@@ -617,15 +627,22 @@ def review(f, *args, static_argnames=(), static_argnums=(), calls=None, eager=Tr
                 with _HostReadCounter() as reads:
                     out2 = jax.block_until_ready(f(*_fresh_keys(args), **_fresh_keys(kwargs)))
                 deterministic = _same(out1, out2, rtol=1e-4, atol=1e-5)
+            elif reuse_eager:
+                if call_error is None:
+                    reads, eager_compiles = last_reads, last_compiles
+                    deterministic = _same(outs[0], outs[1])
+                else:
+                    eager_error = call_error
             else:
                 out1 = jax.block_until_ready(f(*_fresh_keys(args), **_fresh_keys(kwargs)))
                 with CompileCounter(fresh=False) as ec, _HostReadCounter() as reads:
                     out2 = jax.block_until_ready(f(*_fresh_keys(args), **_fresh_keys(kwargs)))
                 eager_compiles = ec.compiles
                 deterministic = _same(out1, out2)
-            host_reads = reads.count if reads.active else None
         except Exception as exc:  # noqa: BLE001
             eager_error = f"{type(exc).__name__}: {_first_lines(exc, 1)}"
+        if reads is not None and reads.active:
+            host_reads = reads.count
         # programs dispatched by one eager call: the top-level equations of its trace
         g, dyn = _with_static_bound(f, names, static, args, kwargs)
         try:

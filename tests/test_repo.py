@@ -66,3 +66,12 @@ def test_colab_badges_and_install_cells_are_generated():
     for path in (ROOT / "exercises").glob("*/*.ipynb"):
         first = nbformat.read(str(path), as_version=4).cells[0]
         assert "colab.research.google.com/github/" in first.source and f"exercises/{path.parent.name}/" in first.source
+
+
+def test_chapters_have_slideshow_metadata_and_rise_is_installed():
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "slides.py"), "--check"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    exts = subprocess.run([sys.executable, "-m", "jupyter", "labextension", "list"],
+                          capture_output=True, text=True)
+    assert "jupyterlab-rise" in exts.stdout + exts.stderr
