@@ -339,7 +339,7 @@ def _condense_miss(msg: str) -> str:
     lines = [ln.strip() for ln in msg.strip().splitlines() if ln.strip()]
     kind = "trace cache miss" if "TRACING" in lines[0] else lines[0].split(" at ")[0].lower()
     reasons = [ln for ln in lines[1:] if not ln.startswith(("for ", "all previously", "For the closest"))]
-    reason = "; ".join(reasons)
+    reason = " ".join(reasons).replace(": *", ":").replace(":  ", ": ")
     reason = reason.replace("<class 'jax._src.tree_util.Static'> with pytree metadata ", "")
     reason = reason.replace(", so the pytree node metadata does not match", "")
     return f"{kind}: {reason}"[:300]

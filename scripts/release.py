@@ -27,6 +27,23 @@ def assignments(root: Path = ROOT) -> list[str]:
     return sorted(p.name for p in (root / "solutions").iterdir() if p.is_dir() and not p.name.startswith("."))
 
 
+def _quoted(src: str) -> str:
+    if "'''" not in src and not src.endswith("\\"):
+        return "r'''\n" + src + "\n'''"
+    return repr(src)
+
+
+def _selfcheck_source(visible: dict) -> str:
+    """The last cell of a released notebook: the visible tests, readable, run as a table."""
+    parts = ["from autograder.selfcheck import check_my_answers", "",
+             "# The visible tests of each exercise (copied from its test cell by `make release`).",
+             "VISIBLE_TESTS = {}"]
+    for name, src in visible.items():
+        parts.append(f"VISIBLE_TESTS[{name!r}] = {_quoted(src)}")
+    parts += ["", "check_my_answers(VISIBLE_TESTS)"]
+    return "\n".join(parts)
+
+
 def _postprocess(source_dir: Path, release_dir: Path) -> None:
     for src_path in sorted(source_dir.glob("*.ipynb")):
         out_path = release_dir / src_path.name
@@ -51,10 +68,8 @@ def _postprocess(source_dir: Path, release_dir: Path) -> None:
                 "## Check my answers\n\nRuns the visible tests of every exercise above and shows "
                 "which pass. The grader also runs hidden tests, so a pass here is a good sign, "
                 "not a guarantee.", metadata={"tags": [CHECK_TAG]}))
-            body = ",\n".join(f"    {name!r}: {src!r}" for name, src in visible.items())
-            rel.cells.append(nbformat.v4.new_code_cell(
-                "from autograder.selfcheck import check_my_answers\n\n"
-                f"check_my_answers({{\n{body},\n}})", metadata={"tags": [CHECK_TAG]}))
+            rel.cells.append(nbformat.v4.new_code_cell(_selfcheck_source(visible),
+                                                       metadata={"tags": [CHECK_TAG]}))
         for i, cell in enumerate(rel.cells):
             cell["id"] = cell.get("id") or f"cell-{i}"
         nbformat.write(rel, str(out_path))
