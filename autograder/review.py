@@ -320,12 +320,14 @@ def capture_cache_misses():
     quiet = [h for h in root.handlers if h is not handler]
     for h in quiet:
         root.removeHandler(h)
+    old_propagate, root.propagate = root.propagate, False
     old = jax.config.jax_explain_cache_misses
     jax.config.update("jax_explain_cache_misses", True)
     try:
         yield handler.messages
     finally:
         jax.config.update("jax_explain_cache_misses", old)
+        root.propagate = old_propagate
         root.removeHandler(handler)
         for h in quiet:
             root.addHandler(h)
@@ -437,25 +439,32 @@ def _first_lines(exc, n=2) -> str:
     return " ".join(lines[:n])[:300]
 
 
-def _repeated_block(names, min_len=3, min_repeats=3):
-    """The longest block of primitives that repeats back to back at least ``min_repeats``
-    times (what an unrolled Python loop leaves in a jaxpr): ``(length, repeats)`` or None."""
-    n = len(names)
-    best = None
-    for k in range(min_len, min(n // min_repeats, 200) + 1):
-        i = 0
-        while i + k * min_repeats <= n:
-            reps = 1
-            while i + (reps + 1) * k <= n and names[i + reps * k:i + (reps + 1) * k] == names[i:i + k]:
-                reps += 1
-            if reps >= min_repeats:
-                if best is None or reps * k > best[0] * best[1]:
-                    best = (k, reps)
-                i += reps * k
+def _repeated_block(names, min_len=3, min_repeats=3, max_len=200):
+    """The block of primitives that repeats back to back the most (at least ``min_repeats``
+    times; what an unrolled Python loop leaves in a jaxpr): ``(length, repeats)`` or None.
+
+    For each block length ``k``, a run of ``r`` positions where ``names[i] == names[i + k]``
+    is ``1 + r // k`` back-to-back copies of one block: linear in ``len(names)`` per ``k``.
+    """
+    def repeats(seq, k):
+        most = run = 0
+        for a, b in zip(seq, seq[k:]):
+            if a == b:
+                run += 1
+                if run > most:
+                    most = run
             else:
-                i += 1
-        if n > 3000 and best:
-            break
+                run = 0
+        return 1 + most // k
+
+    head = names[:2000]  # an unrolled loop shows within its first copies; keeps this fast
+    best = None
+    for k in range(min_len, min(len(head) // min_repeats, max_len) + 1):
+        reps = repeats(head, k)
+        if reps >= min_repeats and (best is None or reps * k > best[0] * best[1]):
+            best = (k, reps)
+    if best and len(names) > len(head):
+        best = (best[0], repeats(names, best[0]))
     return best
 
 
@@ -470,8 +479,8 @@ def review(f, *args, static_argnames=(), static_argnums=(), calls=None, eager=Tr
     ``(args, kwargs)`` pairs); by default the example call twice. With ``eager``
     (default), ``f`` is also called as written, without jit, to count its host reads and
     dispatches, and to check that the same inputs give the same outputs (eagerly and under
-    jit; twice eagerly, counting compilations, when it cannot be jitted). Typed keys among the arguments are copied before every call, so a key
-    is never reused by the review itself.
+    jit; twice eagerly, counting compilations, when it cannot be jitted). Typed keys among
+    the arguments are copied before every call, so the review itself never reuses a key.
 
     Returns a :class:`Review`; it renders as a table in a notebook and as text with
     ``print``. Nothing here raises for problems in ``f``: they are the findings.

@@ -24,6 +24,7 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-net
         "--disable-component-update", "--disable-sync", "--no-first-run"]
 ARTIFACTS = ROOT / "artifacts"
 TIMEOUT_MS = 240_000
+NB = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook"  # the notebook in the visible tab
 
 
 def _ensure_browser():
@@ -49,7 +50,8 @@ def lab(tmp_path_factory):
                PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
     proc = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "lab.py"), "--no-browser",
                              f"--port={port}", "--ServerApp.ip=127.0.0.1",
-                             f"--IdentityProvider.token={token}"],
+                             f"--IdentityProvider.token={token}",
+                             f"--LabApp.workspaces_dir={copy / '.workspaces'}"],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     base = f"http://127.0.0.1:{port}"
@@ -81,9 +83,9 @@ def page(lab):
 
 def _open(page, lab, path):
     base, token = lab
-    page.goto(f"{base}/lab/tree/{path}?token={token}")
-    page.wait_for_selector(".jp-Notebook .jp-Cell")
-    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']")
+    page.goto(f"{base}/lab/tree/{path}?reset&token={token}")
+    page.wait_for_selector(f"{NB} .jp-Cell")
+    page.wait_for_selector(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook-ExecutionIndicator[data-status='idle']")
 
 
 def _run_all(page):
@@ -91,13 +93,13 @@ def _run_all(page):
     page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
     page.wait_for_timeout(1000)
     page.wait_for_function(
-        "() => ![...document.querySelectorAll('.jp-Notebook .jp-InputPrompt')]"
+        f"() => ![...document.querySelectorAll('{NB} .jp-InputPrompt')]"
         ".some(e => e.textContent.includes('*'))", timeout=TIMEOUT_MS)
-    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']")
+    page.wait_for_selector(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook-ExecutionIndicator[data-status='idle']")
 
 
 def _unrun_code_cells(page):
-    prompts = page.eval_on_selector_all(".jp-Notebook .jp-CodeCell .jp-InputPrompt",
+    prompts = page.eval_on_selector_all(f"{NB} .jp-CodeCell .jp-InputPrompt",
                                         "els => els.map(e => e.textContent.trim())")
     return [i for i, t in enumerate(prompts) if not re.search(r"\[\d+\]", t)]
 
@@ -107,13 +109,13 @@ def test_chapter_runs_in_jupyterlab_with_a_plot(page, lab):
     _run_all(page)
     page.screenshot(path=str(ARTIFACTS / "chapter01.png"), full_page=True)
     assert not _unrun_code_cells(page), "Run All stopped at an unexpected error"
-    assert page.locator(".jp-RenderedImage img").count() >= 1, "no plot rendered"
+    assert page.locator(f"{NB} .jp-RenderedImage img").count() >= 1, "no plot rendered"
 
 
 def test_widget_changes_its_output(page, lab):
     _open(page, lab, "course/02_static_dynamic.ipynb")
     _run_all(page)
-    widget = page.locator(".jupyter-widgets.widget-slider, .jupyter-widgets.widget-dropdown").first
+    widget = page.locator(f"{NB} .jupyter-widgets.widget-slider, {NB} .jupyter-widgets.widget-dropdown").first
     widget.wait_for()
     widget.scroll_into_view_if_needed()
     area = widget.locator("xpath=ancestor::div[contains(@class,'jp-Cell')]")
@@ -135,7 +137,7 @@ def test_widget_changes_its_output(page, lab):
 def test_exercise_notebook_validate_and_formgrader(page, lab):
     _open(page, lab, "exercises/01_phases/01_phases.ipynb")
     _run_all(page)
-    errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+    errors = page.locator(f"{NB} .jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
     assert "not answered yet" in " ".join(errors.all_inner_texts()), \
         "the unanswered exercise should stop with its feedback"
     page.click(".validate-button")

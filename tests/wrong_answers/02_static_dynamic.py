@@ -34,7 +34,7 @@ def _scale(x, factor):
     return x * factor
 
 scale_by = jax.jit(_scale, static_argnums=1)  # static by position: still one compile per factor
-''', "compiled 10 time(s)"),
+''', "expected 1"),
         ('''
 def scale_by(x, factor):
     return x * factor  # correct values, but not jitted
