@@ -118,7 +118,7 @@ def test_widget_changes_its_output(page, lab):
     widget = page.locator(f"{NB} .jupyter-widgets.widget-slider, {NB} .jupyter-widgets.widget-dropdown").first
     widget.wait_for()
     widget.scroll_into_view_if_needed()
-    area = widget.locator("xpath=ancestor::div[contains(@class,'jp-Cell')]")
+    area = widget.locator("xpath=ancestor::div[contains(concat(' ', normalize-space(@class), ' '), ' jp-Cell ')][1]")
     before = area.inner_text()
     handle = widget.locator(".noUi-handle, .slider-container input, select").first
     if widget.locator("select").count():
