@@ -122,7 +122,18 @@ def _explain(exc: BaseException, what: str) -> ExerciseFailure:
     return ExerciseFailure("numerics", f"{what} raised {name}: {first_line}")
 
 
-def call(f, *args, what: str | None = None, **kwargs):
+# Run after every call of learner code. The grader puts its "restore pristine modules" hook
+# here, so a learner function that patches the checks while a test calls it is undone before
+# the test goes on. (Bound as a default argument below, so rebinding the name does nothing.)
+AFTER_LEARNER_CODE: list = []
+
+
+def _after(hooks):
+    for hook in list(hooks):
+        hook()
+
+
+def call(f, *args, what: str | None = None, _hooks=AFTER_LEARNER_CODE, **kwargs):
     """Call learner code, turning any exception into feedback that names the idea."""
     label = what or f"`{getattr(f, '__name__', 'the function')}`"
     try:
@@ -131,10 +142,12 @@ def call(f, *args, what: str | None = None, **kwargs):
         raise
     except Exception as exc:  # noqa: BLE001 - every learner error becomes feedback
         raise _explain(exc, label) from exc
+    finally:
+        _after(_hooks)
 
 
 @contextlib.contextmanager
-def explained(what: str):
+def explained(what: str, _hooks=AFTER_LEARNER_CODE):
     """Context manager form of :func:`call` for a block of learner code."""
     try:
         yield
@@ -142,3 +155,5 @@ def explained(what: str):
         raise
     except Exception as exc:  # noqa: BLE001
         raise _explain(exc, what) from exc
+    finally:
+        _after(_hooks)

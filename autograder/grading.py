@@ -331,6 +331,13 @@ def _autograder_guard_factory():
             if n == "autograder" or n.startswith("autograder.")}
     partial = {n: sys.modules[n] for n in ("numpy", "numpy.testing", "jax", "jax.numpy")}
     snaps = {n: dict(m.__dict__) for n, m in {**full, **partial}.items()}
+    hooks = autograder.feedback.AFTER_LEARNER_CODE
+    import types
+    class ReadOnlyModule(types.ModuleType):
+        def __setattr__(self, name, value):
+            raise AttributeError(f"{self.__name__} is read-only while grading")
+        def __delattr__(self, name):
+            raise AttributeError(f"{self.__name__} is read-only while grading")
     def restore():
         for n, m in {**full, **partial}.items():
             sys.modules[n] = m
@@ -338,7 +345,11 @@ def _autograder_guard_factory():
             if n in full:
                 for k in [k for k in d if k not in snaps[n]]:
                     del d[k]
+                if type(m) is not ReadOnlyModule:
+                    m.__class__ = ReadOnlyModule
             d.update(snaps[n])
+        hooks[:] = [restore]
+    restore()
     return restore
 __import__("builtins").__dict__["@NAME@"] = _autograder_guard_factory()
 del _autograder_guard_factory

@@ -86,6 +86,20 @@ def _hostile_corpus():
         "np.allclose = lambda *a, **k: True\nnp.array_equal = lambda *a, **k: True\n"
         "jnp.allclose = lambda *a, **k: True\n"
         "def primitive_names(f, *args):\n    return []\n"))
+    corpus["checks_patched_while_called"] = _with_answer(_released(), "primitive_names", (
+        "def primitive_names(f, *args):\n"
+        "    import autograder as ag, autograder.numerics as agn, numpy as np\n"
+        "    for m in (ag, agn):\n"
+        "        for n in list(vars(m)):\n"
+        "            if n.startswith('check'):\n"
+        "                vars(m)[n] = lambda *a, **k: None\n"
+        "    np.allclose = lambda *a, **k: True\n"
+        "    return []\n"))
+    corpus["checks_setattr_while_called"] = _with_answer(_released(), "runtime_print", (
+        "def runtime_print(x):\n"
+        "    import autograder as ag\n"
+        "    ag.check_prints_values = lambda *a, **k: None\n"
+        "    return x\n"))
     corpus["fake_results_printed"] = _with_answer(_released(), "primitive_names", (
         "import os, json\n"
         "print(json.dumps({'score': 4.0, 'max_score': 4.0}))\n"
