@@ -10,7 +10,7 @@ from .feedback import call, fail
 _BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
 _TRACE = "/jax/core/compile/jaxpr_trace_duration"
 _state = threading.local()
-_registered = False
+_registered = False  # kept for compatibility; the flag that counts is on `_listener` itself
 
 
 def _listener(event, duration=None, *args, **kwargs):
@@ -25,12 +25,19 @@ def _listener(event, duration=None, *args, **kwargs):
 
 
 def _ensure_listener():
+    """Register :func:`_listener` with JAX once per process.
+
+    The mark lives on the function object, not in a module global: the grader restores
+    the autograder modules' globals before every test cell, and a reset module flag would
+    register the listener again and count every compile twice.
+    """
     global _registered
-    if not _registered:
+    if not getattr(_listener, "registered", False):
         import jax.monitoring
 
         jax.monitoring.register_event_duration_secs_listener(_listener)
-        _registered = True
+        _listener.registered = True
+    _registered = True
 
 
 class CompileCounter:

@@ -74,7 +74,7 @@ def fail(idea: str, detail: str):
     raise ExerciseFailure(idea, detail)
 
 
-def _explain(exc: BaseException, what: str) -> ExerciseFailure:
+def _explain(exc: BaseException, what: str, concrete_idea: str = "static") -> ExerciseFailure:
     """Turn an exception raised by learner code into feedback that names the idea."""
     import jax
 
@@ -101,7 +101,7 @@ def _explain(exc: BaseException, what: str) -> ExerciseFailure:
             "loop counts must be static, everything else should stay an array.")
     if isinstance(exc, getattr(errors, "ConcretizationTypeError", ())):
         return ExerciseFailure(
-            "async",
+            concrete_idea,
             f"{what} needed the concrete value of a traced array ({first_line}); under jit there "
             "is no value yet: keep the computation in JAX instead of converting to Python or NumPy.")
     if isinstance(exc, getattr(errors, "TracerArrayConversionError", ())):

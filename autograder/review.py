@@ -434,9 +434,23 @@ def _classify(exc) -> str:
     return "other"
 
 
-def _first_lines(exc, n=2) -> str:
-    lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
-    return " ".join(lines[:n])[:300]
+def _first_lines(exc, n=1) -> str:
+    """The opening of an error message, plus JAX's hints: which function the problem arose
+    with, and which argument the missing value depends on."""
+    import re
+
+    text = str(exc).strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    head = " ".join(lines[:n])
+    if len(head) > 200:
+        head = head[:200].rsplit(" ", 1)[0] + " ..."
+    arose = re.search(r"The problem arose with the `[^`]+` function", text)
+    depends = re.search(r"depends on the value of the argument[s]? [^.]+", text)
+    if arose and arose.group(0) not in head:
+        head += f" {arose.group(0)}."
+    if depends:
+        head += f" (The value {depends.group(0)}.)"
+    return head
 
 
 def _repeated_block(names, min_len=3, min_repeats=3, max_len=200):
@@ -806,7 +820,7 @@ def _findings(r: Review, *, static, values, call_error, eager_error, already_jit
         verdict = "fail"
         answer = ("tracing under jax.jit failed: Python branched on a traced value "
                   "(use jnp.where, lax.cond, lax.while_loop).")
-        ev = [f"{te['type']}: {te['message'][:160]}", f"at {te['line']}" if te["line"] else ""]
+        ev = [f"{te['type']}: {te['message']}", f"at {te['line']}" if te["line"] else ""]
     elif te:
         verdict = "info"
         answer = "unknown: tracing stopped earlier, at another problem (see below)."
@@ -824,7 +838,7 @@ def _findings(r: Review, *, static, values, call_error, eager_error, already_jit
         verdict = "fail"
         answer = ("a traced value is converted to Python/NumPy (float(), .item(), np.asarray): "
                   "a host sync, and impossible under jit.")
-        ev += [f"{te['type']}: {te['message'][:160]}", f"at {te['line']}" if te["line"] else ""]
+        ev += [f"{te['type']}: {te['message']}", f"at {te['line']}" if te["line"] else ""]
     if r.host_reads:
         if verdict == "ok":
             verdict = "fail"
@@ -844,7 +858,7 @@ def _findings(r: Review, *, static, values, call_error, eager_error, already_jit
         verdict = "info" if verdict == "ok" else verdict
         if answer == "none observed.":
             answer = "unknown: tracing failed for another reason."
-        ev.append(f"tracing failed: {te['type']}: {te['message'][:200]}"
+        ev.append(f"tracing failed: {te['type']}: {te['message']}"
                   + (f" at {te['line']}" if te["line"] else ""))
     if r.jitted and not r.transfer_error:
         import jax

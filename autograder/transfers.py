@@ -47,7 +47,7 @@ def check_traceable(f, args, *, what=None, static_argnums=(), static_argnames=()
     except ExerciseFailure:
         raise
     except Exception as exc:  # noqa: BLE001
-        raise _explain(exc, f"tracing {label} under jax.jit") from exc
+        raise _explain(exc, f"tracing {label} under jax.jit", concrete_idea="async") from exc
 
 
 def check_no_host_transfer(f, args, *, what=None, static_argnums=(), static_argnames=(), kwargs=None):

@@ -320,6 +320,14 @@ class TestCompilation:
                                          ((x,), {"factor": 2.0})]) == 2
         assert ag.count_compiles(jax.jit(jnp.sin), [x, x + 1, jnp.ones(4)]) == 2
 
+    def test_counts_survive_a_module_restore(self, monkeypatch):
+        # the grader restores the autograder modules' globals before every test cell
+        f = jax.jit(lambda x: x - 1)
+        x = jnp.ones(2)
+        assert ag.count_compiles(f, [x]) == 1
+        monkeypatch.setattr(compilation, "_registered", False)
+        assert ag.count_compiles(f, [x]) == 1  # the listener is not registered twice
+
     def test_count_traces(self):
         x = jnp.ones(3)
         assert ag.count_traces(_power, [(x, 2), (x * 2, 2), (x, 4)], static_argnums=1) == 2
