@@ -119,6 +119,10 @@ def _explain(exc: BaseException, what: str, concrete_idea: str = "static") -> Ex
             "key_reuse", f"{what} consumed the same PRNG key twice: split it (or fold_in) first.")
     if isinstance(exc, ExerciseFailure):
         return exc
+    if isinstance(exc, TypeError) and ("immutable" in first_line or "item assignment" in first_line):
+        return ExerciseFailure(
+            "inplace", f"{what} assigned into a JAX array in place ({first_line}); JAX arrays are "
+                       "immutable: return a new array with `x.at[idx].set(value)`.")
     return ExerciseFailure("numerics", f"{what} raised {name}: {first_line}")
 
 

@@ -88,7 +88,7 @@ class TestFeedback:
         def f(x):
             return jnp.zeros(3) * float(x)
 
-        rejects(lambda: ag.call(jax.jit(f), 1.0), "async", "concrete value")
+        rejects(lambda: ag.call(jax.jit(f), 1.0), "static", "concrete value")
 
     def test_non_concrete_boolean_index(self):
         def f(x):

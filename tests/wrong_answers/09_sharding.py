@@ -17,7 +17,7 @@ def shard_rows(x, mesh):
 def shard_rows(x, mesh):
     own = jax.sharding.Mesh(np.array(jax.devices()[:8]), ("data",), axis_types=(AxisType.Auto,))
     return jax.device_put(x, NamedSharding(own, P("data")))  # ignores the mesh it is given
-''', "expected"),
+''', "mesh it was given"),
     ],
     "explicit_matmul": [
         ('''
