@@ -102,7 +102,7 @@ def count_traces(f, calls, *, static_argnames=(), static_argnums=(), what=None) 
         box["n"] += 1
         return f(*args, **kwargs)
 
-    jitted = jax.jit(counted, static_argnames=static_argnames, static_argnums=static_argnums)
+    jitted = jax.jit(counted, static_argnames=static_argnames or None, static_argnums=static_argnums or None)
     count_compiles(jitted, calls, fresh=False, what=what or f"`{getattr(f, '__name__', 'f')}`")
     return box["n"]
 

@@ -113,7 +113,7 @@ def check_matches_reference(f, reference, make_args, *, trials=3, seed=0, what=N
     rng = np.random.default_rng(seed)
     jitted = None
     if jit:
-        jitted = jax.jit(f, static_argnames=static_argnames, static_argnums=static_argnums)
+        jitted = jax.jit(f, static_argnames=static_argnames or None, static_argnums=static_argnums or None)
     for trial in range(trials):
         args = make_args(rng)
         expected = reference(*args)

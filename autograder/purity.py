@@ -99,7 +99,7 @@ def check_pure(f, args, *, namespace=None, what=None, jit=True, static_argnames=
     except AssertionError as exc:
         fail("purity", f"{label} gave different results for the same inputs: {_detail(exc)}")
     if jit:
-        jitted = jax.jit(f, static_argnames=static_argnames, static_argnums=static_argnums)
+        jitted = jax.jit(f, static_argnames=static_argnames or None, static_argnums=static_argnums or None)
         for attempt in (1, 2):
             got = call(jitted, *_copy_args(args), what=f"jax.jit({label})")
             try:
@@ -130,7 +130,7 @@ def check_no_tracer_leak(f, args, *, what=None, static_argnums=()):
     try:
         with jax.checking_leaks():
             jax.clear_caches()
-            jax.block_until_ready(jax.jit(fresh, static_argnums=static_argnums)(*args))
+            jax.block_until_ready(jax.jit(fresh, static_argnums=static_argnums or None)(*args))
     except Exception as exc:  # noqa: BLE001
         if "leak" in str(exc).lower() or isinstance(exc, jax.errors.UnexpectedTracerError):
             fail("purity", f"{label} leaked a tracer (it kept a traced value after tracing "

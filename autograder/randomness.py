@@ -74,7 +74,7 @@ def check_no_key_reuse(f, args, *, what=None, jit=True, static_argnums=(), stati
             check_typed_key(leaf)
     runs = [("", f)]
     if jit:
-        runs.append(("jax.jit of ", jax.jit(f, static_argnums=static_argnums, static_argnames=static_argnames)))
+        runs.append(("jax.jit of ", jax.jit(f, static_argnums=static_argnums or None, static_argnames=static_argnames or None)))
     for prefix, fn in runs:
         try:
             run_args, run_kwargs = _fresh_keys((tuple(args), kwargs))

@@ -43,7 +43,7 @@ def check_traceable(f, args, *, what=None, static_argnums=(), static_argnames=()
     label = what or f"`{getattr(f, '__name__', 'f')}`"
     kwargs = kwargs or {}
     try:
-        jax.jit(f, static_argnums=static_argnums, static_argnames=static_argnames).trace(*args, **kwargs)
+        jax.jit(f, static_argnums=static_argnums or None, static_argnames=static_argnames or None).trace(*args, **kwargs)
     except ExerciseFailure:
         raise
     except Exception as exc:  # noqa: BLE001
@@ -64,7 +64,7 @@ def check_no_host_transfer(f, args, *, what=None, static_argnums=(), static_argn
     kwargs = kwargs or {}
     check_traceable(f, args, what=label, static_argnums=static_argnums,
                     static_argnames=static_argnames, kwargs=kwargs)
-    jitted = jax.jit(f, static_argnums=static_argnums, static_argnames=static_argnames)
+    jitted = jax.jit(f, static_argnums=static_argnums or None, static_argnames=static_argnames or None)
     dev_args, dev_kwargs = _to_device(tuple(args), kwargs, static_argnums, static_argnames)
     try:
         jax.block_until_ready(jitted(*dev_args, **dev_kwargs))
