@@ -11,7 +11,10 @@ One module per idea of the mental model:
 - :mod:`autograder.randomness`: typed keys, no key reuse
 - :mod:`autograder.sharding`: an output's sharding
 - :mod:`autograder.device`: device report, problem sizes, an honest timer
-- :mod:`autograder.grading`: ``python -m autograder grade``
+- :mod:`autograder.review`: ``review(f, *args)``, the code-review questions answered from what JAX observes
+- :mod:`autograder.shapes`, :mod:`autograder.timing`, :mod:`autograder.pytrees`: chapter-specific checks
+- :mod:`autograder.grading`, :mod:`autograder.batch`, :mod:`autograder.instructor`: grading one notebook, many, a class
+- :mod:`autograder.selfcheck`: the "check my answers" table
 
 Every check raises :class:`ExerciseFailure`, whose message is learner-facing feedback.
 """
@@ -27,5 +30,7 @@ from .transfers import check_no_host_transfer, check_traceable
 from .randomness import check_no_key_reuse, check_typed_key, is_typed_key
 from .phases import captured_stdout, check_prints_values
 from .sharding import check_sharding, check_spec_in_type
+
+from .review import Review, review
 
 __version__ = "0.1.0"

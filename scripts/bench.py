@@ -473,7 +473,10 @@ KERNELS = [
     Kernel("03_purity", "`normalize_batch` (two reductions + elementwise)", "B/s", _k_normalize),
     Kernel("04_control_flow", "`ema` with `lax.scan` (NumPy: Python loop)", "B/s", _k_ema),
     Kernel("05_shapes", "`masked_sequence_sum` (mask + reduction)", "B/s", _k_masked_sum),
-    Kernel("06_async_dispatch", "`fused_update`, one SGD step (grad of MSE)", "FLOP/s", _k_sgd_step),
+    Kernel("06_async_dispatch", "`fused_update`, one SGD step (grad of MSE)", "FLOP/s", _k_sgd_step,
+           why_slow="the step is two matrix-vector products; the gradient's `x.T @ r` (a contraction "
+                    "over the rows of `x`) runs several times slower in XLA's CPU dot than in NumPy's "
+                    "BLAS `gemv`, and at this size there is no elementwise work for fusion to win back"),
     Kernel("07_pytrees", "`sgd_update` over an MLP's parameter pytree", "B/s", _k_tree_sgd),
     Kernel("08_prng", "`dropout` (random mask + scale)", "B/s", _k_dropout,
            why_slow="JAX's counter-based PRNG (threefry2x32 by default; `rbg` is not much faster) "
