@@ -51,9 +51,14 @@ def _fresh_keys(tree):
 
 @contextlib.contextmanager
 def key_reuse_checking():
-    """Turn on JAX's key-reuse checker inside the block."""
+    """Turn on JAX's key-reuse checker inside the block.
+
+    JAX's caches are cleared first: a program compiled earlier without the checker would
+    otherwise be reused and the reuse go unseen (JAX 0.7 does this in eager mode).
+    """
     import jax
 
+    jax.clear_caches()
     with jax.debug_key_reuse(True):
         yield
 

@@ -75,6 +75,6 @@ def noisy_batch(key, x):
         ('''
 def noisy_batch(key, x):
     return x + np.random.normal(size=x.shape).astype(np.float32)  # global NumPy state
-''', "different noise"),
+''', "changed when the batch was cut"),
     ],
 }
