@@ -137,15 +137,21 @@ def _after(hooks):
         hook()
 
 
-def call(f, *args, what: str | None = None, _hooks=AFTER_LEARNER_CODE, **kwargs):
-    """Call learner code, turning any exception into feedback that names the idea."""
+def call(f, *args, what: str | None = None, translate=None, _hooks=AFTER_LEARNER_CODE, **kwargs):
+    """Call learner code, turning any exception into feedback that names the idea.
+
+    Every check runs learner code through here. ``translate(exc, label)`` may return a
+    more specific :class:`ExerciseFailure` for a check's own errors (``None`` falls back
+    to the general translation).
+    """
     label = what or f"`{getattr(f, '__name__', 'the function')}`"
     try:
         return f(*args, **kwargs)
     except ExerciseFailure:
         raise
     except Exception as exc:  # noqa: BLE001 - every learner error becomes feedback
-        raise _explain(exc, label) from exc
+        specific = translate(exc, label) if translate is not None else None
+        raise (specific or _explain(exc, label)) from exc
     finally:
         _after(_hooks)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from .feedback import ExerciseFailure, _explain, fail
+from .feedback import ExerciseFailure, _explain, call, fail
 
 # Primitive-name prefixes of the collectives a shard_map body can use to combine its shards.
 COLLECTIVES = ("psum", "pmean", "pmax", "pmin", "all_gather", "all_reduce", "reduce_scatter",
@@ -73,19 +73,18 @@ def is_sharding_type_error(exc: BaseException) -> bool:
 
 def call_explicit(f, *args, what: str | None = None, **kwargs):
     """Call learner code under explicit sharding; a ``ShardingTypeError`` becomes feedback."""
-    label = what or f"`{getattr(f, '__name__', 'the function')}`"
-    try:
-        return f(*args, **kwargs)
-    except ExerciseFailure:
-        raise
-    except Exception as exc:  # noqa: BLE001
-        if is_sharding_type_error(exc):
-            first = (str(exc).strip().splitlines() or [""])[0][:200]
-            fail("explicit_sharding",
-                 f"{label} raised ShardingTypeError ({first}). With explicit axes the output "
-                 "sharding is part of the type: say which one you want (`out_sharding=`) or "
-                 "`reshard` the inputs first.")
-        raise _explain(exc, label) from exc
+    def translate(exc, label):
+        if not is_sharding_type_error(exc):
+            return None
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        return ExerciseFailure(
+            "explicit_sharding",
+            f"{label} raised ShardingTypeError ({first}). With explicit axes the output "
+            "sharding is part of the type: say which one you want (`out_sharding=`) or "
+            "`reshard` the inputs first.")
+
+    return call(f, *args, what=what or f"`{getattr(f, '__name__', 'the function')}`",
+                translate=translate, **kwargs)
 
 
 def check_uses_collective(f, args, *, what=None):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .feedback import ExerciseFailure, _explain, fail
+from .feedback import ExerciseFailure, _explain, call, fail
 
 
 def describe(tree) -> str:
@@ -21,22 +21,18 @@ def call_on_tree(f, *args, what=None, **kwargs):
     empty subtree; the learner reads which tree broke it and that ``jax.tree``
     utilities handle every nesting.
     """
-    label = what or f"`{getattr(f, '__name__', 'f')}`"
-    try:
-        return f(*args, **kwargs)
-    except ExerciseFailure:
-        raise
-    except Exception as exc:  # noqa: BLE001 - every learner error becomes feedback
-        explained = _explain(exc, label)
-        if explained.idea not in ("numerics", "unanswered"):
-            raise explained from exc
+    def translate(exc, label):
+        if _explain(exc, label).idea not in ("numerics", "unanswered"):
+            return None  # a JAX error: the general translation names its idea
         first = (str(exc).strip().splitlines() or [""])[0][:200]
         shapes = "; ".join(describe(a) for a in args if not isinstance(a, (int, float)))
-        raise ExerciseFailure(
+        return ExerciseFailure(
             "pytrees",
             f"{label} raised {type(exc).__name__} ({first}) on the tree {shapes}. A pytree can nest "
             "dicts, lists and tuples to any depth, and None is an empty subtree, not a leaf: "
-            "let `jax.tree.leaves` / `jax.tree.map` walk it.") from exc
+            "let `jax.tree.leaves` / `jax.tree.map` walk it.")
+
+    return call(f, *args, what=what or f"`{getattr(f, '__name__', 'f')}`", translate=translate, **kwargs)
 
 
 def _leaf_snapshot(tree):

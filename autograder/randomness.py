@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import contextlib
 
-from .feedback import ExerciseFailure, _explain, fail
+from .feedback import ExerciseFailure, call, fail
 
 
 def is_typed_key(key) -> bool:
@@ -63,6 +63,16 @@ def key_reuse_checking():
         yield
 
 
+def _reuse_failure(exc, label):
+    import jax
+
+    if not isinstance(exc, jax.errors.KeyReuseError):
+        return None
+    return ExerciseFailure("key_reuse", f"{label} consumed the same key more than once "
+                                        f"({str(exc).splitlines()[0][:160]}); split it with "
+                                        "`jax.random.split` (or `fold_in`) and use each key once.")
+
+
 def check_no_key_reuse(f, args, *, what=None, jit=True, static_argnums=(), static_argnames=(), kwargs=None):
     """Check that ``f(*args)`` consumes no key twice, eagerly and (with ``jit``) under ``jax.jit``.
 
@@ -81,15 +91,7 @@ def check_no_key_reuse(f, args, *, what=None, jit=True, static_argnums=(), stati
     if jit:
         runs.append(("jax.jit of ", jax.jit(f, static_argnums=static_argnums or None, static_argnames=static_argnames or None)))
     for prefix, fn in runs:
-        try:
-            run_args, run_kwargs = _fresh_keys((tuple(args), kwargs))
-            with key_reuse_checking():
-                jax.block_until_ready(fn(*run_args, **run_kwargs))
-        except ExerciseFailure:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            if isinstance(exc, jax.errors.KeyReuseError):
-                fail("key_reuse", f"{prefix}{label} consumed the same key more than once "
-                                  f"({str(exc).splitlines()[0][:160]}); split it with "
-                                  "`jax.random.split` (or `fold_in`) and use each key once.")
-            raise _explain(exc, prefix + label) from exc
+        run_args, run_kwargs = _fresh_keys((tuple(args), kwargs))
+        with key_reuse_checking():
+            jax.block_until_ready(call(fn, *run_args, what=prefix + label, translate=_reuse_failure,
+                                       **run_kwargs))

@@ -7,7 +7,7 @@ never fire). Tracing under ``jax.jit`` catches ``float()``, ``.item()`` and
 """
 from __future__ import annotations
 
-from .feedback import ExerciseFailure, _explain, fail
+from .feedback import ExerciseFailure, _explain, call
 
 
 def _to_device(args, kwargs, static_argnums=(), static_argnames=()):
@@ -42,12 +42,9 @@ def check_traceable(f, args, *, what=None, static_argnums=(), static_argnames=()
 
     label = what or f"`{getattr(f, '__name__', 'f')}`"
     kwargs = kwargs or {}
-    try:
-        jax.jit(f, static_argnums=static_argnums or None, static_argnames=static_argnames or None).trace(*args, **kwargs)
-    except ExerciseFailure:
-        raise
-    except Exception as exc:  # noqa: BLE001
-        raise _explain(exc, f"tracing {label} under jax.jit", concrete_idea="async") from exc
+    jitted = jax.jit(f, static_argnums=static_argnums or None, static_argnames=static_argnames or None)
+    call(jitted.trace, *args, what=f"tracing {label} under jax.jit",
+         translate=lambda exc, lbl: _explain(exc, lbl, concrete_idea="async"), **kwargs)
 
 
 def check_no_host_transfer(f, args, *, what=None, static_argnums=(), static_argnames=(), kwargs=None):
@@ -66,16 +63,14 @@ def check_no_host_transfer(f, args, *, what=None, static_argnums=(), static_argn
                     static_argnames=static_argnames, kwargs=kwargs)
     jitted = jax.jit(f, static_argnums=static_argnums or None, static_argnames=static_argnames or None)
     dev_args, dev_kwargs = _to_device(tuple(args), kwargs, static_argnums, static_argnames)
-    try:
-        jax.block_until_ready(jitted(*dev_args, **dev_kwargs))
-    except Exception as exc:  # noqa: BLE001
-        raise _explain(exc, label) from exc
-    try:
-        with jax.transfer_guard("disallow"):
-            jax.block_until_ready(jitted(*dev_args, **dev_kwargs))
-    except Exception as exc:  # noqa: BLE001
-        if "transfer" in str(exc).lower():
-            fail("async", f"{label} moved data between host and device inside the hot path "
-                          f"({str(exc).splitlines()[0][:200]}); keep values on the device and "
-                          "return them as arrays.")
-        raise _explain(exc, label) from exc
+    jax.block_until_ready(call(jitted, *dev_args, what=label, **dev_kwargs))
+
+    def translate(exc, lbl):
+        if "transfer" not in str(exc).lower():
+            return None
+        return ExerciseFailure("async", f"{lbl} moved data between host and device inside the hot path "
+                                        f"({str(exc).splitlines()[0][:200]}); keep values on the device "
+                                        "and return them as arrays.")
+
+    with jax.transfer_guard("disallow"):
+        jax.block_until_ready(call(jitted, *dev_args, what=label, translate=translate, **dev_kwargs))
