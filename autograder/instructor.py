@@ -26,7 +26,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from .grading import STUDENT, build_gradebook, find_course_root, source_notebook, test_cells
+from .grading import STUDENT, _zero_result, build_gradebook, find_course_root, source_notebook
 
 
 class Course:
@@ -135,22 +135,15 @@ def autograde(course: Course, assignments=None, workers=None, progress=True, **l
     by_path = {str(p): r for (_, _, p), r in zip(to_grade, results)}
     rows = []
     for s, a, p in found:
+        src = source_notebook(a, course.root)
         if p is None:
-            src = source_notebook(a, course.root)
-            r = Result(str(course.submitted / s / a), a, error="no notebook submitted")
-            r.tests = [{"grade_id": g, "exercise": g.removeprefix("test_"), "points": 0.0, "max_points": pts,
-                        "passed": False, "feedback": "No notebook was submitted."} for g, pts in test_cells(src)]
-            r.max_score = sum(t["max_points"] for t in r.tests)
+            r = _zero_result(str(course.submitted / s / a), a, src, "no notebook submitted")
         else:
             r = by_path[str(p)]
+            if not r.tests:  # e.g. an internal error: every test still appears, with zero
+                r = _zero_result(r.notebook, a, src, r.error or "not graded")
         d = r.as_dict()
         d["student"] = s
-        if not d["tests"]:  # unknown notebook format etc.: every test still appears, with zero
-            src = source_notebook(a, course.root)
-            d["tests"] = [{"grade_id": g, "exercise": g.removeprefix("test_"), "points": 0.0,
-                           "max_points": pts, "passed": False, "feedback": f"Not graded: {d.get('error')}"}
-                          for g, pts in test_cells(src)]
-            d["max_score"] = sum(t["max_points"] for t in d["tests"])
         out = course.autograded / s / a / "result.json"
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(d, indent=2))

@@ -28,7 +28,7 @@ RUNNER = textwrap.dedent('''
         nb = nbformat.read(path, as_version=4)
         start = time.time()
         try:
-            NotebookClient(nb, kernel_name="python3", timeout=600,
+            NotebookClient(nb, kernel_name="python3", timeout=600, allow_errors="/exercises/" in path,
                            resources={"metadata": {"path": str(__import__("pathlib").Path(path).parent)}}).execute()
             report[path] = {"ok": True, "seconds": time.time() - start, "nb": nb}
         except CellExecutionError as exc:
@@ -83,8 +83,10 @@ def test_course_runs_on_colabs_jax(tmp_path):
                           capture_output=True, text=True, cwd=work, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout.strip().splitlines()[-1])
-    course_failures = {Path(p).name: r["error"] for p, r in report.items()
-                       if not r["ok"] and Path(p) != ex}
+    course_failures = {Path(p).name: r["error"] for p, r in report.items() if not r["ok"]}
     assert not course_failures, json.dumps(course_failures, indent=1)[:6000]
-    # the released notebook stops at its first failing test (unanswered); the solved one passed all
+    # the solved notebook passed every test cell; the released one (run through its errors)
+    # ends with the self-check table, which shows every exercise failing
     assert report[str(solved)]["ok"]
+    assert report[str(ex)]["ok"]
+    assert "0/4 exercises pass their visible tests" in report[str(ex)]["last_output"]
