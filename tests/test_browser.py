@@ -11,6 +11,8 @@ import socket
 import subprocess
 import sys
 import time
+import json
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -46,12 +48,22 @@ def lab(tmp_path_factory):
         shutil.copytree(ROOT / name, copy / name)
     shutil.copy(ROOT / "nbgrader_config.py", copy)
     port, token = _free_port(), "browser-test"
+    # Test-only user settings: render every cell (JupyterLab's windowing would leave cells that
+    # are scrolled away out of the DOM, so prompts and widgets could not be inspected) and no
+    # news pop-up over the notebook.
+    settings = copy / ".settings"
+    for ext, name, values in [("notebook-extension", "tracker", {"windowingMode": "none"}),
+                              ("apputils-extension", "notification", {"fetchNews": "false"})]:
+        target = settings / "@jupyterlab" / ext / f"{name}.jupyterlab-settings"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(values))
     env = dict(os.environ, COURSE_LAB_ROOT=str(copy), PYTHONPATH=str(ROOT),
                PATH=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
     proc = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "lab.py"), "--no-browser",
                              f"--port={port}", "--ServerApp.ip=127.0.0.1",
                              f"--IdentityProvider.token={token}",
-                             f"--LabApp.workspaces_dir={copy / '.workspaces'}"],
+                             f"--LabApp.workspaces_dir={copy / '.workspaces'}",
+                             f"--LabApp.user_settings_dir={settings}"],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     base = f"http://127.0.0.1:{port}"
@@ -81,17 +93,41 @@ def page(lab):
         browser.close()
 
 
+def _kernel_idle(lab, path):
+    """True once the notebook's session has a started kernel that is idle (asked of the server,
+    not the page: the page's indicator reads idle before the kernel has connected)."""
+    base, token = lab
+    with urllib.request.urlopen(f"{base}/api/sessions?token={token}", timeout=10) as r:
+        sessions = json.load(r)
+    return any(s.get("path") == path and (s.get("kernel") or {}).get("execution_state") == "idle"
+               for s in sessions)
+
+
 def _open(page, lab, path):
     base, token = lab
-    page.goto(f"{base}/lab/tree/{path}?reset&token={token}")
+    page.goto(f"{base}/lab/tree/{urllib.parse.quote(path)}?reset&token={token}")
     page.wait_for_selector(f"{NB} .jp-Cell")
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    while not _kernel_idle(lab, path):
+        assert time.monotonic() < deadline, f"the kernel of {path} never became idle"
+        time.sleep(0.5)
     page.wait_for_selector(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook-ExecutionIndicator[data-status='idle']")
 
 
+_STARTED = (f"() => [...document.querySelectorAll('{NB} .jp-CodeCell .jp-InputPrompt')]"
+            r".some(e => /\[(\d+|\*)\]/.test(e.textContent))")
+
+
 def _run_all(page):
-    page.click(".lm-MenuBar-itemLabel:text-is('Run')")
-    page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
-    page.wait_for_timeout(1000)
+    for attempt in range(3):  # a click that lands before the kernel is wired up is lost: retry
+        page.click(".lm-MenuBar-itemLabel:text-is('Run')")
+        page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
+        try:
+            page.wait_for_function(_STARTED, timeout=30_000)
+            break
+        except Exception:
+            if attempt == 2:
+                raise
     page.wait_for_function(
         f"() => ![...document.querySelectorAll('{NB} .jp-InputPrompt')]"
         ".some(e => e.textContent.includes('*'))", timeout=TIMEOUT_MS)
@@ -115,8 +151,9 @@ def test_chapter_runs_in_jupyterlab_with_a_plot(page, lab):
 def test_widget_changes_its_output(page, lab):
     _open(page, lab, "course/02_static_dynamic.ipynb")
     _run_all(page)
+    assert not _unrun_code_cells(page), "Run All stopped at an unexpected error"
     widget = page.locator(f"{NB} .jupyter-widgets.widget-slider, {NB} .jupyter-widgets.widget-dropdown").first
-    widget.wait_for()
+    widget.wait_for(state="attached")
     widget.scroll_into_view_if_needed()
     area = widget.locator("xpath=ancestor::div[contains(concat(' ', normalize-space(@class), ' '), ' jp-Cell ')][1]")
     before = area.inner_text()
