@@ -3,6 +3,7 @@ solutions notebook, from one setting: ``[tool.course] github`` in pyproject.toml
 
     python scripts/colab.py          # (re)write the cells; make release carries them to exercises/
     python scripts/colab.py --check  # exit 1 if any notebook's cells are missing or stale
+    python scripts/colab.py 03_      # only notebooks whose path contains "03_"
 """
 from __future__ import annotations
 
@@ -60,8 +61,11 @@ def apply(path: Path, write: bool) -> bool:
 
 
 def main(argv=None) -> int:
-    check = "--check" in (argv if argv is not None else sys.argv[1:])
-    stale = [p.relative_to(ROOT) for p in notebooks() if not apply(p, write=not check)]
+    args = argv if argv is not None else sys.argv[1:]
+    check = "--check" in args
+    only = [a for a in args if not a.startswith("--")]  # optional: paths containing these strings
+    chosen = [p for p in notebooks() if not only or any(o in p.as_posix() for o in only)]
+    stale = [p.relative_to(ROOT) for p in chosen if not apply(p, write=not check)]
     if check and stale:
         print("notebooks without an up-to-date Colab badge and install cell (run scripts/colab.py):",
               *stale, sep="\n  ")

@@ -31,9 +31,13 @@ def slide_type(cell, first: bool) -> str:
 
 
 def main(argv=None) -> int:
-    check = "--check" in (argv if argv is not None else sys.argv[1:])
+    args = argv if argv is not None else sys.argv[1:]
+    check = "--check" in args
+    only = [a for a in args if not a.startswith("--")]  # optional: paths containing these strings
     stale = []
     for path in sorted((ROOT / "course").glob("*.ipynb")):
+        if only and not any(o in path.as_posix() for o in only):
+            continue
         nb = nbformat.read(str(path), as_version=4)
         changed = False
         for i, cell in enumerate(nb.cells):
