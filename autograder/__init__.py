@@ -21,7 +21,7 @@ Every check raises :class:`ExerciseFailure`, whose message is learner-facing fee
 from .feedback import ExerciseFailure, call, explained, fail
 from .device import device_report, honest_time, problem_size, use_virtual_cpu_devices
 from .numerics import check_close, check_equal, check_matches_reference, tolerance
-from .compilation import (CompileCounter, check_compiles, check_compiles_at_most, count_compiles,
+from .compilation import (Call, CompileCounter, check_compiles, check_compiles_at_most, count_compiles,
                           count_traces)
 from .jaxprs import (check_jaxpr_size_constant, check_primitive_absent, check_primitive_present,
                      jaxpr_size, primitives_in)

@@ -75,18 +75,45 @@ class CompileCounter:
         return False
 
 
+class Call:
+    """One call's arguments, unambiguously: ``Call(x, params, lr=0.1)``.
+
+    In ``calls`` an item can also be a tuple of positional arguments, a single argument, or
+    ``((args...), {kwargs})``; a ``Call`` says which without guessing (a two-argument call
+    whose second argument is a dict pytree is otherwise read as args plus kwargs).
+    """
+
+    def __init__(self, *args, **kwargs):
+        self.args, self.kwargs = args, kwargs
+
+    def __repr__(self):
+        parts = [repr(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.kwargs.items()]
+        return f"Call({', '.join(parts)})"
+
+
+def _split(item):
+    """``(args, kwargs)`` of one item of ``calls``."""
+    if isinstance(item, Call):
+        return item.args, item.kwargs
+    if (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], tuple)
+            and type(item[1]) is dict and all(isinstance(k, str) for k in item[1])):
+        return item
+    return (item if isinstance(item, tuple) else (item,)), {}
+
+
 def count_compiles(f, calls, *, fresh=True, what=None) -> int:
-    """Call ``f(*args, **kwargs)`` for each ``(args, kwargs)`` or ``args`` in ``calls``; return
-    how many XLA compilations happened (results are blocked on, so all work is done)."""
+    """Call ``f`` once per item of ``calls``; return how many XLA compilations happened
+    (results are blocked on, so all work is done).
+
+    An item is a :class:`Call`, a tuple of positional arguments, one non-tuple argument, or
+    ``((args...), {"name": value})`` for keyword arguments.
+    """
     import jax
 
     label = what or f"`{getattr(f, '__name__', 'f')}`"
     with CompileCounter(fresh=fresh) as counter:
         for item in calls:
-            args, kwargs = (item if isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], dict)
-                            else (item, {}))
-            if not isinstance(args, tuple):
-                args = (args,)
+            args, kwargs = _split(item)
             jax.block_until_ready(call(f, *args, what=label, **kwargs))
     return counter.compiles
 

@@ -320,6 +320,14 @@ class TestCompilation:
                                          ((x,), {"factor": 2.0})]) == 2
         assert ag.count_compiles(jax.jit(jnp.sin), [x, x + 1, jnp.ones(4)]) == 2
 
+    def test_a_dict_argument_is_not_read_as_kwargs(self):
+        x = jnp.ones(3)
+        apply = jax.jit(lambda x, params: x * params["w"])
+        # two positional arguments, the second a dict pytree: not (args, kwargs)
+        assert ag.count_compiles(apply, [(x, {"w": 2.0}), (x, {"w": 3.0})]) == 1
+        assert ag.count_compiles(apply, [ag.Call(x, {"w": 2.0}), ag.Call(x, params={"w": 1.0})]) == 2
+        assert repr(ag.Call(1, lr=0.5)) == "Call(1, lr=0.5)"
+
     def test_counts_survive_a_module_restore(self, monkeypatch):
         # the grader restores the autograder modules' globals before every test cell
         f = jax.jit(lambda x: x - 1)
