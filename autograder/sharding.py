@@ -20,7 +20,11 @@ def check_sharding(out, expected, *, what="the output", idea="sharding"):
     import jax
 
     if not isinstance(out, jax.Array):
-        fail(idea, f"{what} is a {type(out).__name__}, not a jax.Array, so it has no sharding.")
+        kind = type(out)
+        name = kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+        fail(idea, f"{what} is of type {name}, not a jax.Array, so it has no sharding: return "
+                   "the array JAX computed (np.asarray, .tolist() or float() bring it to the host "
+                   "as one unsharded copy).")
     actual = out.sharding
     if not actual.is_equivalent_to(expected, out.ndim):
         fail(idea, f"{what} is placed as {describe(actual)}, expected {describe(expected)}.")

@@ -772,7 +772,7 @@ class TestSharding:
         ("wrong_axis", ["shard_rows(x, mesh) is placed as NamedSharding(", "('data',))",
                         "expected NamedSharding(", "(None, 'data'))"]),
         ("replicated", ["the output is placed as", "expected NamedSharding(", "('data',))"]),
-        ("not_array", ["the output is a ndarray, not a jax.Array"]),
+        ("not_array", ["the output is of type numpy.ndarray, not a jax.Array", "np.asarray"]),
     ])
     def test_sharding_rejects(self, sharding_results, case, phrases):
         idea, msg = sharding_results[case]
