@@ -119,6 +119,18 @@ def _explain(exc: BaseException, what: str, concrete_idea: str = "static") -> Ex
             "key_reuse", f"{what} consumed the same PRNG key twice: split it (or fold_in) first.")
     if isinstance(exc, ExerciseFailure):
         return exc
+    if any(k.__name__ == "ShardingTypeError" for k in type(exc).__mro__):  # jax._src.core, not public
+        return ExerciseFailure(
+            "explicit_sharding",
+            f"{what} combined arrays whose shardings, part of their types under explicit axes, "
+            f"give no legal result ({first_line}); say where the result goes with "
+            "`out_sharding=` or move an input first with `jax.sharding.reshard`.")
+    if isinstance(exc, ValueError) and ("evenly divide" in str(exc) or
+                                        ("sharding" in str(exc) and "divisible" in str(exc))):
+        return ExerciseFailure(
+            "sharding",
+            f"{what} split an array dimension over a mesh axis whose size does not divide it "
+            f"({first_line}); pad the dimension to a multiple of the axis size or shard another one.")
     if isinstance(exc, TypeError) and ("immutable" in first_line or "item assignment" in first_line):
         return ExerciseFailure(
             "inplace", f"{what} assigned into a JAX array in place ({first_line}); JAX arrays are "

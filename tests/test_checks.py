@@ -733,6 +733,12 @@ with jax.set_mesh(mesh2):
     results["spec_wrong"] = outcome(lambda: ag.check_spec_in_type(out, P("data", "model"),
                                                                   what="explicit_matmul(x, w)"))
 results["spec_auto"] = outcome(lambda: ag.check_spec_in_type(x, P("data")))
+mesh8 = jax.make_mesh((8,), ("data",), axis_types=(AxisType.Explicit,))
+with jax.set_mesh(mesh8):
+    xe = jax.device_put(jnp.ones((8, 4)), P("data"))
+    results["sharding_type_error"] = outcome(lambda: ag.call(lambda a: a @ a.T, xe, what="gram(x)"))
+results["indivisible"] = outcome(lambda: ag.call(
+    lambda v: jax.device_put(v, NamedSharding(mesh, P("data"))), jnp.ones(10), what="shard(x)"))
 
 def global_mean(x):
     f = jax.shard_map(lambda v: jax.lax.pmean(jnp.mean(v), "data"), mesh=mesh,
@@ -789,6 +795,13 @@ class TestSharding:
         assert TAUGHT_IN["sharding"][1] in msg
         idea, msg = sharding_results["spec_auto"]
         assert idea == "sharding" and "(None, None), expected " in msg and "('data',)." in msg
+
+    def test_sharding_errors_are_explained(self, sharding_results):
+        idea, msg = sharding_results["sharding_type_error"]
+        assert idea == "explicit_sharding" and "gram(x) combined arrays" in msg
+        assert "out_sharding=" in msg and TAUGHT_IN["explicit_sharding"][1] in msg
+        idea, msg = sharding_results["indivisible"]
+        assert idea == "sharding" and "shard(x) split an array dimension" in msg and "pad" in msg
 
     def test_shard_map_jaxpr_is_walked(self, sharding_results):
         assert {"shard_map", "reduce_sum"} <= set(sharding_results["shard_map_prims"])
