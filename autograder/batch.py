@@ -2,7 +2,8 @@
 
 Each submission is graded by :func:`autograder.grading.grade_notebook` in a worker process
 (warm: nbgrader imported once per worker), in its own temporary directory, with its own
-kernel in its own process group under time and CPU limits. A submission that crashes its
+kernel under time and CPU limits: as root, in its own PID namespace under a sandbox uid of
+its own (see :class:`autograder.grading.Sandbox`), otherwise in its own process group. A submission that crashes its
 kernel, times out or cannot be read still gets a row (with the reason and zero for what
 could not be graded); a worker that dies is replaced and its submission reported, so no
 submission is silently missing.
@@ -15,7 +16,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
-from .grading import Result, grade_notebook
+from .grading import NAMESPACE, PROCESS_GROUP, Result, grade_notebook
 
 
 def default_workers(n_jobs: int) -> int:
@@ -37,7 +38,7 @@ def _grade_job(job):
 
 
 def _as_result(d: dict) -> Result:
-    return Result(d["notebook"], d["assignment"], d["score"], d["max_score"], d["tests"], d.get("error"))
+    return Result.from_dict(d)
 
 
 def grade_many(paths, *, workers: int | None = None, progress: bool = False, per_job=None,
@@ -118,6 +119,23 @@ def summary(results) -> str:
         mean = sum(r.score for r in graded) / len(graded)
         top = max(r.max_score for r in graded)
         lines.append(f"mean score {mean:.2f} / {top:g}")
+    lines.append(containment_summary(results))
     for r in failed:
         lines.append(f"  {r.notebook}: {r.error}")
-    return "\n".join(lines)
+    return "\n".join(l for l in lines if l)
+
+
+def containment_summary(results) -> str:
+    """One line: how the kernels that ran were contained (and why not, where they were not)."""
+    ran = [r for r in results if r.containment]
+    if not ran:
+        return ""
+    sandboxed = sum(r.containment == NAMESPACE for r in ran)
+    if sandboxed == len(ran):
+        return (f"containment: every kernel ran in its own PID namespace under its own "
+                f"unprivileged uid ({NAMESPACE})")
+    reasons = sorted({r.containment_reason for r in ran if r.containment != NAMESPACE} - {""})
+    return (f"containment: {len(ran) - sandboxed} of {len(ran)} kernel(s) ran with the grader's "
+            f"uid in their own process group only ({PROCESS_GROUP}"
+            + (f": {'; '.join(reasons)}" if reasons else "") + "); files they write and "
+            "processes they start in a new session are not contained")

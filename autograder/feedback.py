@@ -74,6 +74,12 @@ def fail(idea: str, detail: str):
     raise ExerciseFailure(idea, detail)
 
 
+def is_sharding_type_error(exc: BaseException) -> bool:
+    """True for JAX's ``ShardingTypeError`` (explicit axes: a sharding the type rules cannot
+    decide). The class lives in ``jax._src.core`` and is not public, so it is found by name."""
+    return any(cls.__name__ == "ShardingTypeError" for cls in type(exc).__mro__)
+
+
 def _explain(exc: BaseException, what: str, concrete_idea: str = "static") -> ExerciseFailure:
     """Turn an exception raised by learner code into feedback that names the idea."""
     import jax
@@ -119,10 +125,11 @@ def _explain(exc: BaseException, what: str, concrete_idea: str = "static") -> Ex
             "key_reuse", f"{what} consumed the same PRNG key twice: split it (or fold_in) first.")
     if isinstance(exc, ExerciseFailure):
         return exc
-    if any(k.__name__ == "ShardingTypeError" for k in type(exc).__mro__):  # jax._src.core, not public
+    if is_sharding_type_error(exc):
         return ExerciseFailure(
             "explicit_sharding",
-            f"{what} combined arrays whose shardings, part of their types under explicit axes, "
+            f"{what} raised ShardingTypeError: it combined arrays whose shardings, part of their "
+            f"types under explicit axes, "
             f"give no legal result ({first_line}); say where the result goes with "
             "`out_sharding=` or move an input first with `jax.sharding.reshard`.")
     if isinstance(exc, ValueError) and ("evenly divide" in str(exc) or

@@ -217,24 +217,220 @@ def test_cells(source_path: Path):
             if c.cell_type == "code" and utils.is_grade(c) and not utils.is_solution(c)]
 
 
+# --------------------------------------------------------------------------- containment
+
+SANDBOX_UIDS = range(61000, 61184)  # above login.defs' UID_MAX, below systemd's dynamic users
+NAMESPACE = "pid-namespace+uid"     # the ``containment`` of a result graded in a sandbox
+PROCESS_GROUP = "process-group"     # ... and of one graded with the grader's own uid
+
+
+@dataclass
+class Sandbox:
+    """How one submission's kernel is contained.
+
+    With ``uid`` set (the grader runs as root and has util-linux's ``unshare`` and ``setpriv``),
+    the kernel runs as PID 1 of a new PID namespace (when it ends, the kernel kills every process
+    left in the namespace, ``setsid`` or not) under ``uid``: a dedicated unprivileged user id,
+    locked for this submission alone, that owns nothing but the submission's own folder. At the
+    end every process of ``uid`` is killed before the uid is released. Without it, the kernel runs
+    with the grader's uid in its own process group (``mode`` says which, ``reason`` why).
+    """
+
+    mode: str = PROCESS_GROUP
+    reason: str = ""
+    uid: int | None = None
+    lock_fd: int | None = None
+    tools: tuple = ()
+
+    def wrap(self, cmd: list) -> list:
+        """The kernel command, run inside the sandbox."""
+        if self.uid is None:
+            return cmd
+        unshare, setpriv = self.tools
+        return [unshare, "--pid", "--fork", "--kill-child", setpriv, f"--reuid={self.uid}",
+                f"--regid={self.uid}", "--clear-groups", "--no-new-privs", "--", *cmd]
+
+    def kill_all(self) -> None:
+        """Kill every process of the sandbox's uid (whatever session or namespace it is in)."""
+        if self.uid is None:
+            return
+        import subprocess
+
+        try:  # kill(-1) from the uid itself reaches exactly that uid's processes
+            subprocess.run([self.tools[1], f"--reuid={self.uid}", f"--regid={self.uid}",
+                            "--clear-groups", "--", sys.executable, "-I", "-S", "-c",
+                            "import os, signal; os.kill(-1, signal.SIGKILL)"],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=30, check=False)
+        except (OSError, subprocess.SubprocessError):
+            pass
+
+    def close(self) -> None:
+        """Kill what is left of the uid, remove its files from shared temporary folders, unlock it."""
+        if self.uid is None or self.lock_fd is None:
+            return
+        self.kill_all()
+        for shared in {tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm"}:
+            try:
+                entries = list(os.scandir(shared))
+            except OSError:
+                continue
+            for e in entries:
+                try:
+                    if e.stat(follow_symlinks=False).st_uid == self.uid:
+                        if e.is_dir(follow_symlinks=False):
+                            shutil.rmtree(e.path, ignore_errors=True)
+                        else:
+                            os.unlink(e.path)
+                except OSError:
+                    pass
+        os.close(self.lock_fd)
+        self.lock_fd = None
+
+
+def _sandbox_uids() -> range:
+    spec = os.environ.get("AUTOGRADER_SANDBOX_UIDS", "")
+    if spec:
+        lo, _, hi = spec.partition("-")
+        return range(int(lo), int(hi or lo) + 1)
+    return SANDBOX_UIDS
+
+
+def _lock_dir() -> Path | None:
+    """A folder only root can write, for the uid locks (shared by every grader on the machine)."""
+    import stat
+
+    base = Path("/run/lock") if os.access("/run/lock", os.W_OK) else Path(tempfile.gettempdir())
+    path = base / "jax-course-autograder-uids"
+    try:
+        path.mkdir(mode=0o700, exist_ok=True)
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != 0 or st.st_mode & 0o022:
+        return None
+    return path
+
+
+def open_sandbox(deadline: float) -> Sandbox:
+    """Lock a sandbox uid for one submission, or say why the kernel cannot be contained by one."""
+    import fcntl
+    import pwd
+
+    if os.environ.get("AUTOGRADER_SANDBOX", "").lower() in ("0", "off", "no"):
+        return Sandbox(reason="disabled by AUTOGRADER_SANDBOX")
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return Sandbox(reason="the grader does not run as root")
+    tools = tuple(shutil.which(t, path="/usr/bin:/bin:/usr/sbin:/sbin:" + os.environ.get("PATH", ""))
+                  for t in ("unshare", "setpriv"))
+    if not all(tools):
+        return Sandbox(reason="util-linux's unshare and setpriv are not installed")
+    locks = _lock_dir()
+    if locks is None:
+        return Sandbox(reason="no private folder for the sandbox uid locks")
+    while True:
+        for uid in _sandbox_uids():
+            try:
+                pwd.getpwuid(uid)
+                continue  # a real account: never borrow it
+            except KeyError:
+                pass
+            fd = os.open(locks / f"uid-{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                continue
+            box = Sandbox(NAMESPACE, "", uid, fd, tools)
+            box.kill_all()  # leftovers of a grader that crashed while holding this uid
+            return box
+        if time.monotonic() > deadline:
+            raise GradingError("every sandbox uid stayed busy until the notebook's time limit")
+        time.sleep(0.2)
+
+
+def _check_sandbox(box: Sandbox, home: Path) -> str:
+    """'' if the sandbox uid can start the kernel (reach Python, the package and its home)."""
+    import subprocess
+
+    probe = box.wrap(["/usr/bin/test", "-x", sys.executable, "-a", "-r",
+                      str(package_root() / "autograder" / "__init__.py"), "-a", "-w", str(home)])
+    try:
+        proc = subprocess.run(probe, stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"the sandbox could not start: {exc}"
+    if proc.returncode != 0:
+        err = proc.stderr.decode(errors="replace").strip()
+        return (f"the sandbox could not start ({err})" if err else
+                f"the sandbox uid cannot reach {sys.executable}, the autograder package or {home}")
+    return ""
+
+
+def _chown_tree(path: Path, uid: int) -> None:
+    os.chown(path, uid, uid, follow_symlinks=False)
+    for dirpath, dirnames, filenames in os.walk(path):
+        for name in dirnames + filenames:
+            os.chown(os.path.join(dirpath, name), uid, uid, follow_symlinks=False)
+
+
+def _sandboxed_kernel_manager(box: Sandbox, connection_file: Path):
+    """A jupyter_client kernel manager whose kernel command runs inside ``box``."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    class SandboxedKernelManager(AsyncKernelManager):
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.connection_file = str(connection_file)
+
+        def write_connection_file(self, **kw):
+            super().write_connection_file(**kw)
+            os.chown(self.connection_file, box.uid, box.uid)  # the kernel must read its ports and key
+
+        def format_kernel_cmd(self, extra_arguments=None):
+            return box.wrap(super().format_kernel_cmd(extra_arguments))
+
+    return SandboxedKernelManager
+
+
 # --------------------------------------------------------------------------- execution
 
 DEFAULT_CPU_LIMIT = 1800      # CPU seconds for one kernel (all its threads)
 DEFAULT_OUTPUT_LIMIT = 1_000_000  # characters of output kept per cell
 
 
-def _kernel_limits(cpu_seconds: int):
-    """Runs in the kernel process before it starts: CPU-time limit, no core dumps."""
+SANDBOX_NPROC = 4096  # processes and threads of one sandbox uid (a fork bomb stops there)
+
+
+def _kernel_limits(cpu_seconds: int, nproc: int | None = None):
+    """Runs in the kernel process before it starts: CPU-time limit, no core dumps (and, for a
+    sandbox uid of its own, a cap on its processes)."""
     def apply():
         import resource
 
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if nproc:
+            resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
     return apply
 
 
+def _kernel_env(home: Path | None) -> dict:
+    """The kernel's environment: the grader's, less what would point it at the grader's files."""
+    env = dict(os.environ)
+    env.pop("NBGRADER_EXECUTION", None)
+    if home is not None:
+        for name in ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME",
+                     "XDG_RUNTIME_DIR", "JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR",
+                     "JUPYTER_RUNTIME_DIR", "IPYTHONDIR", "MPLCONFIGDIR"):
+            env.pop(name, None)
+        env["HOME"] = str(home)
+        env["TMPDIR"] = str(home / "tmp")
+    return env
+
+
 def _make_executor(cell_timeout: int, deadline: float, cpu_limit: int = DEFAULT_CPU_LIMIT,
-                   home: str | None = None):
+                   home: Path | None = None, box: Sandbox | None = None,
+                   connection_file: Path | None = None):
     from nbclient.exceptions import DeadKernelError
     from nbformat.v4 import new_output
     from nbgrader.preprocessors import Execute
@@ -268,6 +464,8 @@ def _make_executor(cell_timeout: int, deadline: float, cpu_limit: int = DEFAULT_
                     os.kill(prov.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError, OSError):
                 pass
+            if box is not None:
+                box.kill_all()  # the namespace's init is gone; so is anything that left the group
 
         def preprocess(self, nb, resources=None, km=None):
             from nbclient import NotebookClient
@@ -279,12 +477,10 @@ def _make_executor(cell_timeout: int, deadline: float, cpu_limit: int = DEFAULT_
             watchdog = threading.Timer(max(1.0, deadline - time.monotonic() + 5), self._kill)
             watchdog.daemon = True
             try:
-                env = dict(os.environ)
-                if home:
-                    env["HOME"] = home
-                env.pop("NBGRADER_EXECUTION", None)
-                with self.setup_kernel(stdout=devnull, stderr=devnull, stdin=devnull, env=env,
-                                       preexec_fn=_kernel_limits(cpu_limit)):
+                nproc = SANDBOX_NPROC if box is not None and box.uid is not None else None
+                with self.setup_kernel(stdout=devnull, stderr=devnull, stdin=devnull,
+                                       env=_kernel_env(home),
+                                       preexec_fn=_kernel_limits(cpu_limit, nproc)):
                     watchdog.start()
                     self.wait_for_reply(self.kc.kernel_info())
                     for index, cell in enumerate(self.nb.cells):
@@ -314,8 +510,11 @@ def _make_executor(cell_timeout: int, deadline: float, cpu_limit: int = DEFAULT_
                 self._kill()
             return self.nb, self.resources
 
+    extra = {}
+    if box is not None and box.uid is not None:
+        extra["kernel_manager_class"] = _sandboxed_kernel_manager(box, connection_file)
     return GradingExecute(timeout=cell_timeout, interrupt_on_timeout=True, allow_errors=True,
-                          kernel_name="python3", record_timing=False, startup_timeout=120)
+                          kernel_name="python3", record_timing=False, startup_timeout=120, **extra)
 
 
 _GUARD_SETUP = """\
@@ -416,13 +615,24 @@ class Result:
     max_score: float = 0.0
     tests: list = field(default_factory=list)
     error: str | None = None
+    containment: str | None = None  # NAMESPACE or PROCESS_GROUP; None when nothing ran
+    containment_reason: str = ""    # why a kernel ran without a sandbox
 
     def as_dict(self):
         d = {"notebook": self.notebook, "assignment": self.assignment, "score": self.score,
              "max_score": self.max_score, "tests": self.tests}
         if self.error:
             d["error"] = self.error
+        if self.containment:
+            d["containment"] = self.containment
+            if self.containment_reason:
+                d["containment_reason"] = self.containment_reason
         return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Result":
+        return cls(d["notebook"], d["assignment"], d["score"], d["max_score"], d["tests"],
+                   d.get("error"), d.get("containment"), d.get("containment_reason", ""))
 
 
 def _zero_result(given: str, assignment, source, error):
@@ -482,7 +692,8 @@ def _grade_in(tmp: Path, nb, given, assignment, source, cell_timeout, notebook_t
     notebook_id = source.stem
     shutil.copy(_template_gradebook(source, assignment), db_path)
     released = _released_from(source)
-    workdir = tmp / "work" / assignment
+    box_dir = tmp / "box"  # all the submission's kernel may write (besides shared temp folders)
+    workdir = box_dir / "work" / assignment
     workdir.mkdir(parents=True)
     for item in source.parent.iterdir():  # data files the assignment ships, not notebooks
         if item.suffix != ".ipynb" and not item.name.startswith("."):
@@ -501,15 +712,29 @@ def _grade_in(tmp: Path, nb, given, assignment, source, cell_timeout, notebook_t
                 or "nbgrader" in c.metadata]  # the self-check only re-runs visible tests
     _install_guard(nb)
     deadline = time.monotonic() + notebook_timeout
-    home = tmp / "home"
-    home.mkdir()
-    executor = _make_executor(cell_timeout, deadline, cpu_limit, str(home))
+    home = box_dir / "home"
+    (home / "tmp").mkdir(parents=True)
     env_path = str(package_root())
     old_pp = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = env_path + (os.pathsep + old_pp if old_pp else "")
+    box = open_sandbox(deadline)
     try:
+        if box.uid is not None:
+            # Only the box is the sandbox uid's; the gradebook and connection file beside it
+            # stay root's (the folder is traversable, not listable).
+            os.chmod(tmp, 0o711)
+            os.chmod(db_path, 0o600)
+            _chown_tree(box_dir, box.uid)
+            os.chmod(box_dir, 0o700)
+            os.chmod(home, 0o700)
+            problem = _check_sandbox(box, home)
+            if problem:
+                box.close()
+                box = Sandbox(reason=problem)
+        executor = _make_executor(cell_timeout, deadline, cpu_limit, home, box, tmp / "kernel.json")
         nb, res = executor.preprocess(nb, res)
     finally:
+        box.close()
         if old_pp is None:
             os.environ.pop("PYTHONPATH", None)
         else:
@@ -531,7 +756,7 @@ def _grade_in(tmp: Path, nb, given, assignment, source, cell_timeout, notebook_t
         cell.outputs = [] if finished else [new_output("error", ename="Failed", evalue=fb, traceback=[])]
     SaveAutoGrades().preprocess(nb, res)
 
-    result = Result(given, assignment)
+    result = Result(given, assignment, containment=box.mode, containment_reason=box.reason)
     with Gradebook(db_url) as gb:
         submission = gb.find_submission_notebook(notebook_id, assignment, STUDENT)
         grades = {g.name: g for g in submission.grades}
@@ -597,6 +822,12 @@ def grade_command(args) -> int:
             if result.error:
                 ok = False
                 print(f"autograder: cannot grade {nb}: {result.error}", file=sys.stderr)
+        if len(results) > 1 or args.progress:
+            from .batch import containment_summary
+
+            line = containment_summary(results)
+            if line:
+                print(f"autograder: {line}", file=sys.stderr)
         if args.json:
             payload = results[0].as_dict() if len(results) == 1 else [r.as_dict() for r in results]
             out.write(json.dumps(payload, indent=2) + "\n")

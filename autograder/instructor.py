@@ -149,8 +149,7 @@ def autograde(course: Course, assignments=None, workers=None, progress=True, **l
         out.write_text(json.dumps(d, indent=2))
         _record(course, s, a, d)
         rows.append(d)
-    print(summary([Result(r["notebook"], r["assignment"], r["score"], r["max_score"], r["tests"],
-                          r.get("error")) for r in rows]), file=sys.stderr)
+    print(summary([Result.from_dict(r) for r in rows]), file=sys.stderr)
     return rows
 
 

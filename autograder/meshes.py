@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from .feedback import ExerciseFailure, _explain, call, fail
+from .feedback import ExerciseFailure, _explain, call, fail, is_sharding_type_error  # noqa: F401
 
 # Primitive-name prefixes of the collectives a shard_map body can use to combine its shards.
 COLLECTIVES = ("psum", "pmean", "pmax", "pmin", "all_gather", "all_reduce", "reduce_scatter",
@@ -66,25 +66,10 @@ def shard_map_fn():
     return fn
 
 
-def is_sharding_type_error(exc: BaseException) -> bool:
-    """True for JAX's ``ShardingTypeError`` (explicit axes: a sharding the type rules cannot decide)."""
-    return any(cls.__name__ == "ShardingTypeError" for cls in type(exc).__mro__)
-
-
 def call_explicit(f, *args, what: str | None = None, **kwargs):
-    """Call learner code under explicit sharding; a ``ShardingTypeError`` becomes feedback."""
-    def translate(exc, label):
-        if not is_sharding_type_error(exc):
-            return None
-        first = (str(exc).strip().splitlines() or [""])[0][:200]
-        return ExerciseFailure(
-            "explicit_sharding",
-            f"{label} raised ShardingTypeError ({first}). With explicit axes the output "
-            "sharding is part of the type: say which one you want (`out_sharding=`) or "
-            "`reshard` the inputs first.")
-
-    return call(f, *args, what=what or f"`{getattr(f, '__name__', 'the function')}`",
-                translate=translate, **kwargs)
+    """Call learner code under explicit sharding; a ``ShardingTypeError`` becomes feedback that
+    names explicit sharding (as every check's :func:`autograder.feedback.call` does)."""
+    return call(f, *args, what=what or f"`{getattr(f, '__name__', 'the function')}`", **kwargs)
 
 
 def check_uses_collective(f, args, *, what=None):
