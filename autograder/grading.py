@@ -349,20 +349,25 @@ def open_sandbox(deadline: float) -> Sandbox:
         time.sleep(0.2)
 
 
+_PROBE = ("import sys, importlib.util as u; open(sys.argv[1]).close(); "
+          "open(sys.argv[2] + '/.probe', 'w').close(); assert u.find_spec('ipykernel')")
+
+
 def _check_sandbox(box: Sandbox, home: Path) -> str:
     """'' if the sandbox uid can start the kernel (reach Python, the package and its home)."""
     import subprocess
 
-    probe = box.wrap(["/usr/bin/test", "-x", sys.executable, "-a", "-r",
-                      str(package_root() / "autograder" / "__init__.py"), "-a", "-w", str(home)])
+    probe = box.wrap([sys.executable, "-I", "-c", _PROBE,
+                      str(package_root() / "autograder" / "__init__.py"), str(home)])
     try:
         proc = subprocess.run(probe, stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
     except (OSError, subprocess.SubprocessError) as exc:
         return f"the sandbox could not start: {exc}"
     if proc.returncode != 0:
         err = proc.stderr.decode(errors="replace").strip()
-        return (f"the sandbox could not start ({err})" if err else
-                f"the sandbox uid cannot reach {sys.executable}, the autograder package or {home}")
+        err = err.splitlines()[-1] if err else "no message"
+        return (f"the sandbox uid cannot run {sys.executable}, read the autograder package or "
+                f"write its home folder ({err})")
     return ""
 
 

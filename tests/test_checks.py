@@ -746,6 +746,21 @@ def global_mean(x):
     return f(x)
 
 results["shard_map_prims"] = sorted(set(ag.primitives_in(jax.make_jaxpr(global_mean)(x))))
+
+from autograder import meshes
+m = meshes.make_mesh((2, 4), ("data", "model"), kind="explicit")
+results["mesh"] = [dict(m.shape), [str(t) for t in m.axis_types], len(meshes.mesh_devices(8))]
+try:
+    meshes.mesh_devices(16)
+    results["too_few"] = None
+except RuntimeError as e:
+    results["too_few"] = str(e)
+no_collective = lambda v: meshes.shard_map_fn()(lambda b: jnp.mean(b)[None], mesh=mesh,
+                                                in_specs=P("data"), out_specs=P("data"))(v)
+results["collective_ok"] = outcome(lambda: meshes.check_uses_collective(global_mean, (x,)))
+results["collective_none"] = outcome(lambda: meshes.check_uses_collective(no_collective, (x,), what="mean(x)"))
+results["collective_no_shard_map"] = outcome(lambda: meshes.check_uses_collective(jnp.mean, (x,), what="mean(x)"))
+results["collective_broken"] = outcome(lambda: meshes.check_uses_collective(lambda v: v.item(), (x,), what="mean(x)"))
 results["mean"] = float(global_mean(x))
 print("RESULTS" + json.dumps(results))
 """
@@ -802,6 +817,23 @@ class TestSharding:
         assert "out_sharding=" in msg and TAUGHT_IN["explicit_sharding"][1] in msg
         idea, msg = sharding_results["indivisible"]
         assert idea == "sharding" and "shard(x) split an array dimension" in msg and "pad" in msg
+
+    def test_meshes_helpers(self, sharding_results):
+        shape, types, n = sharding_results["mesh"]
+        assert shape == {"data": 2, "model": 4} and n == 8
+        assert all("Explicit" in t for t in types)  # axis_types passed, whatever the default
+        assert "fewer than 16" in sharding_results["too_few"]
+        assert "use_virtual_cpu_devices(16)" in sharding_results["too_few"]
+
+    def test_check_uses_collective(self, sharding_results):
+        assert sharding_results["collective_ok"] is None
+        for case, phrase in [("collective_none", "uses no collective"),
+                             ("collective_no_shard_map", "has no `shard_map`")]:
+            idea, msg = sharding_results[case]
+            assert idea == "shard_map" and phrase in msg and "mean(x)" in msg, msg
+            assert TAUGHT_IN["shard_map"][1] in msg
+        idea, msg = sharding_results["collective_broken"]
+        assert "tracing mean(x)" in msg and idea != "numerics", (idea, msg)
 
     def test_shard_map_jaxpr_is_walked(self, sharding_results):
         assert {"shard_map", "reduce_sum"} <= set(sharding_results["shard_map_prims"])
