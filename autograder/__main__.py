@@ -12,7 +12,10 @@ def build_parser() -> argparse.ArgumentParser:
     grade = sub.add_parser("grade", help="grade notebooks as an instructor's autograde would",
                            description="Grade learner notebooks: test cells are restored from "
                                        "solutions/, each notebook runs in a fresh kernel with a "
-                                       "time limit. The assignment is the notebook's folder name.")
+                                       "time limit. The assignment is the notebook's folder name. "
+                                       "Run as root, each kernel is contained in a PID namespace "
+                                       "of its own under an unprivileged uid of its own (the JSON's "
+                                       "'containment' says how each notebook ran).")
     grade.add_argument("notebooks", nargs="+", metavar="NOTEBOOK")
     grade.add_argument("--json", action="store_true", help="print JSON (one object, or a list for several)")
     grade.add_argument("--root", help="course root holding solutions/ (default: found automatically)")

@@ -14,7 +14,10 @@ checkout):
    duplicated or retyped test cells are restored from the source;
 3. it is executed in a fresh kernel (nbgrader's ``Execute``) under a per-cell
    and a per-notebook time limit, with the kernel's own stdout/stderr sent to
-   ``/dev/null`` and a watchdog that kills the kernel's process group;
+   ``/dev/null`` and a watchdog that kills the kernel's process group; as root,
+   the kernel runs in a PID namespace of its own under an unprivileged uid of its
+   own (:class:`Sandbox`), so it can write only its own folder and nothing it
+   starts outlives its grading;
 4. each test cell is scored from the kernel's *execute reply* for that cell
    (finished without error = full points), not from what it printed: outputs
    are replaced before nbgrader's ``SaveAutoGrades`` scores them, so stderr
@@ -200,18 +203,29 @@ def _template_gradebook(source: Path, assignment: str) -> Path:
     return path
 
 
-def _released_from(source: Path):
+_SOURCES: dict = {}
+
+
+def _read_source(source: Path):
+    """The source notebook, parsed once per process and version (callers must not modify it)."""
     import nbformat
 
-    return nbformat.read(str(source), as_version=4)
+    st = os.stat(source)
+    key = (str(source), st.st_mtime_ns, st.st_size)
+    if key not in _SOURCES:
+        _SOURCES[key] = nbformat.read(str(source), as_version=4)
+    return _SOURCES[key]
+
+
+def _released_from(source: Path):
+    return _read_source(source)
 
 
 def test_cells(source_path: Path):
     """``[(grade_id, points)]`` of the autograded test cells of a source notebook, in order."""
-    import nbformat
     from nbgrader import utils
 
-    nb = nbformat.read(str(source_path), as_version=4)
+    nb = _read_source(Path(source_path))
     return [(c.metadata.nbgrader["grade_id"], float(c.metadata.nbgrader.get("points", 0)))
             for c in nb.cells
             if c.cell_type == "code" and utils.is_grade(c) and not utils.is_solution(c)]
@@ -256,10 +270,10 @@ class Sandbox:
             return
         import subprocess
 
-        try:  # kill(-1) from the uid itself reaches exactly that uid's processes
+        try:  # kill(-1) from the uid itself reaches exactly that uid's processes (never run as root)
             subprocess.run([self.tools[1], f"--reuid={self.uid}", f"--regid={self.uid}",
-                            "--clear-groups", "--", sys.executable, "-I", "-S", "-c",
-                            "import os, signal; os.kill(-1, signal.SIGKILL)"],
+                            "--clear-groups", "--", "/bin/sh", "-c",
+                            'test "$(id -u)" = "$0" && exec kill -9 -1', str(self.uid)],
                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, timeout=30, check=False)
         except (OSError, subprocess.SubprocessError):
@@ -349,12 +363,25 @@ def open_sandbox(deadline: float) -> Sandbox:
         time.sleep(0.2)
 
 
-_PROBE = ("import sys, importlib.util as u; open(sys.argv[1]).close(); "
-          "open(sys.argv[2] + '/.probe', 'w').close(); assert u.find_spec('ipykernel')")
+_PROBE = ("import os, sys, importlib.util as u; open(sys.argv[1]).close(); "
+          "p = sys.argv[2] + '/.probe'; open(p, 'w').close(); os.remove(p); "
+          "assert u.find_spec('ipykernel')")
+
+
+_CHECKED: dict = {}
 
 
 def _check_sandbox(box: Sandbox, home: Path) -> str:
-    """'' if the sandbox uid can start the kernel (reach Python, the package and its home)."""
+    """'' if the sandbox uid can start the kernel (reach Python, the package and its home).
+
+    Checked once per process and temporary folder: what it reaches is the same for every uid."""
+    key = (sys.executable, str(home.parent.parent.parent))
+    if key not in _CHECKED:
+        _CHECKED[key] = _probe_sandbox(box, home)
+    return _CHECKED[key]
+
+
+def _probe_sandbox(box: Sandbox, home: Path) -> str:
     import subprocess
 
     probe = box.wrap([sys.executable, "-I", "-c", _PROBE,
@@ -472,6 +499,20 @@ def _make_executor(cell_timeout: int, deadline: float, cpu_limit: int = DEFAULT_
             if box is not None:
                 box.kill_all()  # the namespace's init is gone; so is anything that left the group
 
+        def _end_sandbox(self):
+            """Every reply is in: kill the sandbox's processes (the kernel first among them) and
+            let ``unshare`` reap the kernel, rather than a graceful shutdown (a second of wall
+            time) or killing ``unshare`` first (the kernel's CPU time would then go uncounted)."""
+            if box is None or box.uid is None:
+                return
+            box.kill_all()
+            process = getattr(getattr(self.km, "provisioner", None), "process", None)
+            try:
+                if process is not None:
+                    process.wait(timeout=5)
+            except Exception:  # noqa: BLE001 - cleanup kills it anyway
+                pass
+
         def preprocess(self, nb, resources=None, km=None):
             from nbclient import NotebookClient
 
@@ -506,6 +547,7 @@ def _make_executor(cell_timeout: int, deadline: float, cpu_limit: int = DEFAULT_
                             self.died_at = index
                         if index not in self.replies and self.died_at is None:
                             self.timed_out.add(index)
+                    self._end_sandbox()
             except Exception:  # noqa: BLE001 - the kernel died while starting or stopping
                 if self.died_at is None:
                     self.died_at = -1
@@ -518,8 +560,11 @@ def _make_executor(cell_timeout: int, deadline: float, cpu_limit: int = DEFAULT_
     extra = {}
     if box is not None and box.uid is not None:
         extra["kernel_manager_class"] = _sandboxed_kernel_manager(box, connection_file)
+    # "immediate": every reply is in, and whatever the kernel's atexit hooks would do is of no
+    # use to grading (a graceful shutdown of a JAX kernel costs a second of wall time).
     return GradingExecute(timeout=cell_timeout, interrupt_on_timeout=True, allow_errors=True,
-                          kernel_name="python3", record_timing=False, startup_timeout=120, **extra)
+                          kernel_name="python3", record_timing=False, startup_timeout=120,
+                          shutdown_kernel="immediate", **extra)
 
 
 _GUARD_SETUP = """\
@@ -719,10 +764,10 @@ def _grade_in(tmp: Path, nb, given, assignment, source, cell_timeout, notebook_t
     deadline = time.monotonic() + notebook_timeout
     home = box_dir / "home"
     (home / "tmp").mkdir(parents=True)
+    box = open_sandbox(deadline)
     env_path = str(package_root())
     old_pp = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = env_path + (os.pathsep + old_pp if old_pp else "")
-    box = open_sandbox(deadline)
     try:
         if box.uid is not None:
             # Only the box is the sandbox uid's; the gradebook and connection file beside it

@@ -49,16 +49,29 @@ def _fresh_keys(tree):
     return jax.tree_util.tree_map(copy, tree)
 
 
+def _jax_version() -> tuple:
+    import jax
+
+    parts = []
+    for piece in jax.__version__.split(".")[:2]:
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits or 0))
+    return tuple(parts)
+
+
 @contextlib.contextmanager
 def key_reuse_checking():
     """Turn on JAX's key-reuse checker inside the block.
 
-    JAX's caches are cleared first: a program compiled earlier without the checker would
-    otherwise be reused and the reuse go unseen (JAX 0.7 does this in eager mode).
+    On JAX before 0.10 the checker's setting is not part of the compile cache key: a program
+    compiled earlier without the checker would be reused and the reuse go unseen (JAX 0.7.2
+    misses it both eagerly and under jit). There JAX's caches are cleared first; newer JAX
+    needs no clearing, which spares every later cell its recompiles.
     """
     import jax
 
-    jax.clear_caches()
+    if _jax_version() < (0, 10):
+        jax.clear_caches()
     with jax.debug_key_reuse(True):
         yield
 

@@ -669,6 +669,19 @@ class TestRandomness:
                                               what="init_mlp"),
                 "key_reuse", "init_mlp consumed the same key more than once", "jax.random.split")
 
+    def test_no_key_reuse_sees_programs_compiled_without_the_checker(self):
+        def reuse_late(key, n):
+            return _reuse(key, n) * 2
+
+        key = jax.random.key(5)
+        reuse_late(key, 4), jax.jit(reuse_late, static_argnums=1)(key, 4)  # compiled, unchecked
+        rejects(lambda: ag.check_no_key_reuse(reuse_late, (key, 4), static_argnums=1, jit=False),
+                "key_reuse", "consumed the same key")
+        with jax.debug_key_reuse(False):
+            jax.jit(reuse_late, static_argnums=1)(key, 4)
+        rejects(lambda: ag.check_no_key_reuse(reuse_late, (key, 4), static_argnums=1),
+                "key_reuse", "consumed the same key")
+
     def test_no_key_reuse_eager_only(self):
         rejects(lambda: ag.check_no_key_reuse(_reuse, (jax.random.key(0), 3), jit=False,
                                               static_argnums=1),

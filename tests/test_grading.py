@@ -7,9 +7,14 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import secrets
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -201,3 +206,142 @@ def test_human_readable_output(tmp_path):
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert proc.returncode == 0
     assert "[FAIL] primitive_names" in proc.stdout and "0/4" in proc.stdout
+
+
+# --------------------------------------------------------------------------- containment
+
+CAN_SANDBOX = (hasattr(os, "geteuid") and os.geteuid() == 0
+               and all(shutil.which(t) for t in ("unshare", "setpriv")))
+needs_sandbox = pytest.mark.skipif(
+    not CAN_SANDBOX, reason="the grader contains files and processes only when it runs as root "
+                            "with util-linux's unshare and setpriv (otherwise it falls back to a "
+                            "process group, which cannot stop these submissions)")
+
+_WRITER = """\
+import glob, os, time
+report = []
+def attempt(what, fn):
+    try:
+        fn()
+        report.append("DONE " + what)
+    except Exception as exc:
+        report.append(f"refused {{what}}: {{type(exc).__name__}}")
+def write(path, text="pwned"):
+    with open(path, "w") as f:
+        f.write(text)
+own = os.path.realpath(os.path.join(os.getcwd(), "..", "..", ".."))
+attempt("overwrite a file of the checkout", lambda: write({sentinel!r}))
+attempt("delete a file of the checkout", lambda: os.remove({doomed!r}))
+attempt("create a file in the checkout", lambda: write({checkout!r} + "/pwned.txt"))
+attempt("overwrite the gradebook", lambda: write({gradebook!r}))
+attempt("create a file in the real checkout", lambda: write({root_probe!r}))
+attempt("overwrite its own gradebook", lambda: write(os.path.join(own, "gradebook.db")))
+attempt("create a file in its own run folder", lambda: write(os.path.join(own, "pwned.txt")))
+end = time.time() + 8
+while time.time() < end:
+    for d in set(glob.glob({tmpdir!r} + "/run-*") + glob.glob({tmpdir!r} + "/run-*/box/work/*")):
+        if not os.path.realpath(d).startswith(own):
+            attempt("write in another run folder " + d, lambda: write(d + "/pwned.txt"))
+    time.sleep(0.5)
+write({report!r}, "\\n".join(report))
+def primitive_names(f, *args):
+    return []
+"""
+
+_DAEMONS = """\
+import os
+os.system("setsid sh -c 'while true; do touch {first}; sleep 0.2; done # {marker}' >/dev/null 2>&1 &")
+if os.fork() == 0:  # a double fork into a new session
+    os.setsid()
+    if os.fork() == 0:
+        os.execvp("sh", ["sh", "-c", "while true; do touch {second}; sleep 0.2; done # {marker}"])
+    os._exit(0)
+os.wait()
+try:
+    os.setsid()  # and the kernel itself leaves its process group
+except OSError:
+    pass
+def primitive_names(f, *args):
+    return []
+"""
+
+
+@pytest.fixture(scope="module")
+def contained(tmp_path_factory):
+    """One batch (-j 2): a submission that writes and deletes files around it, a correct one graded
+    beside it, and one that leaves daemons behind (and answers one exercise right)."""
+    tmp = tmp_path_factory.mktemp("contained")
+    checkout = Path(tempfile.mkdtemp(prefix="fake-checkout-"))  # permissions of a real checkout
+    shared = Path(tempfile.mkdtemp(prefix="shared-"))           # a folder anybody may write
+    root_probe = ROOT / f"pwned-{secrets.token_hex(6)}.txt"
+    try:
+        checkout.chmod(0o755)
+        shared.chmod(0o1777)
+        (checkout / ".course").mkdir(mode=0o755)
+        files = {"sentinel": checkout / "README.md", "doomed": checkout / "keep.txt",
+                 "gradebook": checkout / ".course" / "gradebook.db"}
+        for name, f in files.items():
+            f.write_text(f"original {name}\n")
+            f.chmod(0o644)
+        marker = f"daemon-{secrets.token_hex(6)}"
+        first, second = shared / "first", shared / "second"
+        writer = _with_answer(_released(), "primitive_names", _WRITER.format(
+            **{k: str(v) for k, v in files.items()}, checkout=str(checkout), root_probe=str(root_probe),
+            tmpdir=tempfile.gettempdir(), report=str(shared / "report.txt")))
+        daemons = _with_answer(_with_answer(_released(), "primitive_names", _DAEMONS.format(
+            first=first, second=second, marker=marker)), "scaled", SOLUTIONS["scaled"])
+        paths = [_write(tmp, "writer", writer),
+                 fill_answers(released_notebook(A), SOLUTIONS, tmp / "good" / A / f"{A}.ipynb"),
+                 _write(tmp, "daemons", daemons)]
+        results, stderr, code = run_grader(paths, "--jobs", "2")
+        alive = {f: f.exists() for f in (first, second)}  # the daemons did run while grading
+        for f in (first, second):
+            f.unlink(missing_ok=True)
+        time.sleep(1.5)
+        left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.strip()
+        yield dict(results=dict(zip(["writer", "good", "daemons"], results)), stderr=stderr, code=code,
+                   files=files, checkout=checkout, root_probe=root_probe, alive=alive, left=left,
+                   touched_after=[f.name for f in (first, second) if f.exists()],
+                   report=(shared / "report.txt").read_text() if (shared / "report.txt").exists() else None)
+    finally:
+        root_probe.unlink(missing_ok=True)
+        shutil.rmtree(checkout, ignore_errors=True)
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+@needs_sandbox
+def test_a_submission_cannot_change_the_checkout_the_gradebook_or_another_result(contained):
+    c = contained
+    assert c["code"] == 0, c["stderr"][-2000:]
+    assert c["report"] is not None, "the writing submission did not run"
+    assert "DONE" not in c["report"], c["report"]
+    assert "refused write in another run folder" in c["report"], c["report"]  # it did try
+    for name, f in c["files"].items():
+        assert f.read_text() == f"original {name}\n", f"{f} was changed"
+    assert sorted(p.name for p in c["checkout"].iterdir()) == [".course", "README.md", "keep.txt"]
+    assert not c["root_probe"].exists(), "the submission wrote into the real checkout"
+    writer, good = c["results"]["writer"], c["results"]["good"]
+    assert writer["score"] == 0.0 and [t["grade_id"] for t in writer["tests"]] == TESTS
+    assert good["score"] == good["max_score"] == 4.0, good
+    assert writer["containment"] == good["containment"] == "pid-namespace+uid"
+
+
+@needs_sandbox
+def test_no_process_a_submission_starts_outlives_its_grading(contained):
+    c = contained
+    assert all(c["alive"].values()), "the daemons never ran: the test proves nothing"
+    assert not c["left"], f"processes started by the submission outlived its grading: {c['left']}"
+    assert not c["touched_after"], f"files touched after grading: {c['touched_after']}"
+    r = c["results"]["daemons"]
+    assert r["containment"] == "pid-namespace+uid"
+    passed = {t["exercise"]: t["passed"] for t in r["tests"]}
+    assert passed == {"primitive_names": False, "runtime_print": False, "scaled": True,
+                      "matmul_flops": False}, r
+    assert r["score"] == 1.0
+
+
+def test_results_say_how_the_kernel_was_contained(hostile_results):
+    results, stderr, _ = hostile_results
+    modes = {r.get("containment") for r in results.values()}
+    assert modes == {"pid-namespace+uid" if CAN_SANDBOX else "process-group"}, modes
+    assert "containment:" in stderr
