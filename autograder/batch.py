@@ -1,12 +1,12 @@
 """Grading many notebooks at once: in parallel over the machine's cores, in order, nothing lost.
 
 Each submission is graded by :func:`autograder.grading.grade_notebook` in a worker process
-(warm: nbgrader imported once per worker), in its own temporary directory, with its own
-kernel under time and CPU limits: as root, in its own PID namespace under a sandbox uid of
-its own (see :class:`autograder.grading.Sandbox`), otherwise in its own process group. A submission that crashes its
-kernel, times out or cannot be read still gets a row (with the reason and zero for what
-could not be graded); a worker that dies is replaced and its submission reported, so no
-submission is silently missing.
+(warm: nbgrader imported once, before the workers fork), in its own temporary directory, with
+its own kernel under time and CPU limits: as root, in its own PID namespace under a sandbox
+uid of its own (see :class:`autograder.grading.Sandbox`), otherwise in its own process group.
+A submission that crashes its kernel, times out or cannot be read still gets a row (with the
+reason and zero for what could not be graded); a worker that dies is replaced and its
+submission reported, so no submission is silently missing.
 """
 from __future__ import annotations
 

@@ -23,15 +23,25 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 NOTES = """Why the figures are what they are:
 
-- Serial grading pays, once per command, Python start-up plus importing nbgrader (about 3.7 s
-  here: it pulls in jupyter_server through its server extensions) and, per submission, copying
-  a cached gradebook and the grader's guard cell; the kernel run itself is the floor. The
-  one-time cost is spread over the batch, so larger batches approach the floor.
-- `nbgrader autograde` on this small assignment is itself close to the floor, so being 2x
-  faster than it needs parallelism of more than 2x the floor; on 2 cores the ceiling is about 2x.
-  The grader earns its margin on more cores (`--jobs` defaults to one per core).
+- The floor runs in this script's own process, with nbclient already imported; every other way
+  is a command of its own. Once per command, grading pays Python's start-up, `import autograder`
+  (NumPy, about 0.3 s of CPU) and nbgrader's import (about 2.5-2.8 s of CPU with jsonschema
+  pinned to 4.24.1; it was 7 s with jsonschema 4.25, as nbformat's import alone took 3 s): a
+  batch of 6 spreads that over 6 submissions, a class of 300 makes it vanish.
+- Per submission, the grader copies a cached gradebook, runs nbgrader's OverwriteCells,
+  CheckCellMetadata and SaveAutoGrades (about 0.3 s of CPU) and a guard cell in the kernel,
+  and, as root, sets up the sandbox (a PID namespace and uid of its own: a few `setpriv`
+  calls, some milliseconds). It saves what the floor spends on a graceful kernel shutdown:
+  once every reply is in, it kills the sandbox (or the kernel) at once.
+- In parallel, nbgrader is imported once, in the parent, before the workers fork.
+- `nbgrader autograde` pays its import once too, and per submission a gradebook update, its
+  own preprocessors and a graceful kernel shutdown. Being 2x faster than it on 2 cores needs
+  a parallel speed-up of about 2x over a grader that is itself near the floor: the ceiling on
+  2 cores. The grader earns its margin on more cores (`--jobs` defaults to one per core).
 - Parallel grading runs one kernel per core; JAX's compiler threads of two kernels then share
-  the two cores, which is why the speed-up stays below 2x.
+  the two cores, which keeps the speed-up below 2x even on an idle machine.
+- Wall times on a machine shared with other work swing by 50% or more between runs; CPU seconds do
+  hardly, so compare those when the load average is near or above the number of cores.
 """
 BIN = Path(sys.executable).parent
 
