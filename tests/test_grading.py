@@ -309,9 +309,19 @@ def contained(tmp_path_factory):
         shutil.rmtree(shared, ignore_errors=True)
 
 
+def _skip_if_this_machine_refuses_the_sandbox(result):
+    """Root with the tools, but the sandbox uid cannot reach Python or the package here (e.g. a
+    checkout inside a folder only root may enter): the grader said so and fell back; skip with
+    its reason rather than pass or fail on the machine's layout."""
+    reason = result.get("containment_reason", "")
+    if result.get("containment") != "pid-namespace+uid" and "sandbox uid cannot run" in reason:
+        pytest.skip(f"this machine cannot run the sandbox: {reason}")
+
+
 @needs_sandbox
 def test_a_submission_cannot_change_the_checkout_the_gradebook_or_another_result(contained):
     c = contained
+    _skip_if_this_machine_refuses_the_sandbox(c["results"]["good"])
     assert c["code"] == 0, c["stderr"][-2000:]
     assert c["report"] is not None, "the writing submission did not run"
     assert "DONE" not in c["report"], c["report"]
@@ -329,6 +339,7 @@ def test_a_submission_cannot_change_the_checkout_the_gradebook_or_another_result
 @needs_sandbox
 def test_no_process_a_submission_starts_outlives_its_grading(contained):
     c = contained
+    _skip_if_this_machine_refuses_the_sandbox(c["results"]["good"])
     assert all(c["alive"].values()), "the daemons never ran: the test proves nothing"
     assert not c["left"], f"processes started by the submission outlived its grading: {c['left']}"
     assert not c["touched_after"], f"files touched after grading: {c['touched_after']}"
@@ -342,6 +353,8 @@ def test_no_process_a_submission_starts_outlives_its_grading(contained):
 
 def test_results_say_how_the_kernel_was_contained(hostile_results):
     results, stderr, _ = hostile_results
+    for r in results.values():
+        _skip_if_this_machine_refuses_the_sandbox(r)
     modes = {r.get("containment") for r in results.values()}
     assert modes == {"pid-namespace+uid" if CAN_SANDBOX else "process-group"}, modes
     assert "containment:" in stderr
