@@ -255,7 +255,9 @@ def _k_layer():
     import jax.numpy as jnp
     import numpy as np
 
-    n = _size(512, 8192)
+    # 1024 on CPU: below that XLA's CPU GEMM does not use both cores well (512: ~0.45x NumPy's
+    # OpenBLAS on an idle 2-core machine; 1024: ~0.85x).
+    n = _size(1024, 8192)
     rng, dt = _rng(), _fast_dtype()
     x, w = (rng.standard_normal((n, n), dtype=np.float32) for _ in range(2))
     b = rng.standard_normal(n, dtype=np.float32)
@@ -273,7 +275,9 @@ def _k_matmul():
     import jax.numpy as jnp
     import numpy as np
 
-    n = _size(512, 8192)
+    # 1024 on CPU: below that XLA's CPU GEMM does not use both cores well (512: ~0.45x NumPy's
+    # OpenBLAS on an idle 2-core machine; 1024: ~0.85x).
+    n = _size(1024, 8192)
     rng, dt = _rng(), _fast_dtype()
     x, w = (rng.standard_normal((n, n), dtype=np.float32) for _ in range(2))
     return jax.jit(jnp.matmul), [jnp.asarray(a, dt) for a in (x, w)], np.matmul, (x, w), 2.0 * n ** 3
@@ -468,7 +472,9 @@ def _k_train():
 
 KERNELS = [
     Kernel("01_phases", "dense layer `gelu(x @ w + b)`", "FLOP/s", _k_layer),
-    Kernel("01_phases", "matmul `x @ w` (fast dtype)", "FLOP/s", _k_matmul),
+    Kernel("01_phases", "matmul `x @ w` (fast dtype)", "FLOP/s", _k_matmul,
+           why_slow="a lone matmul leaves fusion nothing to win, so this is XLA's CPU GEMM (Eigen) "
+                    "against NumPy's OpenBLAS, which uses the cores better at small sizes"),
     Kernel("02_static_dynamic", "`power(x, 8)`, `n` static (elementwise)", "B/s", _k_power),
     Kernel("03_purity", "`normalize_batch` (two reductions + elementwise)", "B/s", _k_normalize),
     Kernel("04_control_flow", "`ema` with `lax.scan` (NumPy: Python loop)", "B/s", _k_ema),
