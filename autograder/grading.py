@@ -567,9 +567,11 @@ def _make_executor(cell_timeout: int, deadline: float, cpu_limit: int = DEFAULT_
                           shutdown_kernel="immediate", **extra)
 
 
+_GUARD_MIME = "application/x-autograder-guard"
+
 _GUARD_SETUP = """\
-def _autograder_guard_factory():
-    import builtins, sys
+def _autograder_guard_factory(token):
+    import builtins, sys, threading, types
     import numpy, numpy.testing, jax, jax.numpy
     import importlib, pkgutil
     import autograder
@@ -581,7 +583,29 @@ def _autograder_guard_factory():
     partial = {n: sys.modules[n] for n in ("numpy", "numpy.testing", "jax", "jax.numpy")}
     snaps = {n: dict(m.__dict__) for n, m in {**full, **partial}.items()}
     hooks = autograder.feedback.AFTER_LEARNER_CODE
-    import types
+    # Function objects can be changed in place (f.__code__ = ...): keep what they were.
+    funcs, classes = [], []
+    for n, m in {**full, **partial}.items():
+        for v in list(vars(m).values()):
+            if isinstance(v, types.FunctionType):
+                funcs.append((v, v.__code__, v.__defaults__, v.__kwdefaults__))
+            elif isinstance(v, type) and n in full and v.__module__.startswith("autograder"):
+                classes.append((v, dict(v.__dict__)))
+                for w in list(vars(v).values()):
+                    w = getattr(w, "__func__", w)
+                    if isinstance(w, types.FunctionType):
+                        funcs.append((w, w.__code__, w.__defaults__, w.__kwdefaults__))
+    builtins_snap = dict(builtins.__dict__)
+    trace, profile = sys.gettrace(), sys.getprofile()
+    ip = get_ipython() if "get_ipython" in globals() else None
+    if ip is not None:
+        ip_lists = [(lst, list(lst)) for lst in (ip.input_transformers_cleanup,
+                    ip.input_transformers_post, ip.ast_transformers)]
+        ip_manager, ip_custom = ip.input_transformer_manager, ip.custom_exceptions
+        names = ("transform_cell", "transform_ast", "run_cell", "_run_cell", "run_cell_async",
+                 "run_ast_nodes", "run_code", "showtraceback", "user_expressions", "ev", "ex")
+        ip_classes = [(c, {k: vars(c)[k] for k in names if k in vars(c)})
+                      for c in (*type(ip).__mro__, *type(ip_manager).__mro__) if c is not object]
     class ReadOnlyModule(types.ModuleType):
         def __setattr__(self, name, value):
             raise AttributeError(f"{self.__name__} is read-only while grading")
@@ -597,10 +621,54 @@ def _autograder_guard_factory():
                 if type(m) is not ReadOnlyModule:
                     m.__class__ = ReadOnlyModule
             d.update(snaps[n])
+        for f, code, defaults, kwdefaults in funcs:
+            if f.__code__ is not code:
+                f.__code__ = code
+            f.__defaults__, f.__kwdefaults__ = defaults, kwdefaults
+        for c, attrs in classes:
+            for k, v in attrs.items():
+                if k not in ("__dict__", "__weakref__") and vars(c).get(k) is not v:
+                    type.__setattr__(c, k, v)
+        for k, v in builtins_snap.items():
+            if builtins.__dict__.get(k) is not v:
+                builtins.__dict__[k] = v
+        sys.settrace(trace)
+        sys.setprofile(profile)
+        threading.settrace(None)
+        threading.setprofile(None)
+        if ip is not None:
+            for lst, items in ip_lists:
+                lst[:] = items
+            for k in names:
+                if k in vars(ip):  # a method shadowed on the instance
+                    delattr(ip, k)
+            ip.input_transformer_manager, ip.custom_exceptions = ip_manager, ip_custom
+            for c, methods in ip_classes:
+                for k in names:
+                    if k in methods and vars(c).get(k) is not methods[k]:
+                        type.__setattr__(c, k, methods[k])
+                    elif k not in methods and k in vars(c):
+                        type.__delattr__(c, k)
+            ip.events.callbacks["post_run_cell"][:] = [after_cell]
         hooks[:] = [restore]
+    def after_cell(*_):
+        restore()
+    def guard(index):
+        restore()
+        if ip is not None:
+            from IPython.display import display
+            hm = ip.history_manager
+            raw, parsed = hm.input_hist_raw[-1], hm.input_hist_parsed[-1]
+            if raw.strip() != parsed.strip():
+                raise autograder.feedback.ExerciseFailure(
+                    "numerics", "this test cell was changed before it ran (an input "
+                    "transformer installed by a learner cell?); it does not count.")
+            display({"@MIME@": f"{token}:{index}"}, raw=True)
+    if ip is not None:
+        ip.events.callbacks["post_run_cell"][:] = [after_cell]
     restore()
-    return restore
-__import__("builtins").__dict__["@NAME@"] = _autograder_guard_factory()
+    return guard
+__import__("builtins").__dict__["@NAME@"] = _autograder_guard_factory("@TOKEN@")
 del _autograder_guard_factory
 """
 
@@ -616,7 +684,7 @@ class _DropEmptyMetadata:
         return nb, res
 
 
-def _install_guard(nb) -> None:
+def _install_guard(nb) -> str:
     """Restore pristine modules before every test.
 
     A first cell, run before any learner code, snapshots the namespaces of the
@@ -629,11 +697,21 @@ def _install_guard(nb) -> None:
     from nbformat.v4 import new_code_cell
     from nbgrader import utils
 
-    name = f"_{secrets.token_hex(12)}"
-    nb.cells.insert(0, new_code_cell(_GUARD_SETUP.replace("@NAME@", name)))
-    for cell in nb.cells:
+    name, token = f"_{secrets.token_hex(12)}", secrets.token_hex(16)
+    setup = _GUARD_SETUP.replace("@NAME@", name).replace("@TOKEN@", token).replace("@MIME@", _GUARD_MIME)
+    nb.cells.insert(0, new_code_cell(setup))
+    for index, cell in enumerate(nb.cells):
         if cell.cell_type == "code" and utils.is_grade(cell) and not utils.is_solution(cell):
-            cell.source = f"{name}()\n" + cell.source
+            cell.source = f"{name}({index})\n" + cell.source
+    return token
+
+
+def _guard_ran(cell, index: int, token: str) -> bool:
+    """The guard at the top of test cell ``index`` ran as written: it left its mark, which a
+    test cell rewritten by the learner's code (an input transformer) does not."""
+    want = f"{token}:{index}"
+    return any(o.get("output_type") == "display_data" and o.get("data", {}).get(_GUARD_MIME) == want
+               for o in cell.get("outputs", []))
 
 
 def _feedback_for(reply, index, executor, cell_timeout) -> str:
@@ -760,7 +838,7 @@ def _grade_in(tmp: Path, nb, given, assignment, source, cell_timeout, notebook_t
     nb = nbformat.from_dict(nb)  # cells nbgrader re-added hold plain dicts
     nb.cells = [c for c in nb.cells if "check-my-answers" not in c.metadata.get("tags", [])
                 or "nbgrader" in c.metadata]  # the self-check only re-runs visible tests
-    _install_guard(nb)
+    guard_token = _install_guard(nb)
     deadline = time.monotonic() + notebook_timeout
     home = box_dir / "home"
     (home / "tmp").mkdir(parents=True)
@@ -800,8 +878,13 @@ def _grade_in(tmp: Path, nb, given, assignment, source, cell_timeout, notebook_t
         finished = (reply is not None and reply.get("status") == "ok"
                     and index not in executor.timed_out
                     and (executor.died_at is None or index < executor.died_at))
-        fb = "" if finished else (_feedback_for(reply, index, executor, cell_timeout)
-                                  or "Did not finish: the kernel stopped during this test.")
+        tampered = finished and not _guard_ran(cell, index, guard_token)
+        finished = finished and not tampered
+        fb = "" if finished else (
+            "This test cell did not run as written (learner code changed how cells run, e.g. "
+            "with an IPython input transformer), so it does not count." if tampered else
+            _feedback_for(reply, index, executor, cell_timeout)
+            or "Did not finish: the kernel stopped during this test.")
         feedback[grade_id] = fb
         cell.outputs = [] if finished else [new_output("error", ename="Failed", evalue=fb, traceback=[])]
     SaveAutoGrades().preprocess(nb, res)

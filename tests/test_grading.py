@@ -105,6 +105,32 @@ def _hostile_corpus():
         "    import autograder as ag\n"
         "    ag.check_prints_values = lambda *a, **k: None\n"
         "    return x\n"))
+    # IPython's own machinery: rewrite the test cells before they run
+    corpus["input_transformer"] = _with_answer(_released(), "primitive_names", (
+        "get_ipython().input_transformers_cleanup.append(lambda lines: ['pass\\n'])\n"
+        "def primitive_names(f, *args):\n    return []\n"))
+    corpus["hooks_cleared_then_transformer"] = _with_answer(_released(), "primitive_names", (
+        "ip = get_ipython()\n"
+        "for _event in ip.events.callbacks.values():\n    _event.clear()\n"
+        "ip.input_transformers_cleanup.append(lambda lines: ['pass\\n'])\n"))
+    corpus["transformer_keeps_first_line"] = _with_answer(_released(), "primitive_names", (
+        "ip = get_ipython()\n"
+        "for _event in ip.events.callbacks.values():\n    _event.clear()\n"
+        "ip.input_transformers_cleanup.append(lambda lines: lines[:1])\n"))
+    corpus["transform_cell_shadowed"] = _with_answer(_released(), "primitive_names", (
+        "ip = get_ipython()\n"
+        "for _event in ip.events.callbacks.values():\n    _event.clear()\n"
+        "ip.transform_cell = lambda raw: 'pass\\n'\n"))
+    corpus["functions_rewritten_in_place"] = _with_answer(_released(), "primitive_names", (
+        "import sys, types\n"
+        "_noop = (lambda *a, **k: None).__code__\n"
+        "for _n, _m in list(sys.modules.items()):\n"
+        "    if _n.startswith('autograder') or _n in ('numpy', 'jax.numpy'):\n"
+        "        for _v in list(vars(_m).values()):\n"
+        "            if isinstance(_v, types.FunctionType):\n"
+        "                try:\n                    _v.__code__ = _noop\n"
+        "                except Exception:\n                    pass\n"
+        "def primitive_names(f, *args):\n    return []\n"))
     corpus["fake_results_printed"] = _with_answer(_released(), "primitive_names", (
         "import os, json\n"
         "print(json.dumps({'score': 4.0, 'max_score': 4.0}))\n"
