@@ -649,7 +649,8 @@ def _autograder_guard_factory(token):
                         type.__setattr__(c, k, methods[k])
                     elif k not in methods and k in vars(c):
                         type.__delattr__(c, k)
-            ip.events.callbacks["post_run_cell"][:] = [after_cell]
+            ip.events = events
+            ensure_after_cell()
         hooks[:] = [restore]
     def after_cell(*_):
         restore()
@@ -664,8 +665,15 @@ def _autograder_guard_factory(token):
                     "numerics", "this test cell was changed before it ran (an input "
                     "transformer installed by a learner cell?); it does not count.")
             display({"@MIME@": f"{token}:{index}"}, raw=True)
+    def ensure_after_cell():
+        # restore after every cell, so that what a learner cell changes is undone before the
+        # next cell (a test) is even transformed; other hooks (matplotlib's, the learner's) stay
+        callbacks = events.callbacks.setdefault("post_run_cell", [])
+        if after_cell not in callbacks:
+            callbacks.append(after_cell)
     if ip is not None:
-        ip.events.callbacks["post_run_cell"][:] = [after_cell]
+        events = ip.events
+        ensure_after_cell()
     restore()
     return guard
 __import__("builtins").__dict__["@NAME@"] = _autograder_guard_factory("@TOKEN@")

@@ -117,6 +117,11 @@ def _hostile_corpus():
         "ip = get_ipython()\n"
         "for _event in ip.events.callbacks.values():\n    _event.clear()\n"
         "ip.input_transformers_cleanup.append(lambda lines: lines[:1])\n"))
+    corpus["hook_reinstalls_transformer"] = _with_answer(_released(), "primitive_names", (
+        "ip = get_ipython()\n"
+        "def _again(*_):\n    ip.input_transformers_cleanup.append(lambda lines: lines[:1])\n"
+        "ip.events.register('post_run_cell', _again)\n"
+        "def primitive_names(f, *args):\n    return []\n"))
     corpus["transform_cell_shadowed"] = _with_answer(_released(), "primitive_names", (
         "ip = get_ipython()\n"
         "for _event in ip.events.callbacks.values():\n    _event.clear()\n"
