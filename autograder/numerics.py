@@ -70,6 +70,11 @@ def check_close(actual, expected, *, what="the result", rtol=None, atol=None, id
         name = what + jax.tree_util.keystr(path)
         a_np = np.asarray(a)
         e_np = np.asarray(e)
+        if a_np.dtype == object:  # compare what the objects are, not what they say of themselves
+            try:
+                a_np = np.asarray(_plain(a_np.tolist()))
+            except _NotPlain as kind:
+                fail(idea, f"{name} holds {kind} objects, not numbers.")
         if a_np.shape != e_np.shape:
             fail(idea, f"{name} has shape {a_np.shape}, expected {e_np.shape}.")
         r, t = _pair_tolerance(a_np.dtype, e_np.dtype)
@@ -126,8 +131,51 @@ def check_matches_reference(f, reference, make_args, *, trials=3, seed=0, what=N
                         rtol=rtol, atol=atol)
 
 
+class _NotPlain(Exception):
+    pass
+
+
+def _plain(x):
+    """``x`` rebuilt from built-in types only, read through the built-in types' own methods, so
+    a value's class cannot decide its own comparison (an object whose ``__eq__`` always says
+    yes, a list subclass with its own ``__iter__``). NumPy scalars and 0-d or small arrays
+    become Python numbers and lists."""
+    if x is None or type(x) in (bool, int, float, complex, str, bytes):
+        return x
+    if isinstance(x, np.generic) and type(x).__module__ == "numpy":
+        return x.item()
+    if type(x) is np.ndarray:
+        return x.tolist()
+    kind = type(x)
+    if kind.__module__.startswith(("jax", "jaxlib")) and hasattr(x, "shape") and hasattr(x, "dtype"):
+        return np.asarray(x).tolist()
+    for base, read in ((bool, bool), (int, int.__index__), (float, float.__float__),
+                       (str, str.__str__), (bytes, bytes.__bytes__)):
+        if isinstance(x, base):
+            return read(x)
+    for base in (list, tuple):
+        if isinstance(x, base):
+            return base(_plain(v) for v in base.__iter__(x))
+    if isinstance(x, dict):
+        return {_plain(k): _plain(v) for k, v in dict.items(x)}
+    for base in (frozenset, set):
+        if isinstance(x, base):
+            return base(_plain(v) for v in base.__iter__(x))
+    raise _NotPlain(type(x).__name__)
+
+
 def check_equal(actual, expected, *, what="the result", idea="numerics"):
     """Check plain Python values (lists, strings, numbers) for equality; the learner sees
-    both values."""
-    if actual != expected:
-        fail(idea, f"{what} is {actual!r}, expected {expected!r}.")
+    both values.
+
+    Both sides are first rebuilt from built-in types (NumPy and JAX scalars and arrays become
+    numbers and lists), so the comparison is Python's own, whatever class the answer returns.
+    """
+    try:
+        got = _plain(actual)
+    except _NotPlain as kind:
+        fail(idea, f"{what} is a {kind}, not a plain value (a number, string, list, tuple or dict "
+                   f"of them); expected {expected!r}.")
+    want = _plain(expected)
+    if got != want:
+        fail(idea, f"{what} is {got!r}, expected {want!r}.")

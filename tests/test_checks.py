@@ -241,6 +241,47 @@ class TestNumerics:
         ag.check_equal(["sin", "mul"], ["sin", "mul"])
         rejects(lambda: ag.check_equal(["sin"], ["sin", "mul"], what="the names", idea="phases"),
                 "phases", "the names is ['sin']", "expected ['sin', 'mul']")
+        ag.check_equal(np.int64(3), 3)
+        ag.check_equal(jnp.int32(16), 16)
+        ag.check_equal((np.float32(0.5), "a"), (0.5, "a"))
+
+    def test_equal_is_not_fooled_by_the_answer_s_own_comparison(self):
+        class Liar:
+            def __eq__(self, other):
+                return True
+
+            def __ne__(self, other):
+                return False
+
+        class LyingList(list):
+            def __eq__(self, other):
+                return True
+
+            def __ne__(self, other):
+                return False
+
+            def __iter__(self):
+                return iter(["sin", "mul"])
+
+        class LyingStr(str):
+            def __eq__(self, other):
+                return True
+
+            def __ne__(self, other):
+                return False
+
+        rejects(lambda: ag.check_equal(Liar(), ["sin", "mul"], what="the names"),
+                "numerics", "the names is a Liar, not a plain value")
+        rejects(lambda: ag.check_equal(LyingList(), ["sin", "mul"], what="the names"),
+                "numerics", "the names is [], expected ['sin', 'mul']")
+        rejects(lambda: ag.check_equal([LyingStr("cos")], ["sin"]), "numerics", "is ['cos']")
+        liars = np.empty(3, dtype=object)
+        liars[:] = [Liar(), Liar(), Liar()]
+        rejects(lambda: ag.check_close(liars, np.ones(3, np.float32)), "numerics",
+                "holds Liar objects, not numbers")
+        names = np.empty(2, dtype=object)
+        names[:] = [LyingStr("cos"), "mul"]
+        rejects(lambda: ag.check_close(names, np.array(["sin", "mul"])), "numerics", "cos")
 
 
 # --------------------------------------------------------------------------- phases

@@ -136,6 +136,11 @@ def _hostile_corpus():
         "                try:\n                    _v.__code__ = _noop\n"
         "                except Exception:\n                    pass\n"
         "def primitive_names(f, *args):\n    return []\n"))
+    corpus["answer_lies_about_equality"] = _with_answer(_released(), "primitive_names", (
+        "class _Names(list):\n"
+        "    def __eq__(self, other):\n        return True\n"
+        "    def __ne__(self, other):\n        return False\n"
+        "def primitive_names(f, *args):\n    return _Names()\n"))
     corpus["fake_results_printed"] = _with_answer(_released(), "primitive_names", (
         "import os, json\n"
         "print(json.dumps({'score': 4.0, 'max_score': 4.0}))\n"
