@@ -43,6 +43,7 @@ TAUGHT_IN = {
     "capstone": ("10_review", "The rewrite: one pure training run that jits once"),
     "numerics": (None, "the exercise's description"),
     "unanswered": (None, None),
+    "tampering": (None, None),  # the grader's own guard: a test cell did not run as sent
 }
 
 

@@ -217,10 +217,6 @@ def _read_source(source: Path):
     return _SOURCES[key]
 
 
-def _released_from(source: Path):
-    return _read_source(source)
-
-
 def test_cells(source_path: Path):
     """``[(grade_id, points)]`` of the autograded test cells of a source notebook, in order."""
     from nbgrader import utils
@@ -482,9 +478,10 @@ def _make_executor(cell_timeout: int, deadline: float, cpu_limit: int = DEFAULT_
             self.replies[kwargs["cell_index"]] = kwargs["execute_reply"]["content"]
             cell = kwargs["cell"]
             size = sum(len(str(o)) for o in cell.get("outputs", []))
-            if size > DEFAULT_OUTPUT_LIMIT:  # keep the graded notebook small
-                cell.outputs = [new_output("stream", name="stdout",
-                                           text=f"[{size} characters of output removed by the grader]")]
+            if size > DEFAULT_OUTPUT_LIMIT:  # keep the graded notebook small (and the guard's mark)
+                marks = [o for o in cell.get("outputs", []) if _GUARD_MIME in o.get("data", {})]
+                cell.outputs = marks[:1] + [new_output(
+                    "stream", name="stdout", text=f"[{size} characters of output removed by the grader]")]
 
         def _kill(self):
             prov = getattr(getattr(self, "km", None), "provisioner", None)
@@ -599,9 +596,12 @@ def _autograder_guard_factory(token):
     trace, profile = sys.gettrace(), sys.getprofile()
     ip = get_ipython() if "get_ipython" in globals() else None
     if ip is not None:
-        ip_lists = [(lst, list(lst)) for lst in (ip.input_transformers_cleanup,
-                    ip.input_transformers_post, ip.ast_transformers)]
         ip_manager, ip_custom = ip.input_transformer_manager, ip.custom_exceptions
+        # (owner, attribute, the list, its items): both the list and what it holds come back
+        ip_lists = [(o, a, getattr(o, a), list(getattr(o, a))) for o, a in
+                    ((ip_manager, "cleanup_transforms"), (ip_manager, "line_transforms"),
+                     (ip_manager, "token_transformers"),
+                     (ip, "input_transformers_post"), (ip, "ast_transformers"))]
         names = ("transform_cell", "transform_ast", "run_cell", "_run_cell", "run_cell_async",
                  "run_ast_nodes", "run_code", "showtraceback", "user_expressions", "ev", "ex")
         ip_classes = [(c, {k: vars(c)[k] for k in names if k in vars(c)})
@@ -624,7 +624,10 @@ def _autograder_guard_factory(token):
         for f, code, defaults, kwdefaults in funcs:
             if f.__code__ is not code:
                 f.__code__ = code
-            f.__defaults__, f.__kwdefaults__ = defaults, kwdefaults
+            if f.__defaults__ is not defaults:
+                f.__defaults__ = defaults
+            if f.__kwdefaults__ is not kwdefaults:
+                f.__kwdefaults__ = kwdefaults
         for c, attrs in classes:
             for k, v in attrs.items():
                 if k not in ("__dict__", "__weakref__") and vars(c).get(k) is not v:
@@ -637,12 +640,15 @@ def _autograder_guard_factory(token):
         threading.settrace(None)
         threading.setprofile(None)
         if ip is not None:
-            for lst, items in ip_lists:
-                lst[:] = items
+            ip.input_transformer_manager, ip.custom_exceptions = ip_manager, ip_custom
+            for owner, attr, lst, items in ip_lists:
+                if getattr(owner, attr) is not lst:
+                    setattr(owner, attr, lst)
+                if lst != items:
+                    lst[:] = items
             for k in names:
                 if k in vars(ip):  # a method shadowed on the instance
                     delattr(ip, k)
-            ip.input_transformer_manager, ip.custom_exceptions = ip_manager, ip_custom
             for c, methods in ip_classes:
                 for k in names:
                     if k in methods and vars(c).get(k) is not methods[k]:
@@ -660,9 +666,10 @@ def _autograder_guard_factory(token):
             from IPython.display import display
             hm = ip.history_manager
             raw, parsed = hm.input_hist_raw[-1], hm.input_hist_parsed[-1]
-            if raw.strip() != parsed.strip():
+            # what ran is not what IPython itself makes of the cell (history drops the last newline)
+            if ip.transform_cell(raw).rstrip() != parsed.rstrip():
                 raise autograder.feedback.ExerciseFailure(
-                    "numerics", "this test cell was changed before it ran (an input "
+                    "tampering", "this test cell was changed before it ran (an input "
                     "transformer installed by a learner cell?); it does not count.")
             display({"@MIME@": f"{token}:{index}"}, raw=True)
     def ensure_after_cell():
@@ -827,7 +834,7 @@ def _grade_in(tmp: Path, nb, given, assignment, source, cell_timeout, notebook_t
     db_url = f"sqlite:///{db_path}"
     notebook_id = source.stem
     shutil.copy(_template_gradebook(source, assignment), db_path)
-    released = _released_from(source)
+    released = _read_source(source)
     box_dir = tmp / "box"  # all the submission's kernel may write (besides shared temp folders)
     workdir = box_dir / "work" / assignment
     workdir.mkdir(parents=True)

@@ -146,8 +146,9 @@ def _plain(x):
         return x.item()
     if type(x) is np.ndarray:
         return x.tolist()
-    kind = type(x)
-    if kind.__module__.startswith(("jax", "jaxlib")) and hasattr(x, "shape") and hasattr(x, "dtype"):
+    import jax
+
+    if isinstance(x, jax.Array):
         return np.asarray(x).tolist()
     for base, read in ((bool, bool), (int, int.__index__), (float, float.__float__),
                        (str, str.__str__), (bytes, bytes.__bytes__)):

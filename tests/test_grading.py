@@ -106,26 +106,24 @@ def _hostile_corpus():
         "    ag.check_prints_values = lambda *a, **k: None\n"
         "    return x\n"))
     # IPython's own machinery: rewrite the test cells before they run
-    corpus["input_transformer"] = _with_answer(_released(), "primitive_names", (
-        "get_ipython().input_transformers_cleanup.append(lambda lines: ['pass\\n'])\n"
-        "def primitive_names(f, *args):\n    return []\n"))
-    corpus["hooks_cleared_then_transformer"] = _with_answer(_released(), "primitive_names", (
-        "ip = get_ipython()\n"
-        "for _event in ip.events.callbacks.values():\n    _event.clear()\n"
-        "ip.input_transformers_cleanup.append(lambda lines: ['pass\\n'])\n"))
-    corpus["transformer_keeps_first_line"] = _with_answer(_released(), "primitive_names", (
-        "ip = get_ipython()\n"
-        "for _event in ip.events.callbacks.values():\n    _event.clear()\n"
-        "ip.input_transformers_cleanup.append(lambda lines: lines[:1])\n"))
-    corpus["hook_reinstalls_transformer"] = _with_answer(_released(), "primitive_names", (
-        "ip = get_ipython()\n"
-        "def _again(*_):\n    ip.input_transformers_cleanup.append(lambda lines: lines[:1])\n"
-        "ip.events.register('post_run_cell', _again)\n"
-        "def primitive_names(f, *args):\n    return []\n"))
-    corpus["transform_cell_shadowed"] = _with_answer(_released(), "primitive_names", (
-        "ip = get_ipython()\n"
-        "for _event in ip.events.callbacks.values():\n    _event.clear()\n"
-        "ip.transform_cell = lambda raw: 'pass\\n'\n"))
+    clear_hooks = ("ip = get_ipython()\n"
+                   "for _event in ip.events.callbacks.values():\n    _event.clear()\n")
+    for name, attack in [
+            ("input_transformer",
+             "get_ipython().input_transformers_cleanup.append(lambda lines: ['pass\\n'])\n"),
+            ("hooks_cleared_then_transformer",
+             clear_hooks + "ip.input_transformers_cleanup.append(lambda lines: ['pass\\n'])\n"),
+            ("transformer_keeps_first_line",
+             clear_hooks + "ip.input_transformers_cleanup.append(lambda lines: lines[:1])\n"),
+            ("transformer_list_replaced",
+             clear_hooks + "ip.input_transformer_manager.cleanup_transforms = [lambda lines: lines[:1]]\n"),
+            ("hook_reinstalls_transformer",
+             "ip = get_ipython()\n"
+             "def _again(*_):\n    ip.input_transformers_cleanup.append(lambda lines: lines[:1])\n"
+             "ip.events.register('post_run_cell', _again)\n"),
+            ("transform_cell_shadowed", clear_hooks + "ip.transform_cell = lambda raw: 'pass\\n'\n")]:
+        corpus[name] = _with_answer(_released(), "primitive_names", attack + (
+            "def primitive_names(f, *args):\n    return []\n"))
     corpus["functions_rewritten_in_place"] = _with_answer(_released(), "primitive_names", (
         "import sys, types\n"
         "_noop = (lambda *a, **k: None).__code__\n"
@@ -192,6 +190,9 @@ def test_stdout_is_only_json(hostile_results):
 def test_correct_answers_with_warnings_and_foreign_metadata_get_full_marks(tmp_path):
     noisy = {gid: "import sys, warnings\nsys.stderr.write('a warning on stderr\\n')\n"
                   "warnings.warn('deprecated thing')\n" + src for gid, src in SOLUTIONS.items()}
+    # a correct answer that prints a lot while tested: the cell's output is cut, its points stay
+    noisy["scaled"] = noisy["scaled"].replace("def scaled(", "def _scaled(") + (
+        "\ndef scaled(*args, **kwargs):\n    print('.' * 600_000)\n    return _scaled(*args, **kwargs)\n")
     path = fill_answers(released_notebook(A), noisy, tmp_path / "noisy" / A / f"{A}.ipynb")
     nb = nbformat.read(str(path), as_version=4)
     nb.metadata["kernelspec"] = {"name": "no-such-kernel", "display_name": "x", "language": "python"}
