@@ -524,11 +524,13 @@ def dispatch_floor() -> float:
     return honest_time(jax.jit(lambda x: x + 1), jnp.float32(1.0), repeats=50).median
 
 
-def measure_kernels(backend: str) -> list[dict]:
+def measure_kernels(backend: str, only: str | None = None) -> list[dict]:
     from autograder.device import honest_time
 
     rows = []
     for k in KERNELS:
+        if only and only not in k.chapter and k.chapter not in only:
+            continue
         row = {"chapter": k.chapter, "name": k.name, "unit": k.unit, "why_slow": k.why_slow}
         try:
             fn, args, np_fn, np_args, work = k.make()
@@ -796,7 +798,7 @@ def write_report(out: Path, *, info, floors, runs, kernels, peaks, dispatch, gra
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=None, help="markdown report (default docs/bench-<backend>.md)")
-    parser.add_argument("--only", default=None, help="only notebooks/assignments whose path contains this")
+    parser.add_argument("--only", default=None, help="only notebooks, kernels and assignments whose path or chapter contains this")
     parser.add_argument("--grading", action="store_true", help="also time the grader on every assignment")
     parser.add_argument("--no-notebooks", action="store_true", help="skip executing notebooks")
     parser.add_argument("--no-kernels", action="store_true", help="skip the headline kernels")
@@ -825,7 +827,7 @@ def main(argv=None) -> int:
         dispatch = dispatch_floor()
         if info["backend"] != "cpu":
             peaks = measure_peaks()
-        kernels = measure_kernels(info["backend"])
+        kernels = measure_kernels(info["backend"], args.only)
         for k in kernels:
             print(f"bench: kernel {k['chapter']}: {k.get('error') or _rate(k['jax_rate'], k['unit'])}",
                   file=sys.stderr)
