@@ -25,8 +25,13 @@ lab: env
 test: env
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -p no:cacheprovider tests
 
-## release: regenerate exercises/ from solutions/ with nbgrader
-release: env
+## colab: (re)write every notebook's "Open in Colab" badge and Colab install cell, and slide metadata
+colab: env
+	$(BIN)/python scripts/colab.py
+	$(BIN)/python scripts/slides.py
+
+## release: regenerate exercises/ from solutions/ with nbgrader (badges and slides refreshed first)
+release: colab
 	$(BIN)/python scripts/release.py
 
 ## clean-outputs: strip outputs and execution counts from every notebook
