@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import socket
 import subprocess
@@ -60,8 +61,20 @@ def test_lab_serves_the_repository_root(lab_server):
 def test_lab_extensions_enabled(lab_server):
     status, body = _get(*lab_server, "/lab/api/extensions")
     exts = {e["name"]: e for e in json.loads(body)}  # names come back normalised: no "@", "/" -> "-"
-    for name in ("jupyter-nbgrader", "jupyter-widgets-jupyterlab-manager"):
+    for name in ("jupyter-nbgrader", "jupyter-widgets-jupyterlab-manager", "jupyterlab-rise"):
         assert name in exts and exts[name]["enabled"], f"{name} is not enabled"
+        assert exts[name].get("status", "ok") == "ok", f"{name}: {exts[name].get('status')}"
+
+
+def test_a_chapter_opens_as_a_slideshow(lab_server):
+    """RISE's server extension serves the chapter as a reveal.js page (what Alt-R opens)."""
+    status, body = _get(*lab_server, "/rise/course/01_phases.ipynb")
+    assert status == 200
+    config = json.loads(re.search(r'<script id="jupyter-config-data" type="application/json">(.*?)</script>',
+                                  body, re.S).group(1))
+    assert config["appName"] == "Rise" and config["notebookPath"].strip("/") == "course/01_phases.ipynb", config
+    loaded = {e["name"] for e in config["federated_extensions"]}
+    assert "jupyterlab-rise" in loaded, loaded
 
 
 def test_nbgrader_server_extensions_respond(lab_server):
