@@ -34,6 +34,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _without_cwd_on_path() -> None:
+    """``python -m`` puts the current folder first on ``sys.path``: run beside a notebook, a
+    learner's ``timeit.py`` or ``sqlite3.py`` would shadow the standard library inside the grader
+    (the package itself is imported by now; kernels get it through ``PYTHONPATH``, and
+    ``review`` puts the current folder back for the module it reviews). Kept when it is where
+    the package was found (a checkout used without installing it): spawned workers need it."""
+    import os
+
+    cwd = os.path.realpath(os.getcwd())
+    home = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+    if sys.path and os.path.realpath(sys.path[0] or os.curdir) == cwd and cwd != home:
+        del sys.path[0]
+
+
 def main(argv=None) -> int:
     import warnings
 
@@ -55,4 +69,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    _without_cwd_on_path()
     sys.exit(main())

@@ -14,9 +14,8 @@ import os
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from pathlib import Path
 
-from .grading import NAMESPACE, PROCESS_GROUP, Result, grade_notebook
+from .grading import NAMESPACE, PROCESS_GROUP, Result, failed_result, grade_notebook
 
 
 def default_workers(n_jobs: int) -> int:
@@ -36,13 +35,9 @@ def _grade_job(job):
     path, kwargs = job
     try:
         return grade_notebook(path, **kwargs).as_dict()
-    except Exception as exc:  # noqa: BLE001 - the row says why
-        return Result(str(path), Path(path).resolve().parent.name,
-                      error=f"internal grading error: {type(exc).__name__}: {exc}").as_dict()
-
-
-def _as_result(d: dict) -> Result:
-    return Result.from_dict(d)
+    except Exception as exc:  # noqa: BLE001 - the row says why, every test listed at zero
+        return failed_result(path, f"internal grading error: {type(exc).__name__}: {exc}",
+                             kwargs.get("root")).as_dict()
 
 
 def grade_many(paths, *, workers: int | None = None, progress: bool = False, per_job=None,
@@ -58,7 +53,7 @@ def grade_many(paths, *, workers: int | None = None, progress: bool = False, per
     bar = _progress(len(jobs)) if progress else None
     if workers == 1 or len(jobs) == 1:
         for i, job in enumerate(jobs):
-            results[i] = _as_result(_grade_job(job))
+            results[i] = Result.from_dict(_grade_job(job))
             bar and bar.advance()
     else:
         _warm()  # before the workers fork (a no-op in workers that inherit it)
@@ -70,7 +65,7 @@ def grade_many(paths, *, workers: int | None = None, progress: bool = False, per
                     futures = {i: pool.submit(_grade_job, jobs[i]) for i in pending}
                     for i, fut in futures.items():
                         try:
-                            results[i] = _as_result(fut.result())
+                            results[i] = Result.from_dict(fut.result())
                             bar and bar.advance()
                         except BrokenProcessPool:
                             retry.append(i)
@@ -78,8 +73,8 @@ def grade_many(paths, *, workers: int | None = None, progress: bool = False, per
                 retry = [i for i in pending if results[i] is None]
             if retry and len(retry) == len(pending):  # nothing progressed: report, don't loop
                 for i in retry:
-                    results[i] = Result(jobs[i][0], Path(jobs[i][0]).resolve().parent.name,
-                                        error="the grading worker died while grading this notebook")
+                    results[i] = failed_result(jobs[i][0], "the grading worker died while grading "
+                                               "this notebook", jobs[i][1].get("root"))
                     bar and bar.advance()
                 retry = []
             pending = retry

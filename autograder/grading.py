@@ -98,6 +98,8 @@ def read_submission(path: Path):
 
     try:
         raw = Path(path).read_bytes()
+    except FileNotFoundError as exc:
+        raise GradingError(f"no such file: {path}") from exc
     except OSError as exc:
         raise GradingError(f"cannot read {path}: {exc.strerror or exc}") from exc
     try:
@@ -218,13 +220,17 @@ def _read_source(source: Path):
 
 
 def test_cells(source_path: Path):
-    """``[(grade_id, points)]`` of the autograded test cells of a source notebook, in order."""
-    from nbgrader import utils
+    """``[(grade_id, points)]`` of the autograded test cells of a source notebook, in order.
 
+    Read as nbgrader's ``is_grade`` and ``is_solution`` do, without importing nbgrader: the list
+    is also what a result reports when grading itself failed (nbgrader unusable included)."""
     nb = _read_source(Path(source_path))
-    return [(c.metadata.nbgrader["grade_id"], float(c.metadata.nbgrader.get("points", 0)))
-            for c in nb.cells
-            if c.cell_type == "code" and utils.is_grade(c) and not utils.is_solution(c)]
+    tests = []
+    for c in nb.cells:
+        meta = c.get("metadata", {}).get("nbgrader", {})
+        if c.get("cell_type") == "code" and meta.get("grade", False) and not meta.get("solution", False):
+            tests.append((meta["grade_id"], float(meta.get("points", 0))))
+    return tests
 
 
 # --------------------------------------------------------------------------- containment
@@ -778,7 +784,12 @@ class Result:
                    d.get("error"), d.get("containment"), d.get("containment_reason", ""))
 
 
-def _zero_result(given: str, assignment, source, error):
+def zero_result(given: str, assignment, source, error) -> Result:
+    """A result with every test of the source notebook (its points as ``max_points``) at zero.
+
+    For a submission that could not be graded: ``error`` says why, and each test's feedback
+    repeats it. Without a source notebook (an unknown assignment) there are no tests to list.
+    """
     res = Result(given, assignment, error=error)
     if source is not None:
         for grade_id, points in test_cells(source):
@@ -787,6 +798,18 @@ def _zero_result(given: str, assignment, source, error):
                               "feedback": f"Not graded: {error}"})
         res.max_score = sum(t["max_points"] for t in res.tests)
     return res
+
+
+def failed_result(path, error: str, root: Path | None = None) -> Result:
+    """The result of a notebook whose grading itself failed (an internal error, a dead worker):
+    every test of its assignment at zero, when the assignment's source can still be found."""
+    given = str(path)
+    assignment = Path(path).resolve().parent.name
+    try:
+        source = source_notebook(assignment, Path(root) if root else find_course_root(Path(path).parent))
+        return zero_result(given, assignment, source, error)
+    except Exception:  # noqa: BLE001 - the error is reported either way
+        return Result(given, assignment, error=error)
 
 
 def grade_notebook(path, *, root: Path | None = None, cell_timeout: int = DEFAULT_CELL_TIMEOUT,
@@ -800,11 +823,13 @@ def grade_notebook(path, *, root: Path | None = None, cell_timeout: int = DEFAUL
         root = root or find_course_root(path.parent)
         source = source_notebook(assignment, root)
     except GradingError as exc:
+        if not path.exists():  # a mistyped path says so, whatever folder it names
+            return Result(given, assignment, error=f"no such file: {given}")
         return Result(given, assignment, error=str(exc))
     try:
         nb = read_submission(path)
     except GradingError as exc:
-        return _zero_result(given, assignment, source, str(exc))
+        return zero_result(given, assignment, source, str(exc))
     with tempfile.TemporaryDirectory(prefix="run-") as tmp:
         return _grade_in(Path(tmp), nb, given, assignment, source, cell_timeout, notebook_timeout,
                          cpu_limit, save_graded)
@@ -848,7 +873,7 @@ def _grade_in(tmp: Path, nb, given, assignment, source, cell_timeout, notebook_t
                    OverwriteCells(add_missing_cells=True), CheckCellMetadata()):
             nb, res = pp.preprocess(nb, res)
     except Exception as exc:  # noqa: BLE001 - metadata nbgrader refuses
-        return _zero_result(given, assignment, source, f"the notebook's cell metadata is unusable: {exc}")
+        return zero_result(given, assignment, source, f"the notebook's cell metadata is unusable: {exc}")
 
     nb = nbformat.from_dict(nb)  # cells nbgrader re-added hold plain dicts
     nb.cells = [c for c in nb.cells if "check-my-answers" not in c.metadata.get("tags", [])
@@ -941,6 +966,32 @@ def format_human(result: Result) -> str:
     return "\n".join(lines)
 
 
+def format_progress(results) -> str:
+    """Progress across chapters, for a person: one row per notebook (its assignment, exercises
+    passed of all, points) and a total line."""
+    assignments = [r.assignment or "?" for r in results]
+    labels = [a if assignments.count(a) == 1 else f"{a} ({r.notebook})"
+              for a, r in zip(assignments, results)]
+    rows = []
+    for label, r in zip(labels, results):
+        passed = sum(bool(t["passed"]) for t in r.tests)
+        rows.append((label, f"{passed}/{len(r.tests)}", f"{r.score:g}/{r.max_score:g}",
+                     "not graded" if r.error else ""))
+    passed = sum(bool(t["passed"]) for r in results for t in r.tests)
+    total = sum(len(r.tests) for r in results)
+    rows.append(("total", f"{passed}/{total}",
+                 f"{sum(r.score for r in results):g}/{sum(r.max_score for r in results):g}", ""))
+    wl = max(len("assignment"), *(len(r[0]) for r in rows))
+    we = max(len("exercises passed"), *(len(r[1]) for r in rows))
+    wp = max(len("points"), *(len(r[2]) for r in rows))
+    lines = ["Progress by chapter", f"  {'assignment':<{wl}}  {'exercises passed':>{we}}  {'points':>{wp}}"]
+    for label, ex, pts, note in rows:
+        if label == "total":
+            lines.append("  " + "-" * (wl + we + wp + 4))
+        lines.append(f"  {label:<{wl}}  {ex:>{we}}  {pts:>{wp}}  {note}".rstrip())
+    return "\n".join(lines)
+
+
 class _StdoutGuard:
     """Keep file descriptor 1 for our JSON only: everything else written there goes to stderr."""
 
@@ -980,7 +1031,10 @@ def grade_command(args) -> int:
             payload = results[0].as_dict() if len(results) == 1 else [r.as_dict() for r in results]
             out.write(json.dumps(payload, indent=2) + "\n")
         else:
-            out.write("\n\n".join(format_human(r) for r in results) + "\n")
+            blocks = [format_human(r) for r in results]
+            if len(results) > 1:
+                blocks.append(format_progress(results))
+            out.write("\n\n".join(blocks) + "\n")
         out.flush()
         out.close()
     return 0 if ok else 1

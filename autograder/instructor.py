@@ -26,7 +26,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from .grading import STUDENT, _zero_result, build_gradebook, find_course_root, source_notebook
+from .grading import STUDENT, build_gradebook, find_course_root, source_notebook, zero_result
 
 
 class Course:
@@ -137,11 +137,11 @@ def autograde(course: Course, assignments=None, workers=None, progress=True, **l
     for s, a, p in found:
         src = source_notebook(a, course.root)
         if p is None:
-            r = _zero_result(str(course.submitted / s / a), a, src, "no notebook submitted")
+            r = zero_result(str(course.submitted / s / a), a, src, "no notebook submitted")
         else:
             r = by_path[str(p)]
             if not r.tests:  # e.g. an internal error: every test still appears, with zero
-                r = _zero_result(r.notebook, a, src, r.error or "not graded")
+                r = zero_result(r.notebook, a, src, r.error or "not graded")
         d = r.as_dict()
         d["student"] = s
         out = course.autograded / s / a / "result.json"

@@ -38,6 +38,12 @@ def check_prints_values(f, args_list, expected_fn, *, what=None, decimals=3):
     The learner sees that a tracer was printed, or which call did not show which values.
     """
     label = what or f"`{getattr(f, '__name__', 'f')}`"
+    # Trace afresh: if `f` (or another jit of the same function, e.g. from an earlier cell)
+    # was already compiled for these shapes, a Python `print` would simply print nothing,
+    # and the learner would not see the tracer that explains why.
+    clear = getattr(f, "clear_cache", None)
+    if callable(clear):
+        clear()
     for i, args in enumerate(args_list):
         _, text = captured_stdout(f, *args, what=label)
         if "Traced<" in text or "Tracer" in text:

@@ -187,12 +187,31 @@ def test_stdout_is_only_json(hostile_results):
     assert len(results) == len(_hostile_corpus())
 
 
+NOISY_WRAPPER = """
+import logging as _logging, sys as _sys, warnings as _warnings
+
+def {name}(*args, **kwargs):
+    _sys.stderr.write("{name}: some diagnostics on stderr\\n")
+    _sys.stderr.flush()
+    _warnings.warn("{name}: a RuntimeWarning while it is tested", RuntimeWarning)
+    _logging.getLogger("jax._src.xla_bridge").warning(
+        "An NVIDIA GPU may be present on this machine, but a CUDA-enabled jaxlib is not "
+        "installed. Falling back to cpu.")
+    return _{name}(*args, **kwargs)
+"""
+
+
 def test_correct_answers_with_warnings_and_foreign_metadata_get_full_marks(tmp_path):
     noisy = {gid: "import sys, warnings\nsys.stderr.write('a warning on stderr\\n')\n"
                   "warnings.warn('deprecated thing')\n" + src for gid, src in SOLUTIONS.items()}
     # a correct answer that prints a lot while tested: the cell's output is cut, its points stay
     noisy["scaled"] = noisy["scaled"].replace("def scaled(", "def _scaled(") + (
         "\ndef scaled(*args, **kwargs):\n    print('.' * 600_000)\n    return _scaled(*args, **kwargs)\n")
+    # correct answers that write to stderr *while the test cell calls them*, so the TEST cell's
+    # output holds stderr (which nbgrader's own scoring zeroes): text, a RuntimeWarning, and a
+    # warning logged the way JAX logs its own
+    for gid in ("primitive_names", "matmul_flops"):
+        noisy[gid] = noisy[gid].replace(f"def {gid}(", f"def _{gid}(") + NOISY_WRAPPER.format(name=gid)
     path = fill_answers(released_notebook(A), noisy, tmp_path / "noisy" / A / f"{A}.ipynb")
     nb = nbformat.read(str(path), as_version=4)
     nb.metadata["kernelspec"] = {"name": "no-such-kernel", "display_name": "x", "language": "python"}
@@ -211,14 +230,65 @@ def test_unreadable_notebooks_get_a_clear_message_and_do_not_stop_others(tmp_pat
     unknown = tmp_path / "nope" / "99_unknown" / "99_unknown.ipynb"
     unknown.parent.mkdir(parents=True)
     nbformat.write(nbformat.v4.new_notebook(), str(unknown))
-    results, stderr, code = run_grader([not_json, good, empty, v3, unknown])
+    missing = tmp_path / "typo" / "exercises" / "0l_phases.ipynb"  # a mistyped path
+    missing_here = tmp_path / "gone" / A / f"{A}.ipynb"              # an assignment's folder, no file
+    missing_here.parent.mkdir(parents=True)
+    paths = [not_json, good, empty, v3, unknown, missing, missing_here]
+    results, stderr, code = run_grader(paths)
     assert code != 0
     assert "not valid JSON" in stderr and "unknown assignment" in stderr
-    assert [r["notebook"] for r in results] == list(map(str, [not_json, good, empty, v3, unknown]))
+    assert [r["notebook"] for r in results] == list(map(str, paths))
     assert results[1]["score"] == 4.0
-    for r in (results[0], results[2], results[3]):
-        assert r["score"] == 0.0 and [t["grade_id"] for t in r["tests"]] == TESTS
+    for r in (results[0], results[2], results[3], results[6]):
+        assert r["score"] == 0.0 and r["max_score"] == 4.0 and [t["grade_id"] for t in r["tests"]] == TESTS
     assert results[4]["tests"] == [] and "unknown assignment" in results[4]["error"]
+    for r, path in ((results[5], missing), (results[6], missing_here)):
+        assert r["error"] == f"no such file: {path}", r["error"]
+        assert f"cannot grade {path}: no such file" in stderr
+    assert "unknown assignment '0l_phases'" not in stderr and "unknown assignment 'exercises'" not in stderr
+
+
+def test_an_internal_grading_error_still_lists_every_test_at_zero(tmp_path, monkeypatch, capfd):
+    """nbgrader itself failing while a notebook is graded (here its Execute preprocessor cannot
+    even be created): the notebook still gets its result, every test of the source at zero."""
+    import nbgrader.preprocessors
+
+    from autograder.__main__ import main
+
+    class Broken:
+        def __init__(self, *args, **kwargs):
+            raise RuntimeError("nbgrader's Execute could not be created")
+
+    monkeypatch.setattr(nbgrader.preprocessors, "Execute", Broken)
+    path = fill_answers(released_notebook(A), SOLUTIONS, tmp_path / "solved" / A / f"{A}.ipynb")
+    code = main(["grade", str(path), "--json"])
+    out, err = capfd.readouterr()
+    result = json.loads(out)
+    assert code != 0
+    assert result["error"] == ("internal grading error: RuntimeError: nbgrader's Execute could "
+                               "not be created"), result
+    assert f"cannot grade {path}: internal grading error" in err
+    assert [t["grade_id"] for t in result["tests"]] == TESTS
+    assert [t["max_points"] for t in result["tests"]] == [1.0] * 4
+    assert result["score"] == 0.0 and result["max_score"] == 4.0
+    for t in result["tests"]:
+        assert t["points"] == 0.0 and t["passed"] is False
+        assert "internal grading error" in t["feedback"] and "could not be created" in t["feedback"]
+
+
+def test_modules_beside_the_notebook_do_not_shadow_the_graders(tmp_path):
+    """Run from the notebook's folder (``python -m`` puts it first on sys.path), a learner's
+    ``timeit.py`` and ``sqlite3.py`` must not replace the standard library inside the grader."""
+    path = fill_answers(released_notebook(A), SOLUTIONS, tmp_path / A / f"{A}.ipynb")
+    for name in ("timeit", "sqlite3", "codeop"):
+        (path.parent / f"{name}.py").write_text(f"raise ImportError('the learner\\'s own {name}.py')\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-m", "autograder", "grade", path.name, "--json"],
+                          capture_output=True, text=True, cwd=path.parent, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    assert "error" not in result, result["error"]
+    assert result["score"] == result["max_score"] == 4.0, result
 
 
 def test_infinite_loop_and_background_process_are_stopped(tmp_path):
@@ -236,6 +306,73 @@ def test_infinite_loop_and_background_process_are_stopped(tmp_path):
     assert not flops["passed"]
     left = subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True, text=True).stdout
     assert not left.strip(), "a process started by the submission outlived its grading"
+
+
+# Written by other tools (git, pip's in-tree builds, pytest, the Colab venv), never by grading.
+_NOT_CHECKOUT = {".git", "artifacts", "build", "__pycache__", ".pytest_cache"}
+
+
+def _checkout_snapshot():
+    """{relative path: (kind, size, mtime_ns)} of everything in the checkout (.course/ included)."""
+    snap = {}
+    for dirpath, dirnames, filenames in os.walk(ROOT):
+        dirnames[:] = [d for d in dirnames if d not in _NOT_CHECKOUT and not d.startswith(".venv")
+                       and not d.endswith(".egg-info")]
+        for name in dirnames + filenames:
+            full = os.path.join(dirpath, name)
+            st = os.lstat(full)
+            kind = "dir" if name in dirnames else "file"
+            snap[os.path.relpath(full, ROOT)] = (kind, None if kind == "dir" else st.st_size,
+                                                 None if kind == "dir" else st.st_mtime_ns)
+    return snap
+
+
+@pytest.fixture(scope="module")
+def make_check(tmp_path_factory):
+    """``make check``'s command (human output, several notebooks, run in the checkout) on a
+    solution-filled 01_phases and the blank released 03_purity of the checkout itself, as an
+    ordinary learner runs it (no sandbox, a gradebook cache of its own), with the checkout
+    snapshotted around it."""
+    tmp = tmp_path_factory.mktemp("check")
+    solved = fill_answers(released_notebook(A), SOLUTIONS, tmp / "solved" / A / f"{A}.ipynb")
+    blank = Path("exercises") / "03_purity" / "03_purity.ipynb"
+    env = dict(os.environ, AUTOGRADER_SANDBOX="0", XDG_CACHE_HOME=str(tmp / "cache"))
+    before = _checkout_snapshot()
+    proc = subprocess.run([sys.executable, "-m", "autograder", "grade", str(solved), str(blank)],
+                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)
+    after = _checkout_snapshot()
+    return proc, before, after
+
+
+def _source_tests(assignment):
+    nb = nbformat.read(str(solution_notebook(assignment)), as_version=4)
+    meta = [c.metadata.get("nbgrader", {}) for c in nb.cells if c.cell_type == "code"]
+    return [float(m.get("points", 0)) for m in meta if m.get("grade") and not m.get("solution")]
+
+
+def test_human_output_of_several_notebooks_ends_with_progress_by_chapter(make_check):
+    proc, _, _ = make_check
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    assert "[PASS] primitive_names" in out and "[FAIL] step" in out
+    assert out.index("03_purity): 0/") < out.index("Progress by chapter")
+    n = len(_source_tests("03_purity"))
+    m = sum(_source_tests("03_purity"))
+    summary = out[out.index("Progress by chapter"):].splitlines()
+    rows = {line.split()[0]: line.split()[1:] for line in summary[2:] if line.split() and "-" * 8 not in line}
+    assert rows == {"01_phases": ["4/4", "4/4"], "03_purity": [f"0/{n}", f"0/{m:g}"],
+                    "total": [f"4/{4 + n}", f"4/{4 + m:g}"]}, "\n".join(summary)
+    assert summary[-1].split()[0] == "total"
+
+
+def test_grading_writes_nothing_into_the_checkout(make_check):
+    proc, before, after = make_check
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert any(p.startswith("exercises" + os.sep) for p in before), "the snapshot saw no checkout"
+    new = sorted(set(after) - set(before))
+    changed = sorted(p for p in set(before) & set(after) if before[p] != after[p])
+    gone = sorted(set(before) - set(after))
+    assert not new and not changed and not gone, dict(new=new, changed=changed, gone=gone)
 
 
 def test_human_readable_output(tmp_path):
