@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .feedback import call, fail
+from .feedback import ExerciseFailure, call, fail
 
 # (rtol, atol) by dtype; float32 matmuls and reductions differ across backends.
 _TOLERANCES = {
@@ -103,7 +103,8 @@ def check_close(actual, expected, *, what="the result", rtol=None, atol=None, id
 
 
 def check_matches_reference(f, reference, make_args, *, trials=3, seed=0, what=None,
-                            rtol=None, atol=None, jit=True, static_argnames=(), static_argnums=()):
+                            rtol=None, atol=None, jit=True, static_argnames=(), static_argnums=(),
+                            idea="numerics"):
     """Compare ``f`` with ``reference`` on ``trials`` fresh random inputs.
 
     ``make_args(rng)`` gets a ``numpy.random.Generator`` (seeded, so the check
@@ -111,6 +112,11 @@ def check_matches_reference(f, reference, make_args, *, trials=3, seed=0, what=N
     is also called under ``jax.jit`` (with the given static arguments) and
     must agree there too. The learner sees which trial and which leaf was wrong,
     eagerly or under jit.
+
+    ``idea`` is the idea a wrong result breaks (a key of ``TAUGHT_IN``; the default,
+    ``"numerics"``, points to the exercise's description). A jitted result that is wrong
+    where the eager one was right is a disagreement between jit and eager, and is
+    reported under ``"purity"`` whatever ``idea`` is.
     """
     import jax
 
@@ -124,11 +130,18 @@ def check_matches_reference(f, reference, make_args, *, trials=3, seed=0, what=N
         expected = reference(*args)
         got = call(f, *args, what=label)
         check_close(got, expected, what=f"{label}'s result on random input #{trial + 1}",
-                    rtol=rtol, atol=atol)
+                    rtol=rtol, atol=atol, idea=idea)
         if jitted is not None:
             got_jit = call(jitted, *args, what=f"jax.jit({label})")
-            check_close(got_jit, expected, what=f"jax.jit({label})'s result on random input #{trial + 1}",
-                        rtol=rtol, atol=atol)
+            try:
+                check_close(got_jit, expected,
+                            what=f"jax.jit({label})'s result on random input #{trial + 1}",
+                            rtol=rtol, atol=atol, idea="purity")
+            except ExerciseFailure as exc:
+                fail("purity", f"jax.jit({label}) disagrees with calling it eagerly, which gave the "
+                               f"right result: {exc.detail} Under jit the Python body runs once, at "
+                               "trace time, so Python-side state or decisions are frozen into the "
+                               "compiled program.")
 
 
 class _NotPlain(Exception):

@@ -42,7 +42,7 @@ def fill_answers(src: Path, answers: dict, dest: Path) -> Path:
 
 
 def wrong_answers(assignment: str) -> dict:
-    """``{grade_id: [(source, expected feedback substring), ...]}`` from tests/wrong_answers/."""
+    """``{grade_id: [(source, expected feedback phrase, idea), ...]}`` from tests/wrong_answers/."""
     path = ROOT / "tests" / "wrong_answers" / f"{assignment}.py"
     return runpy.run_path(str(path))["WRONG"] if path.exists() else {}
 

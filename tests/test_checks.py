@@ -221,13 +221,40 @@ class TestNumerics:
                                                    lambda rng: (rng.normal(size=3),)),
                 "numerics", "`half`'s result on random input #1 is wrong")
 
+    def test_matches_reference_names_the_idea(self):
+        def half(x):
+            return x / 2.0
+
+        rejects(lambda: ag.check_matches_reference(half, lambda x: x / 3.0,
+                                                   lambda rng: (rng.normal(size=3),), idea="constants",
+                                                   what="scaled"),
+                "constants", "scaled's result on random input #1 is wrong")
+        rejects(lambda: ag.check_matches_reference(half, lambda x: x / 3.0,
+                                                   lambda rng: (rng.normal(size=3),), idea="loops",
+                                                   jit=False),
+                "loops", "`half`'s result on random input #1 is wrong")
+        # an error raised by the learner's code keeps its own idea
+        def assign(x):
+            x = jnp.asarray(x)
+            x[0] = 1.0
+            return x
+
+        rejects(lambda: ag.check_matches_reference(assign, lambda x: x,
+                                                   lambda rng: (rng.normal(size=3),), idea="constants"),
+                "inplace", "immutable")
+
     def test_matches_reference_rejects_jit_disagreement(self):
         def f(x):  # eager sees a NumPy array, jit a tracer
             return x * 2 if isinstance(x, np.ndarray) else x * 3
 
         rejects(lambda: ag.check_matches_reference(f, lambda x: x * 2,
                                                    lambda rng: (rng.normal(size=3),)),
-                "numerics", "jax.jit(`f`)'s result on random input #1")
+                "purity", "jax.jit(`f`) disagrees with calling it eagerly",
+                "jax.jit(`f`)'s result on random input #1", "runs once, at trace time")
+        # whatever idea the wrong values break, jit disagreeing with eager is purity
+        rejects(lambda: ag.check_matches_reference(f, lambda x: x * 2,
+                                                   lambda rng: (rng.normal(size=3),), idea="constants"),
+                "purity", "disagrees with calling it eagerly")
         ag.check_matches_reference(f, lambda x: x * 2, lambda rng: (rng.normal(size=3),), jit=False)
 
     def test_matches_reference_stub(self):

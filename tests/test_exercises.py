@@ -1,5 +1,6 @@
 """Both sides of every exercise: the released notebook scores zero, the solution full marks,
-and every known-wrong answer fails with feedback that names the broken idea."""
+and every known-wrong answer fails with feedback that names the broken idea: a phrase specific
+to the mistake, and the pointer to the course section that teaches the idea."""
 from __future__ import annotations
 
 import functools
@@ -10,6 +11,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from autograder.feedback import TAUGHT_IN, where
 from conftest import (ASSIGNMENTS, fill_answers, released_notebook, run_grader, solution_notebook,
                       wrong_answers)
 
@@ -42,7 +44,7 @@ def _graded(assignment):
         answers = {gid: items[k][0] for gid, items in wrong.items() if k < len(items)}
         dest = tmp / f"wrong{k}" / assignment / f"{assignment}.ipynb"
         paths.append(fill_answers(released_notebook(assignment), answers, dest))
-        expectations.append({gid: items[k][1] for gid, items in wrong.items() if k < len(items)})
+        expectations.append({gid: tuple(items[k][1:]) for gid, items in wrong.items() if k < len(items)})
     results, stderr, code = run_grader(paths)
     shutil.rmtree(tmp, ignore_errors=True)
     return results, expectations, stderr, code
@@ -77,17 +79,42 @@ def test_every_exercise_has_two_wrong_answers(assignment):
         assert len(wrong.get(gid, [])) >= 2, f"{assignment}: {gid} needs at least two known-wrong answers"
 
 
+# Phrases every failure of a comparison contains: they prove nothing about the mistake.
+GENERIC = {"is wrong", "expected", "wrong", "is", "error", "raised", "failed", "see"}
+
+
+def _pointer(idea):
+    """The exact pointer the feedback of a failure for ``idea`` ends with."""
+    return f"({where(idea)}.)"
+
+
+@pytest.mark.parametrize("assignment", PARAMS)
+def test_wrong_answer_needles_are_specific(assignment):
+    for gid, items in wrong_answers(assignment).items():
+        for k, item in enumerate(items):
+            assert len(item) == 3, f"{gid} #{k + 1}: expected (source, phrase, idea), got {len(item)} items"
+            source, needle, idea = item
+            assert needle.strip().lower() not in GENERIC and len(needle.strip()) >= 6, \
+                f"{gid} #{k + 1}: the phrase {needle!r} is generic; quote what is specific to this mistake"
+            assert idea in TAUGHT_IN and where(idea), f"{gid} #{k + 1}: {idea!r} is not an idea the course teaches"
+
+
 @pytest.mark.parametrize("assignment", PARAMS)
 def test_wrong_answers_fail_with_intended_feedback(assignment):
     results, expectations, _, _ = _graded(assignment)
     problems = []
     for k, (result, expected) in enumerate(zip(results[2:], expectations)):
         by_exercise = {t["exercise"]: t for t in result["tests"]}
-        for gid, needle in expected.items():
+        for gid, (needle, idea) in expected.items():
             t = by_exercise[gid]
+            feedback = t["feedback"]
             if t["passed"]:
                 problems.append(f"wrong answer #{k + 1} for {gid} passed")
-            elif needle.lower() not in t["feedback"].lower():
-                problems.append(f"wrong answer #{k + 1} for {gid}: feedback {t['feedback']!r} "
+                continue
+            if needle.lower() not in feedback.lower():
+                problems.append(f"wrong answer #{k + 1} for {gid}: feedback {feedback!r} "
                                 f"does not mention {needle!r}")
+            if _pointer(idea) not in feedback:
+                problems.append(f"wrong answer #{k + 1} for {gid}: feedback {feedback!r} "
+                                f"does not point to {where(idea)!r} (idea {idea!r})")
     assert not problems, "\n".join(problems)

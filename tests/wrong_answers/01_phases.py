@@ -1,6 +1,7 @@
 """Known-wrong answers for 01_phases: the anti-pattern kept in some subtle form.
 
-WRONG[grade_id] = [(answer cell source, a phrase the feedback must contain), ...]
+WRONG[grade_id] = [(answer cell source, a phrase of the feedback specific to the mistake,
+                    the idea whose course section the feedback must point to), ...]
 """
 
 WRONG = {
@@ -9,12 +10,12 @@ WRONG = {
 def primitive_names(f, *args):
     jaxpr = jax.make_jaxpr(f)(*args)
     return sorted({eqn.primitive.name for eqn in jaxpr.eqns})
-''', "expected"),
+''', "in the wrong order", "phases"),
         ('''
 def primitive_names(f, *args):
     names = [eqn.primitive.name for eqn in jax.make_jaxpr(f)(*args).eqns]
     return list(dict.fromkeys(names))  # drops repeated primitives
-''', "expected"),
+''', "dropped the repeated primitives", "phases"),
     ],
     "runtime_print": [
         ('''
@@ -22,47 +23,47 @@ def runtime_print(x):
     y = jnp.sin(x)
     print("sin(x) =", y)
     return y * 2
-''', "printed a tracer"),
+''', "printed a tracer", "runtime_values"),
         ('''
 def runtime_print(x):
     y = jnp.sin(x)
     jax.debug.print("x = {}", x)  # prints the input, not the intermediate value
     return y * 2
-''', "does not show the values"),
+''', "does not show the values", "runtime_values"),
         ('''
 def runtime_print(x):
     y = jnp.sin(x)
     jax.debug.print("sin(x) = {}", y)
     return y  # result changed
-''', "is wrong"),
+''', "`runtime_print`'s result on random input #1 is wrong", "runtime_values"),
     ],
     "scaled": [
         ('''
 def scaled(x, scale):
     return x * SCALE
-''', "is wrong"),
+''', "must scale by its `scale` argument", "constants"),
         ('''
 def scaled(x, scale):
     global SCALE
     SCALE = scale  # writes the input into a global: impure, and leaks a tracer under jit
     return x * SCALE
-''', "global"),
+''', "changed the global(s) ['SCALE']", "purity"),
         ('''
 def scaled(x, scale):
     return x * float(scale)  # needs a concrete value: fails to trace
-''', "concrete value"),
+''', "needed the concrete value of a traced array", "static"),
     ],
     "matmul_flops": [
         ('''
 def matmul_flops(n):
     return float(n ** 3)  # forgets that each multiply-add is two FLOPs
-''', "expected"),
+''', "matmul_flops(16) is 4096.0, but the compiled program's cost analysis reports 8192.0", "cost"),
         ('''
 def matmul_flops(n):
     a = jnp.ones((n, n), jnp.float32)
     analysis = jax.jit(jnp.matmul).lower(a, a).compile().cost_analysis()
     analysis = analysis[0] if isinstance(analysis, (list, tuple)) else analysis
     return float(analysis["bytes accessed"])
-''', "expected"),
+''', "matmul_flops(16) is 3072.0", "cost"),
     ],
 }

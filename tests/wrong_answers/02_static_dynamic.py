@@ -1,6 +1,7 @@
 """Known-wrong answers for 02_static_dynamic: the anti-pattern kept in some subtle form.
 
-WRONG[grade_id] = [(answer cell source, a phrase the feedback must contain), ...]
+WRONG[grade_id] = [(answer cell source, a phrase of the feedback specific to the mistake,
+                    the idea whose course section the feedback must point to), ...]
 """
 
 WRONG = {
@@ -10,7 +11,7 @@ WRONG = {
 def power(x, n):
     # n stays a traced value: one program for every n, so nothing is specialised per n
     return jax.lax.fori_loop(0, n, lambda i, r: r * x, jnp.ones_like(x))
-''', "must be static"),
+''', "`n` must be static: each distinct `n` unrolls a different loop", "recompiles"),
         ('''
 def power(x, n):
     # right values, but never jitted: nothing to count, every call dispatches op by op
@@ -18,7 +19,7 @@ def power(x, n):
     for _ in range(n):
         result = result * x
     return result
-''', "not a jitted function"),
+''', "`power` is not a jitted function", "static"),
         ('''
 @partial(jax.jit, static_argnames="n")
 def power(x, n):
@@ -26,7 +27,7 @@ def power(x, n):
     for _ in range(n - 1):
         result = result * x
     return result
-''', "is wrong"),
+''', "power(x, 0) is wrong", "numerics"),
     ],
     "scale_by": [
         ('''
@@ -34,16 +35,16 @@ def _scale(x, factor):
     return x * factor
 
 scale_by = jax.jit(_scale, static_argnums=1)  # static by position: still one compile per factor
-''', "expected 1"),
+''', "scale_by with ten factors compiled 10 time(s) over 10 call(s); expected 1", "recompiles"),
         ('''
 def scale_by(x, factor):
     return x * factor  # correct values, but not jitted
-''', "not a jitted function"),
+''', "`scale_by` is not a jitted function", "static"),
         ('''
 @jax.jit
 def scale_by(x, factor):
     return x * float(factor)  # needs a concrete value of a traced input
-''', "concrete value"),
+''', "`scale_by` needed the concrete value of a traced array", "static"),
     ],
     "reduce_along": [
         ('''
@@ -51,18 +52,18 @@ def scale_by(x, factor):
 def reduce_along(x, axis, op):
     # axis left dynamic: a traced axis cannot choose which dimension to reduce
     return {"sum": jnp.sum, "max": jnp.max, "mean": jnp.mean}[op](x, axis=axis)
-''', "must be static"),
+''', "reduce_along(x, 1, \"sum\") needed the Python value of a traced argument", "static"),
         ('''
 @partial(jax.jit, static_argnames=("axis", "op"))
 def reduce_along(x, axis, op):
     if op == "mean":
         return jnp.sum(x, axis=axis) / x.shape[0]  # divides by the wrong axis' length
     return {"sum": jnp.sum, "max": jnp.max}[op](x, axis=axis)
-''', "is wrong"),
+''', "reduce_along(x, 1, 'mean') is wrong", "numerics"),
         ('''
 def reduce_along(x, axis, op):
     # jits a fresh function on every call: a new function object is a new cache entry
     return jax.jit(lambda v: {"sum": jnp.sum, "max": jnp.max, "mean": jnp.mean}[op](v, axis=axis))(x)
-''', "not a jitted function"),
+''', "`reduce_along` is not a jitted function", "static"),
     ],
 }

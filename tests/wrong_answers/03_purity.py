@@ -1,6 +1,7 @@
 """Known-wrong answers for 03_purity: the anti-pattern kept in some subtle form.
 
-WRONG[grade_id] = [(answer cell source, a phrase the feedback must contain), ...]
+WRONG[grade_id] = [(answer cell source, a phrase of the feedback specific to the mistake,
+                    the idea whose course section the feedback must point to), ...]
 """
 
 WRONG = {
@@ -14,7 +15,7 @@ def step(state, x):
     count = state["count"] + 1
     total = state["total"] + x
     return {"count": count, "total": total}, total / count
-''', "global"),
+''', "changed the global(s) ['STEPS_TAKEN']", "purity"),
         ('''
 def step(state, x, _seen=[]):
     # the history hides in a mutable default argument instead of a global
@@ -22,20 +23,20 @@ def step(state, x, _seen=[]):
     count = state["count"] + 1
     total = state["total"] + x
     return {"count": count, "total": total}, sum(_seen) / len(_seen)
-''', "same inputs"),
+''', "`step` gave different results for the same inputs", "purity"),
         ('''
 def step(state, x):
     # updates the caller's dict in place instead of returning a new one
     state["count"] = state["count"] + 1
     state["total"] = state["total"] + x
     return state, state["total"] / state["count"]
-''', "in place"),
+''', "`step` changed the `state` dict it was given in place", "state"),
         ('''
 def step(state, x):
     total = state["total"] + x
     # the mean uses the old count: off by one
     return {"count": state["count"] + 1, "total": total}, total / jnp.maximum(state["count"], 1)
-''', "is wrong"),
+''', "`step`'s result on random input #1[1] is wrong", "state"),
     ],
     "set_diagonal": [
         ('''
@@ -44,19 +45,19 @@ def set_diagonal(x, v):
     out = np.array(x, copy=True)
     np.fill_diagonal(out, v)
     return jnp.asarray(out)
-''', "NumPy"),
+''', "jax.jit(set_diagonal) converted a traced array to NumPy", "inplace"),
         ('''
 def set_diagonal(x, v):
     x = np.asarray(x)  # no copy: writes into the caller's NumPy array
     i = np.arange(x.shape[0])
     x[i, i] = v
     return jnp.asarray(x)
-''', "in place"),
+''', "set_diagonal on a NumPy array modified that array in place", "inplace"),
         ('''
 def set_diagonal(x, v):
     i = jnp.arange(x.shape[0])
     return jnp.asarray(x).at[i, i].add(v)  # adds to the diagonal instead of setting it
-''', "is wrong"),
+''', "set_diagonal(x, 7.0) is wrong", "inplace"),
     ],
     "normalize_batch": [
         ('''
@@ -68,7 +69,7 @@ def normalize_batch(x):
         _CACHE[x.shape] = (jnp.mean(x, axis=0), jnp.sqrt(jnp.var(x, axis=0) + 1e-5))
     mean, std = _CACHE[x.shape]
     return (x - mean) / std
-''', "is wrong"),
+''', "normalize_batch(batch 2), called after batch 1 is wrong", "purity"),
         ('''
 SEEN = {"batches": 0}
 
@@ -76,16 +77,16 @@ def normalize_batch(x):
     SEEN["batches"] += 1  # bookkeeping "on the side", in a global
     mean, var = jnp.mean(x, axis=0), jnp.var(x, axis=0)
     return (x - mean) / jnp.sqrt(var + 1e-5)
-''', "global"),
+''', "changed the global(s) ['SEEN']", "purity"),
         ('''
 def normalize_batch(x):
     mean = jnp.mean(x, axis=0)
     return (x - mean) / (jnp.std(x, axis=0) + 1e-5)  # eps outside the square root
-''', "is wrong"),
+''', "It adds eps outside the square root", "numerics"),
         ('''
 def normalize_batch(x):
     mean = jnp.mean(x, axis=0)
     return (x - mean) / jnp.sqrt(jnp.var(x, axis=0, ddof=1) + 1e-5)  # sample variance
-''', "is wrong"),
+''', "It divides by the sample variance (ddof=1)", "numerics"),
     ],
 }

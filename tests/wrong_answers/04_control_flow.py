@@ -1,6 +1,7 @@
 """Known-wrong answers for 04_control_flow: the anti-pattern kept in some subtle form.
 
-WRONG[grade_id] = [(answer cell source, a phrase the feedback must contain), ...]
+WRONG[grade_id] = [(answer cell source, a phrase of the feedback specific to the mistake,
+                    the idea whose course section the feedback must point to), ...]
 """
 
 WRONG = {
@@ -9,21 +10,21 @@ WRONG = {
 def clip_by_norm(x, max_norm):
     norm = jnp.sqrt(jnp.sum(x ** 2))
     return x * (max_norm / norm) if norm > max_norm else x  # still a Python decision
-''', "Python `if`"),
+''', "`clip_by_norm` used a traced value in a Python `if`", "control_flow"),
         ('''
 def clip_by_norm(x, max_norm):
     norm = jnp.linalg.norm(x)
     return x * (max_norm / norm)  # also scales small vectors up
-''', "is wrong"),
+''', "([3, 4], 10.0) (norm 5 <= max_norm 10, so it must come back unchanged) is wrong", "branches"),
         ('''
 def clip_by_norm(x, max_norm):
     return jnp.clip(x, -max_norm, max_norm)  # clips each entry, not the norm
-''', "is wrong"),
+''', "([3, 4], 1.0) (norm 5 > max_norm 1, so it must be scaled to norm max_norm) is wrong", "branches"),
         ('''
 def clip_by_norm(x, max_norm):
     norm = jnp.linalg.norm(x)
     return lax.cond(norm > max_norm, lambda: x / norm, lambda: x)  # forgets max_norm
-''', "is wrong"),
+''', "random input #1 (norm", "branches"),
     ],
     "collatz_steps": [
         ('''
@@ -33,7 +34,7 @@ def collatz_steps(n):
         n = jnp.where(n % 2 == 0, n // 2, 3 * n + 1)
         steps += 1
     return steps
-''', "Python `if`"),
+''', "jax.jit(collatz_steps)(1) used a traced value in a Python `if`/`while`", "control_flow"),
         ('''
 def collatz_steps(n):
     def body(i, state):
@@ -42,7 +43,7 @@ def collatz_steps(n):
         value = jnp.where(done, value, jnp.where(value % 2 == 0, value // 2, 3 * value + 1))
         return value, steps + jnp.where(done, 0, 1)
     return lax.fori_loop(0, 100, body, (n, 0))[1]  # a fixed trip count: too few for some n
-''', "is wrong"),
+''', "jax.jit(collatz_steps)(27) (steps to reach 1) is wrong", "loops"),
         ('''
 def collatz_steps(n):
     n, steps = int(n), 0  # needs the concrete value
@@ -50,14 +51,14 @@ def collatz_steps(n):
         n = n // 2 if n % 2 == 0 else 3 * n + 1
         steps += 1
     return steps
-''', "concrete value"),
+''', "needed the Python value of the traced `n`", "control_flow"),
         ('''
 def collatz_steps(n):
     def step(state):
         value, steps = state
         return jnp.where(value % 2 == 0, value // 2, 3 * value + 1), steps + 1
     return lax.while_loop(lambda s: s[0] != 1, step, (n, 1))[1]  # counts from 1
-''', "is wrong"),
+''', "jax.jit(collatz_steps)(1) (steps to reach 1) is wrong", "loops"),
     ],
     "ema": [
         ('''
@@ -66,14 +67,14 @@ def ema(xs, alpha):
     for t in range(1, xs.shape[0]):  # .at[] is fine, but the Python loop still unrolls
         ys = ys.at[t].set(alpha * xs[t] + (1 - alpha) * ys[t - 1])
     return ys
-''', "grows with the length"),
+''', "the jaxpr of ema grows with the length", "loops"),
         ('''
 def ema(xs, alpha):
     def step(prev, x):
         y = alpha * x + (1 - alpha) * prev
         return y, y
     return lax.scan(step, jnp.zeros_like(xs[0]), xs)[1]  # y[0] becomes alpha * xs[0]
-''', "is wrong"),
+''', "which must start the average at xs[0]", "loops"),
         ('''
 def ema(xs, alpha):
     def step(prev, x):
@@ -81,20 +82,20 @@ def ema(xs, alpha):
         return y, y
     _, rest = lax.scan(step, xs[0], xs[1:])
     return jnp.concatenate([xs[:1], rest])
-''', "is wrong"),
+''', "y[t] = alpha * xs[t] + (1 - alpha) * y[t-1]) is wrong", "loops"),
     ],
     "piecewise": [
         ('''
 def piecewise(x, k):
     return BRANCHES[k](x)
-''', "Python int"),
+''', "used the traced `k` as a Python index", "branches"),
         ('''
 def piecewise(x, k):
     return lax.cond(k == 0, BRANCHES[0], BRANCHES[1], x)  # the third branch is never taken
-''', "is wrong"),
+''', "which must apply BRANCHES[2], is wrong", "branches"),
         ('''
 def piecewise(x, k):
     return lax.switch(k - 1, BRANCHES, x)  # off by one (lax.switch clamps the index)
-''', "is wrong"),
+''', "jax.jit(piecewise)(x, 1), which must apply BRANCHES[1], is wrong", "branches"),
     ],
 }

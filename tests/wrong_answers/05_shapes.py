@@ -1,6 +1,7 @@
 """Known-wrong answers for 05_shapes: the anti-pattern kept in some subtle form.
 
-WRONG[grade_id] = [(answer cell source, a phrase the feedback must contain), ...]
+WRONG[grade_id] = [(answer cell source, a phrase of the feedback specific to the mistake,
+                    the idea whose course section the feedback must point to), ...]
 """
 
 WRONG = {
@@ -9,69 +10,69 @@ WRONG = {
 def positive_mean(x):
     positives = x[jnp.where(x > 0)]  # integer indices, but still a data-dependent length
     return jnp.sum(positives) / jnp.maximum(positives.size, 1)
-''', "depends on the values"),
+''', "positive_mean asked for a shape that depends on the values", "dynamic_shapes"),
         ('''
 def positive_mean(x):
     return jnp.mean(jnp.where(x > 0, x, 0.0))  # divides by every entry, not by the positives
-''', "is wrong"),
+''', "It divides by the number of all entries", "shapes"),
         ('''
 def positive_mean(x):
     mask = x > 0
     return jnp.sum(jnp.where(mask, x, 0.0)) / jnp.sum(mask)  # 0 / 0 when nothing is positive
-''', "expected 0.0"),
+''', "on an input with no positive entry returned array(nan", "shapes"),
         ('''
 def positive_mean(x):
     idx = jnp.nonzero(x.ravel() > 0, size=x.size)[0]  # pads with index 0, a real entry
     return jnp.mean(x.ravel()[idx])
-''', "is wrong"),
+''', "the mean of its positive entries 1 and 3, is wrong: at index () it is np.float32(1.5)", "shapes"),
     ],
     "masked_sequence_sum": [
         ('''
 def masked_sequence_sum(tokens, lengths):
     return jnp.stack([jnp.sum(tokens[i, :int(lengths[i])]) for i in range(tokens.shape[0])])
-''', "depends on the values"),
+''', "masked_sequence_sum asked for a shape that depends on the values", "dynamic_shapes"),
         ('''
 def masked_sequence_sum(tokens, lengths):
     mask = jnp.arange(tokens.shape[1])[None, :] <= lengths[:, None]  # one entry too many
     return jnp.sum(jnp.where(mask, tokens, 0.0), axis=1)
-''', "is wrong"),
+''', "It also sums position lengths[i], the first padding entry", "shapes"),
         ('''
 def masked_sequence_sum(tokens, lengths):
     return jnp.sum(tokens, axis=1)  # assumes the padding is zero
-''', "is wrong"),
+''', "It sums the padding too", "shapes"),
         ('''
 def masked_sequence_sum(tokens, lengths):
     sums = jnp.cumsum(tokens, axis=1)
     return sums[jnp.arange(tokens.shape[0]), lengths - 1]  # a length of 0 reads index -1
-''', "is wrong"),
+''', "A row of length 0 must sum to 0", "shapes"),
     ],
     "first_k_positive": [
         ('''
 def first_k_positive(x, k):
     idx = jnp.nonzero(x > 0)[0]  # data-dependent length, padded afterwards
     return jnp.concatenate([idx, -jnp.ones(k, idx.dtype)])[:k]
-''', "depends on the values"),
+''', "first_k_positive asked for a shape that depends on the values", "dynamic_shapes"),
         ('''
 def first_k_positive(x, k):
     return jnp.nonzero(x > 0, size=k)[0]  # pads with 0, a valid index, instead of -1
-''', "is wrong"),
+''', "It pads with np.int32(0) where there are fewer than k positive entries", "dynamic_shapes"),
         ('''
 def first_k_positive(x, k):
     return jnp.nonzero(x >= 0, size=k, fill_value=-1)[0]  # counts zeros as positive
-''', "is wrong"),
+''', "It counts zeros as positive", "dynamic_shapes"),
     ],
     "bucket_length": [
         ('''
 def bucket_length(n):
     return 1 << (n - 1).bit_length()  # next power of two: too many small buckets
-''', "expected"),
+''', "bucket_length(1), the smallest bucket that holds 1, is 1, expected 16", "bucketing"),
         ('''
 def bucket_length(n):
     return min(b for b in BUCKETS if b > n)  # a full bucket is skipped
-''', "expected"),
+''', "bucket_length(16), the smallest bucket that holds 16, is 32, expected 16", "bucketing"),
         ('''
 def bucket_length(n):
     return max(16, n)  # only short sequences are bucketed
-''', "expected"),
+''', "bucket_length(17), the smallest bucket that holds 17, is 17, expected 32", "bucketing"),
     ],
 }

@@ -1,6 +1,7 @@
 """Known-wrong answers for 06_async_dispatch: the anti-pattern kept in some subtle form.
 
-WRONG[grade_id] = [(answer cell source, a phrase the feedback must contain), ...]
+WRONG[grade_id] = [(answer cell source, a phrase of the feedback specific to the mistake,
+                    the idea whose course section the feedback must point to), ...]
 """
 
 WRONG = {
@@ -15,7 +16,7 @@ def honest_time(f, *args, repeats=5):
         times.append(time.perf_counter() - start)
     jax.block_until_ready(out)
     return float(statistics.median(times))
-''', "never waited"),
+''', "never waited for the result of call #2", "timing"),
         ('''
 def honest_time(f, *args, repeats=5):
     jax.block_until_ready(f(*args))
@@ -25,7 +26,7 @@ def honest_time(f, *args, repeats=5):
         jax.block_until_ready(f(*args))
         times.append(time.perf_counter() - start)
     return sum(times) / len(times)  # the mean: one outlier moves it
-''', "median"),
+''', "whose median is 0.06 s", "timing"),
         ('''
 def honest_time(f, *args, repeats=5):
     times = []
@@ -34,7 +35,7 @@ def honest_time(f, *args, repeats=5):
         jax.block_until_ready(f(*args))
         times.append(time.perf_counter() - start)
     return float(statistics.median(times))
-''', "warm-up"),
+''', "with repeats=1 an honest timer calls it at least twice", "timing"),
         ('''
 def honest_time(f, *args, repeats=5):
     jax.block_until_ready(f(*args))
@@ -42,7 +43,7 @@ def honest_time(f, *args, repeats=5):
     outs = [f(*args) for _ in range(repeats)]  # overlapping calls, one wait at the end
     jax.block_until_ready(outs)
     return (time.perf_counter() - start) / repeats
-''', "before waiting"),
+''', "made call #6 before waiting for the result of call #2", "timing"),
     ],
     "train_losses": [
         ('''
@@ -53,7 +54,7 @@ def train_losses(params, batches):
         params, loss = sgd_step(params, jax.tree.map(lambda a: a[i], batches))
         losses.append(loss.item())  # a host sync, just spelled differently
     return jnp.array(losses)
-''', "concrete value"),
+''', "tracing train_losses under jax.jit needed the concrete value of a traced array", "async"),
         ('''
 def train_losses(params, batches):
     def body(p, batch):
@@ -61,7 +62,7 @@ def train_losses(params, batches):
         return p, loss
     _, losses = jax.lax.scan(body, params, batches)
     return np.asarray(losses)  # copies to the host at the end
-''', "numpy"),
+''', "converted a traced array to NumPy", "async"),
         ('''
 def train_losses(params, batches):
     def body(p, batch):
@@ -69,7 +70,7 @@ def train_losses(params, batches):
         return p, loss_fn(p, batch)  # the loss after the step, not the one sgd_step reports
     _, losses = jax.lax.scan(body, params, batches)
     return losses
-''', "is wrong"),
+''', "(the loss `sgd_step` returns at each step) is wrong", "numerics"),
         ('''
 def train_losses(params, batches):
     steps = jax.tree.leaves(batches)[0].shape[0]
@@ -78,7 +79,7 @@ def train_losses(params, batches):
         params, loss = sgd_step(params, jax.tree.map(lambda a: a[i], batches))
         losses.append(loss)
     return losses  # a list of scalars, not one array
-''', "one array"),
+''', "returned list of shape None; return the losses as one array of shape (6,)", "async"),
     ],
     "fused_update": [
         ('''
@@ -87,29 +88,29 @@ predict_and_grad = jax.jit(lambda w, x, y: (predict(w, x), grad_mse(w, x, y)))
 def fused_update(w, x, y, lr):
     _, g = predict_and_grad(w, x, y)  # one program here...
     return apply_update(w, g, lr)     # ...and another one here
-''', "separately compiled programs"),
+''', "one call of fused_update dispatches 2 separately compiled programs", "dispatch"),
         ('''
 def fused_update(w, x, y, lr):
     r = x @ w - y  # every jnp operation outside jit is its own dispatch
     return w - lr * 2 * x.T @ r / y.shape[0]
-''', "eagerly"),
+''', "fused_update runs its 9 operations eagerly", "dispatch"),
         ('''
 from functools import partial
 
 @partial(jax.jit, static_argnames="lr")
 def fused_update(w, x, y, lr):
     return apply_update(w, grad_mse(w, x, y), lr)  # a new lr, a new compile
-''', "compiled again"),
+''', "fused_update compiled again 1 time(s) over 1 calls that changed only values", "recompiles"),
         ('''
 @jax.jit
 def fused_update(w, x, y, lr):
     return w - lr * x.T @ (x @ w - y) / y.shape[0]  # forgets the factor 2 of the square
-''', "is wrong"),
+''', "one step of w - lr * (the gradient of the mean squared error), is wrong", "numerics"),
         ('''
 _grad = jax.jit(lambda w, x, y: grad_mse(w, x, y))
 
 def fused_update(w, x, y, lr):
     return w - lr * _grad(w, x, y)  # the update itself runs outside the jitted program
-''', "eager operation"),
+''', "besides one jitted call, fused_update runs 3 eager operation(s) outside it", "dispatch"),
     ],
 }

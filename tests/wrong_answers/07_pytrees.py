@@ -1,6 +1,7 @@
 """Known-wrong answers for 07_pytrees: the anti-pattern kept in some subtle form.
 
-WRONG[grade_id] = [(answer cell source, a phrase the feedback must contain), ...]
+WRONG[grade_id] = [(answer cell source, a phrase of the feedback specific to the mistake,
+                    the idea whose course section the feedback must point to), ...]
 """
 
 WRONG = {
@@ -11,15 +12,15 @@ def tree_l2_norm(tree):
     if isinstance(tree, dict):
         return jnp.sqrt(sum(tree_l2_norm(v) ** 2 for v in tree.values()))
     return jnp.sqrt(jnp.sum(tree ** 2))
-''', "any depth"),
+''', "on the tree {'layer1': {'b': *, 'w': *}, 'scale': [*, (*,)]}", "pytrees"),
         ('''
 def tree_l2_norm(tree):
     return sum(jnp.linalg.norm(leaf) for leaf in jax.tree.leaves(tree))  # sum of norms, not the norm
-''', "is wrong"),
+''', "It adds the leaves' norms", "numerics"),
         ('''
 def tree_l2_norm(tree):
     return jnp.sqrt(sum(jnp.sum(leaf) ** 2 for leaf in jax.tree.leaves(tree)))  # squares the sums
-''', "is wrong"),
+''', "It squares each leaf's sum", "numerics"),
         ('''
 def tree_l2_norm(tree):
     def walk(t):
@@ -29,34 +30,34 @@ def tree_l2_norm(tree):
             return sum(walk(v) for v in t)
         return jnp.sum(t ** 2)  # None is not a leaf: None ** 2 fails
     return jnp.sqrt(walk(tree))
-''', "None"),
+''', "unsupported operand type(s) for ** or pow(): 'NoneType' and 'int'", "pytrees"),
     ],
     "sgd_update": [
         ('''
 def sgd_update(params, grads, lr):
     # the right numbers, but a flat list instead of the structure of params
     return [p - lr * g for p, g in zip(jax.tree.leaves(params), jax.tree.leaves(grads))]
-''', "structure"),
+''', "has structure PyTreeDef([*, *]), expected PyTreeDef({'b': *, 'w': *})", "pytrees"),
         ('''
 def sgd_update(params, grads, lr):
     new = params  # not a copy: the caller's dict is updated in place
     for name in new:
         new[name] = jax.tree.map(lambda p, g: p - lr * g, params[name], grads[name])
     return new
-''', "in place"),
+''', "sgd_update changed its argument #1 in place (['b'], ['w'])", "tree_state"),
         ('''
 def sgd_update(params, grads, lr):
     return jax.tree.map(lambda g, p: p - lr * g, params, grads)  # arguments swapped
-''', "is wrong"),
+''', "sgd_update on {'b': *, 'w': *}['b'] is wrong", "pytrees"),
         ('''
 def sgd_update(params, grads, lr):
     return {k: params[k] - lr * grads[k] for k in params}  # a flat dict only
-''', "any depth"),
+''', "raised TypeError (list indices must be integers or slices, not dict)", "pytrees"),
         ('''
 def sgd_update(params, grads, lr):
     step = float(lr)  # needs a concrete learning rate: breaks under jit
     return jax.tree.map(lambda p, g: p - step * g, params, grads)
-''', "concrete value"),
+''', "jax.jit(sgd_update) needed the concrete value of a traced array", "static"),
     ],
     "Linear": [
         ('''
@@ -74,7 +75,7 @@ class Linear:
     @classmethod
     def tree_unflatten(cls, activation, children):
         return cls(*children, activation)
-''', "not registered"),
+''', "is a single opaque leaf to JAX: its class is not registered", "custom_pytrees"),
         ('''
 @jax.tree_util.register_pytree_node_class
 class Linear:
@@ -90,7 +91,7 @@ class Linear:
     @classmethod
     def tree_unflatten(cls, aux, children):
         return cls(*children)
-''', "static aux data"),
+''', "include 'relu' (str): configuration such as a string must be static aux data", "custom_pytrees"),
         ('''
 @jax.tree_util.register_pytree_node_class
 class Linear:
@@ -106,7 +107,7 @@ class Linear:
     @classmethod
     def tree_unflatten(cls, aux, children):
         return cls(*children)
-''', "round trip"),
+''', "the round trip lost the activation", "custom_pytrees"),
         ('''
 @jax.tree_util.register_pytree_node_class
 class Linear:
@@ -122,6 +123,6 @@ class Linear:
     @classmethod
     def tree_unflatten(cls, activation, children):
         return cls(*children, activation)
-''', "is wrong"),
+''', "Linear(w, b, 'relu')(x), relu(x @ w + b), is wrong", "numerics"),
     ],
 }

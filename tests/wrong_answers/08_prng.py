@@ -1,6 +1,7 @@
 """Known-wrong answers for 08_prng: the anti-pattern kept in some subtle form.
 
-WRONG[grade_id] = [(answer cell source, a phrase the feedback must contain), ...]
+WRONG[grade_id] = [(answer cell source, a phrase of the feedback specific to the mistake,
+                    the idea whose course section the feedback must point to), ...]
 """
 
 WRONG = {
@@ -10,22 +11,22 @@ def dropout(key, x, rate):
     rng = np.random.default_rng(0)  # seeded, so reproducible, but it ignores `key`
     keep = rng.random(x.shape) >= rate
     return jnp.where(keep, x / (1.0 - rate), 0.0)
-''', "two different keys gave the same mask"),
+''', "two different keys gave the same mask under jax.jit", "prng"),
         ('''
 def dropout(key, x, rate):
     keep = jax.random.bernoulli(key, 1.0 - rate, x.shape)
     return jnp.where(keep, x, 0.0)  # forgets to rescale the kept entries
-''', "kept entries"),
+''', "the kept entries (each must be x / (1 - rate)) is wrong", "numerics"),
         ('''
 def dropout(key, x, rate):
     keep = jax.random.bernoulli(key, 1.0 - rate, (1, x.shape[1]))  # one mask shared by every row
     return jnp.where(keep, x / (1.0 - rate), 0.0)
-''', "every row"),
+''', "every row of the output got the same dropout pattern", "prng"),
         ('''
 def dropout(key, x, rate):
     keep = jax.random.bernoulli(key, rate, x.shape)  # keeps with probability `rate`
     return jnp.where(keep, x / (1.0 - rate), 0.0)
-''', "kept"),
+''', "dropout kept 0.299 of the entries; each entry must be kept with probability 1 - rate", "numerics"),
     ],
     "init_mlp": [
         ('''
@@ -35,13 +36,13 @@ def init_mlp(key, sizes):
         w = jax.random.normal(key, (m, n)) / jnp.sqrt(m)
         params.append({"w": w, "b": jnp.zeros((n,))})
     return params
-''', "consumed the same key more than once"),
+''', "init_mlp(key, (8, 16, 16, 16)) consumed the same key more than once", "key_reuse"),
         ('''
 def init_mlp(key, sizes):
     # a key per layer *shape*: same-shaped layers still get the same key
     return [{"w": jax.random.normal(jax.random.fold_in(key, m * 1000 + n), (m, n)) / jnp.sqrt(m),
              "b": jnp.zeros((n,))} for m, n in zip(sizes[:-1], sizes[1:])]
-''', "identical"),
+''', "layers 1 and 2 of init_mlp(key, (8, 16, 16, 16)) got identical (or strongly correlated) weights", "prng"),
         ('''
 def init_mlp(key, sizes):
     params = []
@@ -50,31 +51,31 @@ def init_mlp(key, sizes):
         w = jax.random.normal(key, (m, n)) / jnp.sqrt(m)  # draws from the key it goes on splitting
         params.append({"w": w, "b": jnp.zeros((n,))})
     return params
-''', "more than once"),
+''', "more than once (Previously-consumed key passed to random_split", "key_reuse"),
         ('''
 def init_mlp(key, sizes):
     keys = jax.random.split(key, len(sizes) - 1)
     return [{"w": jax.random.normal(k, (m, n)) / m, "b": jnp.zeros((n,))}  # 1 / fan_in, not 1 / sqrt
             for k, m, n in zip(keys, sizes[:-1], sizes[1:])]
-''', "standard deviation"),
+''', "standard deviation 0.0156, expected 0 and 1 / sqrt(64)", "numerics"),
     ],
     "noisy_batch": [
         ('''
 def noisy_batch(key, x):
     return x + jax.random.normal(key, x.shape, x.dtype)
-''', "fold_in"),
+''', "the noise of the first 7 rows changed when the batch was cut from 12 to 7 rows", "per_example_keys"),
         ('''
 def noisy_batch(key, x):
     keys = jax.random.split(key, x.shape[0])  # row i's key depends on the batch size
     return jax.vmap(lambda k, row: row + jax.random.normal(k, row.shape, row.dtype))(keys, x)
-''', "changed when the batch was cut"),
+''', "changed when the batch was cut from 12 to 7 rows (jax_threefry_partitionable=False)", "per_example_keys"),
         ('''
 def noisy_batch(key, x):
     return jax.vmap(lambda row: row + jax.random.normal(key, row.shape, row.dtype))(x)  # one key for all rows
-''', "same noise"),
+''', "several rows got exactly the same noise", "per_example_keys"),
         ('''
 def noisy_batch(key, x):
     return x + np.random.normal(size=x.shape).astype(np.float32)  # global NumPy state
-''', "changed when the batch was cut"),
+''', "two different keys gave the same noise under jax.jit", "prng"),
     ],
 }

@@ -1,6 +1,7 @@
 """Known-wrong answers for 09_sharding: the anti-pattern kept in some subtle form.
 
-WRONG[grade_id] = [(answer cell source, a phrase the feedback must contain), ...]
+WRONG[grade_id] = [(answer cell source, a phrase of the feedback specific to the mistake,
+                    the idea whose course section the feedback must point to), ...]
 """
 
 WRONG = {
@@ -8,47 +9,47 @@ WRONG = {
         ('''
 def shard_rows(x, mesh):
     return jax.device_put(x, NamedSharding(mesh, P(None, "data")))  # splits the columns
-''', "expected"),
+''', "is placed as NamedSharding(P(None, 'data')), expected NamedSharding(P('data', None))", "sharding"),
         ('''
 def shard_rows(x, mesh):
     return jax.device_put(x, NamedSharding(mesh, P()))  # replicated: every device holds all rows
-''', "expected"),
+''', "is placed as NamedSharding(P()), expected NamedSharding(P('data', None))", "sharding"),
         ('''
 def shard_rows(x, mesh):
     own = jax.sharding.Mesh(np.array(jax.devices()[:8]), ("data",), axis_types=(AxisType.Auto,))
     return jax.device_put(x, NamedSharding(own, P("data")))  # ignores the mesh it is given
-''', "mesh it was given"),
+''', "than the mesh it was given", "sharding"),
     ],
     "explicit_matmul": [
         ('''
 def explicit_matmul(x, w):
     return x @ w
-''', "ShardingTypeError"),
+''', "explicit_matmul(x, w) raised ShardingTypeError", "explicit_sharding"),
         ('''
 def explicit_matmul(x, w):
     return jnp.matmul(x, w, out_sharding=P(None, None))  # replicated, not split by rows
-''', "expected"),
+''', "whose sharding is P(None, None), expected P('data', None)", "explicit_sharding"),
         ('''
 def explicit_matmul(x, w):
     return jnp.matmul(x, w, out_sharding=P("data", "model"))  # also splits the columns
-''', "expected"),
+''', "whose sharding is P('data', 'model'), expected P('data', None)", "explicit_sharding"),
     ],
     "global_mean": [
         ('''
 def global_mean(x, mesh):
     return jnp.mean(x)
-''', "no `shard_map`"),
+''', "the jaxpr of global_mean(x, mesh) has no `shard_map`", "shard_map"),
         ('''
 def global_mean(x, mesh):
     # per-device means, but combined outside shard_map by the compiler, not by a collective
     means = shard_map_fn()(lambda b: jnp.mean(b)[None], mesh=mesh, in_specs=P("data"), out_specs=P("data"))(x)
     return jnp.mean(means)
-''', "no collective"),
+''', "uses no collective", "shard_map"),
         ('''
 def global_mean(x, mesh):
     # sums the per-device means: forgets that there are 8 of them
     return shard_map_fn()(lambda b: jax.lax.psum(jnp.mean(b), "data"), mesh=mesh,
                           in_specs=P("data"), out_specs=P())(x)
-''', "is wrong"),
+''', "8 times the mean", "shard_map"),
     ],
 }

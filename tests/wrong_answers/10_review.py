@@ -1,6 +1,7 @@
 """Known-wrong answers for 10_review: the anti-pattern kept in some subtle form.
 
-WRONG[grade_id] = [(answer cell source, a phrase the feedback must contain), ...]
+WRONG[grade_id] = [(answer cell source, a phrase of the feedback specific to the mistake,
+                    the idea whose course section the feedback must point to), ...]
 """
 
 WRONG = {
@@ -13,7 +14,7 @@ def train(key, params, xs, ys, steps, lr):
         loss, grads = jax.value_and_grad(loss_fn)(params, xs[idx], ys[idx])
         return jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads), loss
     return jax.lax.scan(step, params, jax.random.split(jax.random.key(0), steps))
-''', "different keys gave the same"),
+''', "different keys gave the same losses", "prng"),
         ('''
 def train(key, params, xs, ys, steps, lr):
     # pure, explicit keys, but a Python loop over the steps unrolls into the jaxpr
@@ -24,7 +25,7 @@ def train(key, params, xs, ys, steps, lr):
         params = jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads)
         losses.append(loss)
     return params, jnp.stack(losses)
-''', "grows with the length"),
+''', "the jaxpr of train grows with the length", "loops"),
         ('''
 def train(key, params, xs, ys, steps, lr):
     # shuffles with `key` and then splits the same `key` again: one key consumed twice
@@ -35,7 +36,7 @@ def train(key, params, xs, ys, steps, lr):
         loss, grads = jax.value_and_grad(loss_fn)(params, xs[idx], ys[idx])
         return jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads), loss
     return jax.lax.scan(step, params, jax.random.split(key, steps))
-''', "more than once"),
+''', "jax.jit(train) consumed the same key more than once", "key_reuse"),
         ('''
 def train(key, params, xs, ys, steps, lr):
     # everything in lax.scan, but the loss is pulled to the host every step
@@ -44,7 +45,7 @@ def train(key, params, xs, ys, steps, lr):
         loss, grads = jax.value_and_grad(loss_fn)(params, xs[idx], ys[idx])
         return jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads), float(loss)
     return jax.lax.scan(step, params, jax.random.split(key, steps))
-''', "concrete value"),
+''', "tracing train needed the concrete value of a traced array (such as `float(loss)`", "async"),
         ('''
 def train(key, params, xs, ys, steps, lr):
     # the learning rate is dropped: a fixed, much smaller step
@@ -53,6 +54,6 @@ def train(key, params, xs, ys, steps, lr):
         loss, grads = jax.value_and_grad(loss_fn)(params, xs[idx], ys[idx])
         return jax.tree_util.tree_map(lambda p, g: p - 0.01 * g, params, grads), loss
     return jax.lax.scan(step, params, jax.random.split(key, steps))
-''', "plain minibatch SGD reaches"),
+''', "plain minibatch SGD reaches", "capstone"),
     ],
 }
