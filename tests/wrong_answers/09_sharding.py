@@ -16,7 +16,7 @@ def shard_rows(x, mesh):
 ''', "is placed as NamedSharding(P()), expected NamedSharding(P('data', None))", "sharding"),
         ('''
 def shard_rows(x, mesh):
-    own = jax.sharding.Mesh(np.array(jax.devices()[:8]), ("data",), axis_types=(AxisType.Auto,))
+    own = jax.sharding.Mesh(np.array(jax.devices()[:mesh.size]), ("data",), axis_types=(AxisType.Auto,))
     return jax.device_put(x, NamedSharding(own, P("data")))  # ignores the mesh it is given
 ''', "than the mesh it was given", "sharding"),
     ],
@@ -47,7 +47,7 @@ def global_mean(x, mesh):
 ''', "uses no collective", "shard_map"),
         ('''
 def global_mean(x, mesh):
-    # sums the per-device means: forgets that there are 8 of them
+    # sums the per-device means: forgets that there are mesh.size of them
     return shard_map_fn()(lambda b: jax.lax.psum(jnp.mean(b), "data"), mesh=mesh,
                           in_specs=P("data"), out_specs=P())(x)
 ''', "8 times the mean", "shard_map"),
