@@ -57,7 +57,7 @@ def init_mlp(key, sizes):
     keys = jax.random.split(key, len(sizes) - 1)
     return [{"w": jax.random.normal(k, (m, n)) / m, "b": jnp.zeros((n,))}  # 1 / fan_in, not 1 / sqrt
             for k, m, n in zip(keys, sizes[:-1], sizes[1:])]
-''', "standard deviation 0.0156, expected 0 and 1 / sqrt(64)", "numerics"),
+''', "standard deviation 0.1260, expected 0 and 1 / sqrt(8) = 0.3536", "numerics"),
     ],
     "noisy_batch": [
         ('''
