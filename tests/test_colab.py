@@ -120,6 +120,7 @@ def _venv(path: Path, pins: list[str], base: str, version: str) -> Path:
                 break
             print(f"creating {path.name} failed (attempt {attempt + 1}):\n{made.stdout}{made.stderr}",
                   file=sys.stderr)
+            time.sleep(15)
         else:
             raise RuntimeError(f"could not create the venv {path}:\n{made.stdout}{made.stderr}")
         _pip(python, *pins)
