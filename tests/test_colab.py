@@ -22,11 +22,15 @@ solution gets full marks and the released (blank) notebook zero.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import hashlib
 import json
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -108,8 +112,26 @@ def _pip(python, *args):
                    check=True)
 
 
+@contextlib.contextmanager
+def _exclusive(path: Path):
+    """Hold a lock on ``path`` (a venv) across processes: two pytest workers must never build
+    or install into the same venv at once (that left half-written packages behind)."""
+    name = hashlib.sha1(str(path).encode()).hexdigest()[:12]
+    with open(Path(tempfile.gettempdir()) / f"course-venv-{name}.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def _venv(path: Path, pins: list[str], base: str, version: str) -> Path:
     """A venv at ``path`` holding ``pins``; reused while the pins and the interpreter are the same."""
+    with _exclusive(path):
+        return _build_venv(path, pins, base, version)
+
+
+def _build_venv(path: Path, pins: list[str], base: str, version: str) -> Path:
     python = path / "bin" / "python"
     stamp = path / "pins.json"
     wanted = {"python": version, "pins": pins}
@@ -132,6 +154,11 @@ def _venv(path: Path, pins: list[str], base: str, version: str) -> Path:
 def _install_wheel(python: Path, wheel: Path, pins: list[str], tmp: Path, extra: str = "") -> None:
     """Install the package as Colab's install cell would: its own requirements, the pinned
     versions left as they are (a constraint, so a conflict fails instead of upgrading them)."""
+    with _exclusive(python.parent.parent):
+        _install_wheel_unlocked(python, wheel, pins, tmp, extra)
+
+
+def _install_wheel_unlocked(python: Path, wheel: Path, pins: list[str], tmp: Path, extra: str) -> None:
     constraints = tmp / f"constraints-{python.parent.parent.name}.txt"
     constraints.write_text("\n".join(pins) + "\n")
     _pip(python, "--force-reinstall", "--no-deps", str(wheel))

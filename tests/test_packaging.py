@@ -4,6 +4,8 @@ JAX 0.7.2 on Python 3.13)."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import tomllib
 
 import pytest
@@ -70,3 +72,29 @@ def test_package_installs_on_colab():
             assert req.specifier.contains(COLAB[req.name.lower()]), (
                 f"pyproject's {req} excludes Colab's {req.name} {COLAB[req.name.lower()]}")
     assert Version(_pins()["jax"]) >= Version(COLAB["jax"]), "the pinned JAX is older than Colab's"
+
+
+def test_xdist_groups_keep_their_tests_on_one_worker(tmp_path):
+    """`make test` relies on `--dist loadgroup`: a module's shared fixture (a JupyterLab server,
+    the Colab venv, one grading of an assignment) must run once, on one worker. With pytest 9
+    and pytest-xdist 3.8 the groups were silently ignored, and two workers built the same venv."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "tests" / "test_grouped.py").write_text(
+        "import os, time, pytest\n"
+        "pytestmark = pytest.mark.xdist_group('shared')\n"
+        "@pytest.mark.parametrize('i', range(4))\n"
+        "def test_one(i):\n"
+        "    time.sleep(0.3)\n"
+        "    open('workers.txt', 'a').write(os.environ['PYTEST_XDIST_WORKER'] + '\\n')\n")
+    (tmp_path / "tests" / "test_other.py").write_text(
+        "import time, pytest\n"
+        "@pytest.mark.parametrize('i', range(4))\n"
+        "def test_other(i):\n"
+        "    time.sleep(0.3)\n")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-q",
+                           "-p", "no:cacheprovider", "tests"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    workers = (tmp_path / "workers.txt").read_text().split()
+    assert len(workers) == 4 and len(set(workers)) == 1, f"one xdist group ran on workers {workers}"
