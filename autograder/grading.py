@@ -163,7 +163,7 @@ def build_gradebook(source_path: Path, assignment: str, db_url: str):
     return nb
 
 
-def _fast_alembic_version():
+def fast_alembic_version():
     """nbgrader asks the ``alembic`` command for its schema version on every new gradebook
     (a subprocess, seconds): ask once per process."""
     import nbgrader.api as api
@@ -192,8 +192,8 @@ def _template_gradebook(source: Path, assignment: str) -> Path:
     digest = hashlib.sha256(source.read_bytes() + assignment.encode() + nbgrader.__version__.encode()).hexdigest()[:20]
     path = _cache_dir() / f"{assignment}-{digest}.db"
     if not path.exists():
-        _ensure_tools_on_path()
-        _fast_alembic_version()
+        ensure_tools_on_path()
+        fast_alembic_version()
         fd, tmp = tempfile.mkstemp(suffix=".db", dir=path.parent)
         os.close(fd)
         os.unlink(tmp)
@@ -835,7 +835,7 @@ def grade_notebook(path, *, root: Path | None = None, cell_timeout: int = DEFAUL
                          cpu_limit, save_graded)
 
 
-def _ensure_tools_on_path():
+def ensure_tools_on_path():
     """nbgrader's gradebook runs the ``alembic`` command: make this Python's scripts findable."""
     bindir = str(Path(sys.executable).parent)
     if bindir not in os.environ.get("PATH", "").split(os.pathsep):
@@ -846,7 +846,7 @@ def _grade_in(tmp: Path, nb, given, assignment, source, cell_timeout, notebook_t
               cpu_limit=DEFAULT_CPU_LIMIT, save_graded=None) -> Result:
     import nbformat
 
-    _ensure_tools_on_path()
+    ensure_tools_on_path()
     warnings.filterwarnings("ignore", module="nbgrader")
     warnings.filterwarnings("ignore", category=Warning, message=".*not in session.*")
     from nbformat.v4 import new_output

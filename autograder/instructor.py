@@ -117,12 +117,12 @@ def _record(course: Course, student: str, assignment: str, result: dict) -> None
 def autograde(course: Course, assignments=None, workers=None, progress=True, **limits):
     """Grade every submission and record it in the gradebook; return the list of rows."""
     from .batch import grade_many, summary
-    from .grading import Result, _ensure_tools_on_path, _fast_alembic_version
+    from .grading import Result, ensure_tools_on_path, fast_alembic_version
 
-    _ensure_tools_on_path()
+    ensure_tools_on_path()
     found = submissions(course, assignments)
     for a in sorted({a for _, a, _ in found}):
-        _fast_alembic_version()
+        fast_alembic_version()
         build_gradebook(source_notebook(a, course.root), a, course.db_url)
     to_grade = [(s, a, p) for s, a, p in found if p is not None]
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import filecmp
-import os
 import shutil
 import sys
 import tempfile
@@ -95,22 +94,13 @@ def _postprocess(source_dir: Path, release_dir: Path) -> None:
         nbformat.write(rel, str(out_path))
 
 
-def _alembic_version_once() -> None:
-    """nbgrader runs the ``alembic`` command (seconds) for every new gradebook: once per process."""
-    import nbgrader.api as api
-
-    if not getattr(api.get_alembic_version, "_cached", False):
-        version = api.get_alembic_version()
-        cached = lambda: version  # noqa: E731
-        cached._cached = True
-        api.get_alembic_version = cached
-
-
 def _generate_with_nbgrader(course: Path, names) -> None:
     """nbgrader's generate_assignment, in-process (one nbgrader start for all assignments)."""
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
     from traitlets.config import Config
+
+    from autograder.grading import ensure_tools_on_path, fast_alembic_version
 
     config = Config()
     config.CourseDirectory.root = str(course)
@@ -118,10 +108,8 @@ def _generate_with_nbgrader(course: Path, names) -> None:
     config.CourseDirectory.release_directory = "exercises"
     config.CourseDirectory.db_url = f"sqlite:///{course / 'gradebook.db'}"
     config.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
-    bindir = str(Path(sys.executable).parent)  # nbgrader's gradebook runs `alembic`
-    if bindir not in os.environ.get("PATH", "").split(os.pathsep):
-        os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
-    _alembic_version_once()
+    ensure_tools_on_path()  # nbgrader's gradebook runs `alembic` ...
+    fast_alembic_version()  # ... for every new gradebook, unless asked once
     api = NbGraderAPI(CourseDirectory(config=config), config=config)
     for a in names:
         result = api.generate_assignment(a, force=True, create=True)

@@ -32,7 +32,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from pathlib import Path
 
 import nbformat
@@ -136,15 +135,9 @@ def _build_venv(path: Path, pins: list[str], base: str, version: str) -> Path:
     stamp = path / "pins.json"
     wanted = {"python": version, "pins": pins}
     if not (python.exists() and stamp.exists() and json.loads(stamp.read_text()) == wanted):
-        for attempt in range(3):  # `venv` runs ensurepip, which failed now and then under load in CI
-            shutil.rmtree(path, ignore_errors=True)
-            made = subprocess.run([base, "-m", "venv", str(path)], capture_output=True, text=True, cwd=ROOT)
-            if made.returncode == 0:
-                break
-            print(f"creating {path.name} failed (attempt {attempt + 1}):\n{made.stdout}{made.stderr}",
-                  file=sys.stderr)
-            time.sleep(15)
-        else:
+        shutil.rmtree(path, ignore_errors=True)
+        made = subprocess.run([base, "-m", "venv", str(path)], capture_output=True, text=True, cwd=ROOT)
+        if made.returncode:
             raise RuntimeError(f"could not create the venv {path}:\n{made.stdout}{made.stderr}")
         _pip(python, *pins)
         stamp.write_text(json.dumps(wanted))
