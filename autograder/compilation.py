@@ -1,7 +1,6 @@
 """Traces and compilations, counted over a sequence of calls."""
 from __future__ import annotations
 
-import contextlib
 import functools
 import threading
 
@@ -10,7 +9,6 @@ from .feedback import call, fail
 _BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
 _TRACE = "/jax/core/compile/jaxpr_trace_duration"
 _state = threading.local()
-_registered = False  # kept for compatibility; the flag that counts is on `_listener` itself
 
 
 def _listener(event, duration=None, *args, **kwargs):
@@ -31,13 +29,11 @@ def _ensure_listener():
     the autograder modules' globals before every test cell, and a reset module flag would
     register the listener again and count every compile twice.
     """
-    global _registered
     if not getattr(_listener, "registered", False):
         import jax.monitoring
 
         jax.monitoring.register_event_duration_secs_listener(_listener)
         _listener.registered = True
-    _registered = True
 
 
 class CompileCounter:
@@ -164,16 +160,3 @@ def check_compiles_at_most(f, calls, limit: int, *, what=None, why=""):
     if n > limit:
         fail("recompiles", f"{label} compiled {n} times over {len(calls)} calls; at most {limit} "
                            f"expected. {why or 'Something that should be runtime data is part of the compile signature.'}")
-
-
-@contextlib.contextmanager
-def explain_cache_misses():
-    """Turn on ``jax_explain_cache_misses`` inside the block (the reasons go to the log)."""
-    import jax
-
-    old = jax.config.jax_explain_cache_misses
-    jax.config.update("jax_explain_cache_misses", True)
-    try:
-        yield
-    finally:
-        jax.config.update("jax_explain_cache_misses", old)

@@ -396,13 +396,14 @@ class TestCompilation:
         assert ag.count_compiles(apply, [ag.Call(x, {"w": 2.0}), ag.Call(x, params={"w": 1.0})]) == 2
         assert repr(ag.Call(1, lr=0.5)) == "Call(1, lr=0.5)"
 
-    def test_counts_survive_a_module_restore(self, monkeypatch):
-        # the grader restores the autograder modules' globals before every test cell
+    def test_listener_is_registered_once(self):
+        # registering the monitoring listener twice would count every compile twice
         f = jax.jit(lambda x: x - 1)
         x = jnp.ones(2)
         assert ag.count_compiles(f, [x]) == 1
-        monkeypatch.setattr(compilation, "_registered", False)
-        assert ag.count_compiles(f, [x]) == 1  # the listener is not registered twice
+        compilation._ensure_listener()
+        compilation._ensure_listener()
+        assert ag.count_compiles(f, [x]) == 1
 
     def test_count_traces(self):
         x = jnp.ones(3)
@@ -455,13 +456,6 @@ class TestCompilation:
             return x if x > 0 else -x
 
         rejects(lambda: ag.check_compiles(jax.jit(bad), [(1.0,)], 1), "control_flow")
-
-    def test_explain_cache_misses_restores(self):
-        before = jax.config.jax_explain_cache_misses
-        with compilation.explain_cache_misses():
-            assert jax.config.jax_explain_cache_misses
-        assert jax.config.jax_explain_cache_misses == before
-
 
 # --------------------------------------------------------------------------- jaxprs
 
