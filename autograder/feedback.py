@@ -75,75 +75,115 @@ def fail(idea: str, detail: str):
     raise ExerciseFailure(idea, detail)
 
 
+# The one classifier of errors raised by learner code, shared by the checks (``call``), the
+# review report and the judge (which sees only an error's class names and message, as data).
+# Each kind names what went wrong in JAX's terms; callers map kinds to their own wording.
+_KINDS_BY_CLASS = (
+    ("NotImplementedError", "unanswered"),
+    ("TracerBoolConversionError", "bool_conversion"),
+    ("NonConcreteBooleanIndexError", "boolean_index"),
+    ("TracerIntegerConversionError", "integer_conversion"),
+    ("ConcretizationTypeError", "concretization"),
+    ("TracerArrayConversionError", "array_conversion"),
+    ("UnexpectedTracerError", "leaked_tracer"),
+    ("KeyReuseError", "key_reuse"),
+    ("ExerciseFailure", "exercise_failure"),
+    ("ShardingTypeError", "sharding_type"),
+)
+
+
+def error_kind(class_names, message: str = "") -> str | None:
+    """The kind of a learner error from its class names (the class and its bases, most
+    derived first) and its message; None for an error JAX does not explain."""
+    names = set(class_names)
+    for cls, kind in _KINDS_BY_CLASS:
+        if cls in names:
+            return kind
+    first_line = (str(message).strip().splitlines() or [""])[0]
+    if "ValueError" in names and ("evenly divide" in message or
+                                  ("sharding" in message and "divisible" in message)):
+        return "indivisible"
+    if "TypeError" in names and ("immutable" in first_line or "item assignment" in first_line):
+        return "immutable"
+    return None
+
+
+def kind_of(exc: BaseException) -> str | None:
+    """:func:`error_kind` of an exception object."""
+    return error_kind([c.__name__ for c in type(exc).__mro__], str(exc))
+
+
 def is_sharding_type_error(exc: BaseException) -> bool:
     """True for JAX's ``ShardingTypeError`` (explicit axes: a sharding the type rules cannot
     decide). The class lives in ``jax._src.core`` and is not public, so it is found by name."""
-    return any(cls.__name__ == "ShardingTypeError" for cls in type(exc).__mro__)
+    return kind_of(exc) == "sharding_type"
 
 
-def _explain(exc: BaseException, what: str, concrete_idea: str = "static") -> ExerciseFailure:
-    """Turn an exception raised by learner code into feedback that names the idea."""
-    import jax
-
-    name = type(exc).__name__
-    first_line = (str(exc).strip().splitlines() or [""])[0][:300]
-    errors = jax.errors
-    if isinstance(exc, NotImplementedError):
+def explain_error(class_names, message: str, what: str, concrete_idea: str = "static") -> ExerciseFailure:
+    """Feedback that names the idea, for a learner error known by its class names and message."""
+    name = class_names[0] if class_names else "an error"
+    first_line = (str(message).strip().splitlines() or [""])[0][:300]
+    kind = error_kind(class_names, message)
+    if kind == "unanswered":
         return ExerciseFailure("unanswered", f"{what} is not answered yet (it raised NotImplementedError): "
                                              "replace the stub in its answer cell with your code.")
-    if isinstance(exc, getattr(errors, "TracerBoolConversionError", ())):
+    if kind == "bool_conversion":
         return ExerciseFailure(
             "control_flow",
             f"{what} used a traced value in a Python `if`/`while`/`and`/`or`; under jit its "
             "value is unknown while tracing, so use `jnp.where`, `lax.cond` or `lax.while_loop`.")
-    if isinstance(exc, getattr(errors, "NonConcreteBooleanIndexError", ())):
+    if kind == "boolean_index":
         return ExerciseFailure(
             "shapes",
             f"{what} indexed with a boolean mask, whose result has a data-dependent shape that "
             "jit cannot compile; keep the shape fixed with `jnp.where` or a mask.")
-    if isinstance(exc, getattr(errors, "TracerIntegerConversionError", ())):
+    if kind == "integer_conversion":
         return ExerciseFailure(
             "static",
             f"{what} turned a traced value into a Python int; values that decide shapes or "
             "loop counts must be static, everything else should stay an array.")
-    if isinstance(exc, getattr(errors, "ConcretizationTypeError", ())):
+    if kind == "concretization":
         return ExerciseFailure(
             concrete_idea,
             f"{what} needed the concrete value of a traced array ({first_line}); under jit there "
             "is no value yet: keep the computation in JAX instead of converting to Python or NumPy.")
-    if isinstance(exc, getattr(errors, "TracerArrayConversionError", ())):
+    if kind == "array_conversion":
         return ExerciseFailure(
             "async",
             f"{what} converted a traced array to NumPy; under jit that is impossible, and "
             "eagerly it is a device-to-host transfer. Keep the computation in jax.numpy.")
-    if isinstance(exc, getattr(errors, "UnexpectedTracerError", ())):
+    if kind == "leaked_tracer":
         return ExerciseFailure(
             "purity",
             f"{what} leaked a tracer out of a transformed function (stored it in a global or "
             "a list); return values instead of storing them.")
-    if isinstance(exc, getattr(errors, "KeyReuseError", ())):
+    if kind == "key_reuse":
         return ExerciseFailure(
             "key_reuse", f"{what} consumed the same PRNG key twice: split it (or fold_in) first.")
-    if isinstance(exc, ExerciseFailure):
-        return exc
-    if is_sharding_type_error(exc):
+    if kind == "sharding_type":
         return ExerciseFailure(
             "explicit_sharding",
             f"{what} raised ShardingTypeError: it combined arrays whose shardings, part of their "
             f"types under explicit axes, "
             f"give no legal result ({first_line}); say where the result goes with "
             "`out_sharding=` or move an input first with `jax.sharding.reshard`.")
-    if isinstance(exc, ValueError) and ("evenly divide" in str(exc) or
-                                        ("sharding" in str(exc) and "divisible" in str(exc))):
+    if kind == "indivisible":
         return ExerciseFailure(
             "sharding",
             f"{what} split an array dimension over a mesh axis whose size does not divide it "
             f"({first_line}); pad the dimension to a multiple of the axis size or shard another one.")
-    if isinstance(exc, TypeError) and ("immutable" in first_line or "item assignment" in first_line):
+    if kind == "immutable":
         return ExerciseFailure(
             "inplace", f"{what} assigned into a JAX array in place ({first_line}); JAX arrays are "
                        "immutable: return a new array with `x.at[idx].set(value)`.")
     return ExerciseFailure("numerics", f"{what} raised {name}: {first_line}")
+
+
+def _explain(exc: BaseException, what: str, concrete_idea: str = "static") -> ExerciseFailure:
+    """Turn an exception raised by learner code into feedback that names the idea."""
+    if isinstance(exc, ExerciseFailure):
+        return exc
+    return explain_error([c.__name__ for c in type(exc).__mro__], str(exc), what, concrete_idea)
 
 
 # Run after every call of learner code. The grader puts its "restore pristine modules" hook

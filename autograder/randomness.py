@@ -32,7 +32,7 @@ def check_typed_key(key, *, what="the key"):
                  "explicit typed key: make one with `jax.random.key(seed)` and split it.")
 
 
-def _fresh_keys(tree):
+def fresh_keys(tree):
     """``tree`` with every typed key replaced by an unconsumed copy of itself.
 
     The key-reuse checker marks a key object as consumed when eager code uses it; giving
@@ -104,7 +104,7 @@ def check_no_key_reuse(f, args, *, what=None, jit=True, static_argnums=(), stati
     if jit:
         runs.append(("jax.jit of ", jax.jit(f, static_argnums=static_argnums or None, static_argnames=static_argnames or None)))
     for prefix, fn in runs:
-        run_args, run_kwargs = _fresh_keys((tuple(args), kwargs))
+        run_args, run_kwargs = fresh_keys((tuple(args), kwargs))
         with key_reuse_checking():
             jax.block_until_ready(call(fn, *run_args, what=prefix + label, translate=_reuse_failure,
                                        **run_kwargs))

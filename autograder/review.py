@@ -178,6 +178,12 @@ def _is_key(x) -> bool:
     return is_typed_key(x)
 
 
+def _fresh_keys(tree):
+    from .randomness import fresh_keys
+
+    return fresh_keys(tree)
+
+
 def _is_legacy_key(x) -> bool:
     return (getattr(x, "shape", None) == (2,) and str(getattr(x, "dtype", "")) == "uint32")
 
@@ -256,18 +262,6 @@ def _with_static_bound(f, names, static, args, kwargs):
 
     g.__name__ = getattr(getattr(f, "__wrapped__", f), "__name__", "f")
     return g, [values[i] for i in dyn_idx]
-
-
-def _fresh_keys(tree):
-    """A copy of ``tree`` where every typed key is a new key object (not yet consumed)."""
-    import jax
-
-    def fresh(x):
-        if _is_key(x):
-            return jax.random.wrap_key_data(jax.random.key_data(x), impl=jax.random.key_impl(x))
-        return x
-
-    return jax.tree_util.tree_map(fresh, tree)
 
 
 def _normalise_call(item):
@@ -411,27 +405,22 @@ def _user_line(exc) -> str:
     return ""
 
 
+# The shared classifier's kinds (feedback.error_kind), as review questions.
+_QUESTION_OF_KIND = {"bool_conversion": "decisions", "boolean_index": "decisions",
+                     "integer_conversion": "static", "array_conversion": "transfers",
+                     "concretization": "transfers", "key_reuse": "randomness"}
+
+
 def _classify(exc) -> str:
     """Which review question a tracing error answers: "decisions", "transfers", "static", "other"."""
-    import jax
+    from .feedback import kind_of
 
-    e = jax.errors
-    if isinstance(exc, (getattr(e, "TracerBoolConversionError", ()),
-                        getattr(e, "NonConcreteBooleanIndexError", ()))):
-        return "decisions"
-    if isinstance(exc, getattr(e, "TracerIntegerConversionError", ())):
-        return "static"
-    if isinstance(exc, (getattr(e, "TracerArrayConversionError", ()),
-                        getattr(e, "ConcretizationTypeError", ()))):
+    question = _QUESTION_OF_KIND.get(kind_of(exc), "other")
+    if question == "transfers":
         msg = str(exc)
         if "`bool`" in msg or "bool function" in msg:
             return "decisions"
-        return "transfers"
-    if isinstance(exc, getattr(e, "UnexpectedTracerError", ())):
-        return "other"
-    if isinstance(exc, getattr(e, "KeyReuseError", ())):
-        return "randomness"
-    return "other"
+    return question
 
 
 def _first_lines(exc, n=1) -> str:

@@ -993,3 +993,29 @@ class TestDevice:
         assert device.matmul_flops(2, 3, 4) == 48.0
         assert device.format_rate(1.5e12) == "1.50 TFLOP/s"
         assert device.format_rate(12.0, "B/s") == "12.00 B/s"
+
+
+# --------------------------------------------------------------------------- one error classifier
+
+def test_error_kind_is_shared_by_checks_review_and_judge():
+    """The checks, the review report and the judge (which sees only class names and a message)
+    classify learner errors with one function: the same error gets the same kind either way."""
+    import importlib
+
+    from autograder.feedback import _explain, error_kind, explain_error, kind_of
+    review = importlib.import_module("autograder.review")
+
+    def bool_on_tracer(x):
+        return x if x > 0 else -x
+
+    with pytest.raises(jax.errors.TracerBoolConversionError) as info:
+        jax.jit(bool_on_tracer)(1.0)
+    exc = info.value
+    names = [c.__name__ for c in type(exc).__mro__]
+    assert kind_of(exc) == error_kind(names, str(exc)) == "bool_conversion"
+    assert review._classify(exc) == "decisions"
+    assert explain_error(names, str(exc), "f").idea == _explain(exc, "f").idea == "control_flow"
+    # judged by names alone, as the judge sees a kernel's error
+    assert error_kind(["TypeError", "Exception"], "'ArrayImpl' object does not support item assignment") == "immutable"
+    assert error_kind(["RuntimeError"], "boom") is None
+    assert explain_error(["RuntimeError"], "boom", "f").idea == "numerics"
