@@ -26,7 +26,9 @@ import sys
 import zipfile
 from pathlib import Path
 
-from .grading import STUDENT, build_gradebook, find_course_root, source_notebook, zero_result
+from .course import assignments, find_course_root, source_notebook
+from .gradebook import STUDENT, build_gradebook
+from .result import zero_result
 
 
 class Course:
@@ -41,7 +43,7 @@ class Course:
         self.feedback = self.state / "feedback"
 
     def assignments(self):
-        return sorted(p.name for p in (self.root / "solutions").iterdir() if p.is_dir())
+        return assignments(self.root)
 
 
 _STUDENT_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9.\-]*)_")
