@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_WORKERS ?= 2
 
-.PHONY: env lab test release check clean-outputs bench \
+.PHONY: env lab test test-fast release check clean-outputs bench \
         colab collect autograde feedback export bench-grading
 
 $(STAMP): requirements.txt pyproject.toml
@@ -25,13 +25,19 @@ lab: env
 test: env
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -p no:cacheprovider tests
 
+## test-fast: the suite without the slow environment tests (Colab venvs, browser, hub, PostgreSQL)
+test-fast: env
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -p no:cacheprovider -m "not slow_env" tests
+
 ## colab: (re)write every notebook's "Open in Colab" badge and Colab install cell, and slide metadata
 colab: env
 	$(BIN)/python scripts/colab.py
 	$(BIN)/python scripts/slides.py
 
-## release: regenerate exercises/ from solutions/ with nbgrader (badges and slides refreshed first)
-release: colab
+## release: regenerate exercises/ from solutions/ with nbgrader (fails, naming the notebooks, if `make colab` would change course/ or solutions/)
+release: env
+	$(BIN)/python scripts/colab.py --check
+	$(BIN)/python scripts/slides.py --check
 	$(BIN)/python scripts/release.py
 
 ## clean-outputs: strip outputs and execution counts from every notebook

@@ -67,7 +67,7 @@ def main(argv=None) -> int:
     chosen = [p for p in notebooks() if not only or any(o in p.as_posix() for o in only)]
     stale = [p.relative_to(ROOT) for p in chosen if not apply(p, write=not check)]
     if check and stale:
-        print("notebooks without an up-to-date Colab badge and install cell (run scripts/colab.py):",
+        print("notebooks without an up-to-date Colab badge and install cell (`make colab` rewrites them):",
               *stale, sep="\n  ")
         return 1
     return 0

@@ -51,7 +51,7 @@ def main(argv=None) -> int:
             if not check:
                 nbformat.write(nb, str(path))
     if check and stale:
-        print("notebooks without up-to-date slideshow metadata (run scripts/slides.py):", *stale, sep="\n  ")
+        print("notebooks without up-to-date slideshow metadata (`make colab` rewrites them):", *stale, sep="\n  ")
         return 1
     return 0
 

@@ -26,7 +26,7 @@ import pytest
 
 from conftest import ROOT
 
-pytestmark = [pytest.mark.notebook, pytest.mark.slow, pytest.mark.xdist_group("browser")]
+pytestmark = [pytest.mark.notebook, pytest.mark.slow, pytest.mark.slow_env, pytest.mark.xdist_group("browser")]
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]

@@ -39,7 +39,7 @@ import pytest
 
 from conftest import ASSIGNMENTS, ROOT, fill_answers, released_notebook, solution_notebook
 
-pytestmark = [pytest.mark.notebook, pytest.mark.slow, pytest.mark.xdist_group("colab")]
+pytestmark = [pytest.mark.notebook, pytest.mark.slow, pytest.mark.slow_env, pytest.mark.xdist_group("colab")]
 
 COLAB_JAX = "0.7.2"
 # Versions from Colab's own published `pip freeze` of its GPU runtime with jax 0.7.2
