@@ -205,7 +205,9 @@ def measure_floors(repeats=2) -> dict:
 
 
 def find_notebooks(only: str | None) -> list[Path]:
-    paths = sorted((ROOT / "course").glob("*.ipynb")) + sorted((ROOT / "solutions").glob("*/*.ipynb"))
+    from autograder.course import source_notebooks
+
+    paths = sorted((ROOT / "course").glob("*.ipynb")) + source_notebooks(ROOT)
     paths = [p for p in paths if ".ipynb_checkpoints" not in p.parts]
     return [p for p in paths if not only or only in str(p.relative_to(ROOT))]
 
@@ -551,11 +553,13 @@ def measure_kernels(backend: str, only: str | None = None) -> list[dict]:
 
 def measure_grading(only: str | None) -> list[dict]:
     rows = []
-    for src in sorted((ROOT / "solutions").glob("*/*.ipynb")):
+    from autograder.course import released_notebook, source_notebooks
+
+    for src in source_notebooks(ROOT):
         assignment = src.parent.name
         if only and only not in assignment:
             continue
-        released = ROOT / "exercises" / assignment / f"{assignment}.ipynb"
+        released = released_notebook(assignment, ROOT)
         row = {"assignment": assignment}
         for label, path in (("released", released), ("solution", src)):
             if not path.exists():

@@ -71,8 +71,9 @@ def _load() -> str:
 
 def _batch(tmp: Path, assignment: str, n: int) -> list[Path]:
     """``n`` submissions alternating the solution and the released notebook."""
-    sources = [ROOT / "solutions" / assignment / f"{assignment}.ipynb",
-               ROOT / "exercises" / assignment / f"{assignment}.ipynb"]
+    from autograder.course import released_notebook, source_notebook
+
+    sources = [source_notebook(assignment, ROOT), released_notebook(assignment, ROOT)]
     paths = []
     for i in range(n):
         p = tmp / "batch" / f"student{i:03d}" / assignment / f"{assignment}.ipynb"

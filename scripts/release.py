@@ -41,7 +41,9 @@ def _tag(cell, tag: str) -> None:
 
 
 def assignments(root: Path = ROOT) -> list[str]:
-    return sorted(p.name for p in (root / "solutions").iterdir() if p.is_dir() and not p.name.startswith("."))
+    from autograder.course import assignments as course_assignments
+
+    return course_assignments(root)
 
 
 def _quoted(src: str) -> str:
@@ -100,7 +102,7 @@ def _generate_with_nbgrader(course: Path, names) -> None:
     from nbgrader.coursedir import CourseDirectory
     from traitlets.config import Config
 
-    from autograder.grading import ensure_tools_on_path, fast_alembic_version
+    from autograder.gradebook import ensure_tools_on_path, fast_alembic_version
 
     config = Config()
     config.CourseDirectory.root = str(course)

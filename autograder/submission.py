@@ -1,0 +1,95 @@
+"""A submission: read (any notebook format nbformat knows, junk rejected with a reason) and
+sanitized the way nbgrader's ``autograde`` does, before it runs.
+
+:func:`sanitize` runs ``ClearOutput`` -> ``DeduplicateIds`` -> (drop emptied nbgrader
+metadata) -> ``OverwriteKernelspec`` -> ``OverwriteCells`` (missing cells added back) ->
+``CheckCellMetadata``: edited, emptied, deleted, duplicated or retyped test cells are restored
+from the source notebook recorded in the gradebook.
+"""
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+from .course import GradingError
+
+
+def read_submission(path: Path):
+    """Read and validate a submitted notebook, upgrading old formats; raise GradingError if unusable."""
+    import nbformat
+
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError as exc:
+        raise GradingError(f"no such file: {path}") from exc
+    except OSError as exc:
+        raise GradingError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise GradingError(f"{path} is not a notebook: it is not valid JSON ({exc})") from exc
+    if not isinstance(data, dict) or "nbformat" not in data:
+        raise GradingError(f"{path} is not a Jupyter notebook (no 'nbformat' field)")
+    try:
+        nb = nbformat.reads(json.dumps(data), as_version=4)
+    except Exception as exc:  # noqa: BLE001 - nbformat raises many kinds
+        raise GradingError(f"{path} is not a notebook nbformat can read: {exc}") from exc
+    cells = []
+    for cell in nb.get("cells", []):
+        if not isinstance(cell, dict) or cell.get("cell_type") not in ("code", "markdown", "raw"):
+            continue
+        cell.setdefault("metadata", nbformat.NotebookNode())
+        if not isinstance(cell.metadata, dict):
+            cell.metadata = nbformat.NotebookNode()
+        src = cell.get("source", "")
+        cell["source"] = "".join(src) if isinstance(src, list) else str(src)
+        if cell.cell_type == "code":
+            cell.setdefault("outputs", [])
+            cell.setdefault("execution_count", None)
+        nbg = cell.metadata.get("nbgrader")
+        if nbg is not None and (not isinstance(nbg, dict) or not isinstance(nbg.get("grade_id", ""), str)):
+            del cell.metadata["nbgrader"]
+        cells.append(cell)
+    nb.cells = cells
+    return nb
+
+
+class DropEmptyMetadata:
+    """After nbgrader's DeduplicateIds, a duplicate keeps an empty ``nbgrader`` dict, which
+    CheckCellMetadata rejects: the duplicate becomes an ordinary cell instead."""
+
+    def preprocess(self, nb, res):
+        for cell in nb.cells:
+            if "nbgrader" in cell.metadata and not cell.metadata["nbgrader"].get("grade_id"):
+                del cell.metadata["nbgrader"]
+        return nb, res
+
+
+class DropSelfCheck:
+    """The released notebook's "check my answers" cell only re-runs the visible tests: grading
+    does not run it (unless it is an nbgrader cell)."""
+
+    def preprocess(self, nb, res):
+        nb.cells = [c for c in nb.cells if "check-my-answers" not in c.metadata.get("tags", [])
+                    or "nbgrader" in c.metadata]
+        return nb, res
+
+
+def sanitize(nb, res, released):
+    """The submission as nbgrader's autograde would run it (see the module's docstring), with
+    the released notebook's kernelspec. Raises GradingError for metadata nbgrader refuses."""
+    import nbformat
+    from nbgrader.preprocessors import (CheckCellMetadata, ClearOutput, DeduplicateIds,
+                                        OverwriteCells, OverwriteKernelspec)
+
+    nb.metadata["kernelspec"] = copy.deepcopy(released.metadata.get("kernelspec", {}))
+    try:
+        for pp in (ClearOutput(), DeduplicateIds(), DropEmptyMetadata(), OverwriteKernelspec(),
+                   OverwriteCells(add_missing_cells=True), CheckCellMetadata()):
+            nb, res = pp.preprocess(nb, res)
+    except Exception as exc:  # noqa: BLE001 - metadata nbgrader refuses
+        raise GradingError(f"the notebook's cell metadata is unusable: {exc}") from exc
+    nb = nbformat.from_dict(nb)  # cells nbgrader re-added hold plain dicts
+    nb, res = DropSelfCheck().preprocess(nb, res)
+    return nb
