@@ -1,0 +1,330 @@
+"""`make hub`: JupyterHub serving the course to a room of learners (see hub/course.toml).
+
+    python hub/workshop.py serve                 # what `make hub` runs
+    python hub/workshop.py release-feedback A    # an instructor, after `make autograde`
+
+`serve` reads the course file ($HUB_COURSE, default hub/course.toml), prepares the hub's state
+folder ($HUB_STATE, default .hub/ in the checkout) and execs `jupyterhub -f
+hub/jupyterhub_config.py` on http://127.0.0.1:$HUB_PORT (default 8000; the hub's own API and the
+proxy's API take the next two ports).
+
+Two modes, chosen by the course file:
+- *alone* (no users listed, the committed default): the current user, SimpleLocalProcessSpawner,
+  a password kept in <state>/password; JupyterLab on the checkout as `make lab` serves it.
+- *room* (users listed; needs root): every name becomes a local system user with its own home
+  (useradd), servers start as those users (LocalProcessSpawner), logins use their system
+  passwords (PAM). One nbgrader exchange for everyone in <state>/course/exchange (mode 0777, as
+  nbgrader wants; nbgrader itself makes each course's inbound write-only and sticky); the
+  gradebook, submissions, grades and feedback in <state>/course, which only the instructor
+  group may enter.
+"""
+from __future__ import annotations
+
+import getpass
+import grp
+import json
+import os
+import pwd
+import re
+import secrets
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+HUB_DIR = REPO / "hub"
+CHP = REPO / ".hub" / "node_modules" / ".bin" / "configurable-http-proxy"
+NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+# Learners get the Assignments tab, not the instructor's tools.
+LEARNER_DISABLED_LAB = ["@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment",
+                        "@jupyter/nbgrader:course-list"]
+
+
+class CourseError(SystemExit):
+    """A problem with the course file or the machine, said in one clear sentence."""
+
+    def __init__(self, message: str):
+        super().__init__(f"make hub: {message}")
+
+
+def course_file() -> Path:
+    return Path(os.environ.get("HUB_COURSE") or HUB_DIR / "course.toml").resolve()
+
+
+def state_dir() -> Path:
+    return Path(os.environ.get("HUB_STATE") or REPO / ".hub").resolve()
+
+
+def port() -> int:
+    value = os.environ.get("HUB_PORT") or "8000"
+    if not value.isdigit() or not 0 < int(value) < 65534:
+        raise CourseError(f"HUB_PORT={value!r} is not a port number")
+    return int(value)
+
+
+def load_course(path: Path | None = None) -> dict:
+    """The course file, checked: ``{course_id, instructor_group, instructors, learners, mode}``."""
+    path = path or course_file()
+    if not path.is_file():
+        raise CourseError(f"no course file at {path} (HUB_COURSE names another one)")
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise CourseError(f"{path} is not valid TOML: {exc}") from None
+    course, users = data.get("course", {}), data.get("users", {})
+    course_id = course.get("course_id", "")
+    if not isinstance(course_id, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", course_id):
+        raise CourseError(f"{path}: [course] course_id must be a name like 'jax-mental-model', "
+                          f"not {course_id!r}")
+    group = course.get("instructor_group", "jax-instructors")
+    lists = {}
+    for key in ("instructors", "learners"):
+        names = users.get(key, [])
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise CourseError(f"{path}: [users] {key} must be a list of user names")
+        bad = [n for n in names if not NAME.match(n)]
+        if bad:
+            raise CourseError(f"{path}: {bad} are not valid user names (lowercase letters, digits, "
+                              "'-' and '_', at most 32 characters)")
+        if len(set(names)) != len(names):
+            raise CourseError(f"{path}: [users] {key} names someone twice")
+        lists[key] = names
+    both = sorted(set(lists["instructors"]) & set(lists["learners"]))
+    if both:
+        raise CourseError(f"{path}: {both} are listed both as instructors and as learners")
+    if not NAME.match(str(group)):
+        raise CourseError(f"{path}: instructor_group {group!r} is not a valid group name")
+    if "root" in lists["instructors"] + lists["learners"]:
+        raise CourseError(f"{path}: root cannot be a learner or an instructor")
+    mode = "room" if lists["instructors"] or lists["learners"] else "alone"
+    if mode == "room" and not lists["instructors"]:
+        raise CourseError(f"{path}: a room needs at least one instructor")
+    return {"path": str(path), "course_id": course_id, "instructor_group": group,
+            "instructors": lists["instructors"], "learners": lists["learners"], "mode": mode}
+
+
+def alone_user() -> str:
+    return getpass.getuser()
+
+
+def paths(state: Path | None = None) -> dict[str, Path]:
+    state = state or state_dir()
+    course = state / "course"
+    return {"state": state, "private": state / "private", "course": course,
+            "exchange": course / "exchange", "gradebook": course / "gradebook",
+            "learner_config": state / "config" / "learner",
+            "instructor_config": state / "config" / "instructor"}
+
+
+def _run(cmd: list[str]) -> None:
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode:
+        raise CourseError(f"`{' '.join(cmd)}` failed: {proc.stderr.strip() or proc.stdout.strip()}")
+
+
+def _mkdir(path: Path, mode: int, gid: int | None = None) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    if gid is not None:
+        os.chown(path, 0, gid)
+    os.chmod(path, mode)  # after mkdir: the umask would drop group/other bits
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    os.chmod(path, 0o644)
+
+
+def ensure_users(course: dict) -> None:
+    """Create the instructor group and every listed user (own home, mode 0700) when missing."""
+    group = course["instructor_group"]
+    try:
+        grp.getgrnam(group)
+    except KeyError:
+        _run(["groupadd", "--system", group])
+    for name in course["instructors"] + course["learners"]:
+        try:
+            pwd.getpwnam(name)
+        except KeyError:
+            _run(["useradd", "--create-home", "--user-group", "--shell", "/bin/bash", name])
+        os.chmod(pwd.getpwnam(name).pw_dir, 0o700)
+    for name in course["instructors"]:
+        _run(["usermod", "--append", "--groups", group, name])
+
+
+def write_configs(course: dict, p: dict[str, Path]) -> None:
+    """nbgrader and Jupyter configuration the single-user servers read (JUPYTER_CONFIG_PATH)."""
+    learner, instructor = p["learner_config"], p["instructor_config"]
+    for folder in (learner.parent, learner, instructor):
+        _mkdir(folder, 0o755)
+    _write(learner / "nbgrader_config.py",
+           "# Written by hub/workshop.py for every learner's server: the course's exchange.\n"
+           "c = get_config()  # noqa: F821\n"
+           f"c.CourseDirectory.course_id = {course['course_id']!r}\n"
+           f"c.Exchange.root = {str(p['exchange'])!r}\n"
+           "c.Exchange.path_includes_course = True\n")
+    _write(learner / "jupyter_server_config.json", json.dumps(
+        {"ServerApp": {"jpserver_extensions": {"nbgrader.server_extensions.formgrader": False,
+                                               "nbgrader.server_extensions.course_list": False}}},
+        indent=2))
+    _write(learner / "labconfig" / "page_config.json", json.dumps(
+        {"disabledExtensions": {name: True for name in LEARNER_DISABLED_LAB}}, indent=2))
+    # Instructors (and the single user alone) use the checkout's own nbgrader_config.py; their
+    # servers start in their home, where nbgrader would not find it.
+    _write(instructor / "nbgrader_config.py",
+           "# Written by hub/workshop.py: the course's own configuration, wherever the server starts.\n"
+           "c = get_config()  # noqa: F821\n"
+           f"load_subconfig({str(REPO / 'nbgrader_config.py')!r})  # noqa: F821\n"
+           f"c.CourseDirectory.course_id = {course['course_id']!r}\n")
+
+
+def _others_can_run(path: Path) -> bool:
+    """Whether a user without any group in common could execute ``path`` (every folder on the way
+    searchable by others, the file executable by others)."""
+    path = Path(os.path.realpath(path))
+    return all(os.stat(d).st_mode & 0o001 for d in path.parents) and bool(os.stat(path).st_mode & 0o001)
+
+
+def server_venv(p: dict[str, Path]) -> Path:
+    """The environment the learners' servers run from: the course's own .venv, when any user may
+    run its interpreter. When not (a venv made from an interpreter under root's private home, as
+    pyenv does), a twin in <state>/venv: the same packages (its lib/, share/ and etc/ are links to
+    the venv's) run by the system's interpreter of the same Python version, with the venv's
+    commands re-pointed at it."""
+    venv = Path(sys.prefix)
+    if _others_can_run(Path(sys.executable)):
+        return venv
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    system = next((Path(d) / f"python{version}" for d in ("/usr/local/bin", "/usr/bin")
+                   if (Path(d) / f"python{version}").exists()
+                   and _others_can_run(Path(d) / f"python{version}")), None)
+    if system is None:
+        raise CourseError(f"the learners cannot run {os.path.realpath(sys.executable)} (a folder on its "
+                          f"path is private) and there is no python{version} for everyone in /usr/bin "
+                          f"(install python{version}, or build .venv from a shared interpreter)")
+    twin = p["state"] / "venv"
+    if twin.exists():
+        shutil.rmtree(twin)
+    (twin / "bin").mkdir(parents=True)
+    for name in ("lib", "lib64", "share", "etc", "include"):
+        if (venv / name).exists():
+            (twin / name).symlink_to(venv / name)
+    (twin / "pyvenv.cfg").write_text(f"home = {system.parent}\ninclude-system-site-packages = false\n"
+                                     f"version = {version}\n")
+    (twin / "bin" / "python").symlink_to(system)
+    for alias in ("python3", f"python{version}"):
+        (twin / "bin" / alias).symlink_to("python")
+    shebangs = {f"#!{venv / 'bin' / n}".encode() for n in ("python", "python3", f"python{version}")}
+    for script in sorted((venv / "bin").iterdir()):
+        if script.is_symlink() or not script.is_file() or (twin / "bin" / script.name).exists():
+            continue
+        first, _, rest = script.read_bytes().partition(b"\n")
+        if first.strip() in shebangs:
+            target = twin / "bin" / script.name
+            target.write_bytes(f"#!{twin / 'bin' / 'python'}".encode() + b"\n" + rest)
+            target.chmod(0o755)
+    os.chmod(twin, 0o755)
+    return twin
+
+
+def prepare(course: dict) -> dict[str, Path]:
+    """Folders, users and configuration for ``course``; returns the paths."""
+    p = paths()
+    _mkdir(p["state"], 0o755)
+    _mkdir(p["private"], 0o700)
+    if course["mode"] == "room":
+        if os.geteuid() != 0:
+            raise CourseError(f"{course['path']} lists users, so the hub must create them and start "
+                              "their servers: run `make hub` as root (or empty the lists to try it alone)")
+        ensure_users(course)
+        gid = grp.getgrnam(course["instructor_group"]).gr_gid
+        _mkdir(p["course"], 0o2775, gid)  # learners pass through to the exchange, nothing more
+        _mkdir(p["exchange"], 0o777)
+        for sub in ("submitted", "autograded", "feedback", "gradebook"):
+            _mkdir(p["course"] / sub, 0o2770, gid)
+        venv = server_venv(p)
+    else:
+        venv = Path(sys.prefix)
+    (p["private"] / "server-venv").write_text(str(venv))
+    if course["mode"] == "alone":
+        exchange = REPO / ".course" / "exchange"  # where `make lab` keeps it
+        exchange.mkdir(parents=True, exist_ok=True)
+        os.chmod(exchange, 0o777)
+        password = p["private"] / "password"
+        if not password.exists():
+            password.write_text(secrets.token_urlsafe(12))
+            os.chmod(password, 0o600)
+    write_configs(course, p)
+    return p
+
+
+def serve() -> None:
+    course = load_course()
+    if not CHP.exists():
+        raise CourseError(f"configurable-http-proxy is missing ({CHP}): `make hub` installs it "
+                          "with npm (node and npm must be on PATH)")
+    port()  # checked before anything else starts
+    p = prepare(course)
+    print(f"make hub: serving {course['course_id']} from {course['path']} on "
+          f"http://127.0.0.1:{port()}", file=sys.stderr)
+    if course["mode"] == "alone":
+        print(f"make hub: trying it alone: log in as {alone_user()!r} with the password in "
+              f"{p['private'] / 'password'}: {(p['private'] / 'password').read_text()}", file=sys.stderr)
+    else:
+        print(f"make hub: instructors {course['instructors']}, learners {course['learners']}; "
+              "they log in with their system passwords", file=sys.stderr)
+    hub = Path(sys.executable).parent / "jupyterhub"
+    os.chdir(p["private"])  # jupyterhub writes nothing into the checkout
+    os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), str(CHP.parent),
+                                          os.environ.get("PATH", "/usr/bin:/bin")])
+    args = [str(hub), "-f", str(HUB_DIR / "jupyterhub_config.py")]
+    os.execv(args[0], args)
+
+
+def release_feedback(assignment: str) -> None:
+    """After `make autograde`: the project's feedback pages, then nbgrader's release_feedback.
+
+    nbgrader releases a page only beside the submission's timestamp.txt and submission_secret.txt
+    (its own generate_feedback copies them); our feedback pages get the same two files."""
+    sys.path.insert(0, str(REPO))
+    from autograder.instructor import Course
+
+    course = Course()
+    if assignment not in course.assignments():
+        raise SystemExit(f"release-feedback: unknown assignment {assignment!r}; known: "
+                         f"{', '.join(course.assignments())}")
+    submitted = sorted(course.submitted.glob(f"*/{assignment}"))
+    if not submitted:
+        raise SystemExit(f"release-feedback: nobody's {assignment} has been collected into "
+                         f"{course.submitted} yet (collect it in the formgrader first)")
+    python = sys.executable
+    subprocess.run([python, "-m", "autograder", "feedback"], check=True, cwd=REPO)
+    released = 0
+    for folder in submitted:
+        page = course.feedback / folder.parent.name / assignment / f"{assignment}.html"
+        if not page.exists():
+            print(f"release-feedback: {folder.parent.name} has no feedback page (not autograded?)",
+                  file=sys.stderr)
+            continue
+        for name in ("timestamp.txt", "submission_secret.txt"):
+            if (folder / name).exists():
+                shutil.copyfile(folder / name, page.parent / name)
+        released += 1
+    nbgrader = Path(python).parent / "nbgrader"
+    subprocess.run([str(nbgrader), "release_feedback", assignment], check=True, cwd=REPO)
+    print(f"release-feedback: released {released} feedback page(s) of {assignment}")
+
+
+def main(argv: list[str]) -> None:
+    if argv[:1] == ["serve"] and len(argv) == 1:
+        serve()
+    elif argv[:1] == ["release-feedback"] and len(argv) == 2:
+        release_feedback(argv[1])
+    else:
+        raise SystemExit(__doc__.split("\n\n")[1])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
