@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-stamp
 PYTEST_WORKERS ?= 2
 
 .PHONY: env lab test test-fast release check clean-outputs bench \
-        colab collect autograde feedback export bench-grading
+        colab collect autograde feedback export bench-grading hub
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,15 @@ test: env
 ## test-fast: the suite without the slow environment tests (Colab venvs, browser, hub, PostgreSQL)
 test-fast: env
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -p no:cacheprovider -m "not slow_env" tests
+
+## hub: JupyterHub for a room of learners on http://127.0.0.1:$${HUB_PORT:-8000} (hub/course.toml;
+##      as root it creates the learners; docs/instructor-guide.md "Running a workshop on a hub")
+CHP_VERSION := 5.3.0
+HUB_CHP := .hub/node_modules/.bin/configurable-http-proxy
+$(HUB_CHP):
+	npm install --silent --no-audit --no-fund --prefix .hub configurable-http-proxy@$(CHP_VERSION)
+hub: env $(HUB_CHP)
+	$(BIN)/python hub/workshop.py serve
 
 ## colab: (re)write every notebook's "Open in Colab" badge and Colab install cell, and slide metadata
 colab: env
