@@ -14,6 +14,8 @@ c.CourseDirectory.submitted_directory = os.path.relpath(os.path.join(STATE, "sub
 c.CourseDirectory.autograded_directory = os.path.relpath(os.path.join(STATE, "autograded"), ROOT)
 c.CourseDirectory.feedback_directory = os.path.relpath(os.path.join(STATE, "feedback"), ROOT)
 # Any SQLAlchemy URL works here (e.g. postgresql://...) for a shared gradebook.
+# The trusted judge files (solutions/<a>/judge.py) are never released to learners.
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "judge.py"]
 c.CourseDirectory.db_url = os.environ.get("COURSE_DB_URL", "sqlite:///" + os.path.join(STATE, "gradebook.db"))
 c.Exchange.root = os.path.join(STATE, "exchange")
 c.Exchange.path_includes_course = True

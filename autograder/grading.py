@@ -33,6 +33,7 @@ from .course import GradingError, find_course_root, package_root, source_noteboo
 from .execution import feedback_for, guard_ran, install_guard, make_executor
 from .gradebook import (STUDENT, build_gradebook, ensure_tools_on_path,  # noqa: F401
                         fast_alembic_version, nbgrader_resources, save_autogrades, scratch_gradebook)
+from .judge import JudgeStep
 from .result import Result, failed_result, format_human, format_progress, zero_result  # noqa: F401
 from .sandbox import (DEFAULT_CPU_LIMIT, NAMESPACE, PROCESS_GROUP, Sandbox,  # noqa: F401
                       check_sandbox, chown_tree, open_sandbox)
@@ -62,11 +63,16 @@ def grade_notebook(path, *, root: Path | None = None, cell_timeout: int = DEFAUL
         return zero_result(given, assignment, source, str(exc))
     with tempfile.TemporaryDirectory(prefix="run-") as tmp:
         return _grade_in(Path(tmp), nb, given, assignment, source, cell_timeout, notebook_timeout,
-                         cpu_limit, save_graded)
+                         cpu_limit, save_graded, root, path)
+
+
+_NAMESPACES_FIX = ("run the grader where root may create mount, PID and network namespaces and "
+                   "mount file systems (in a container: CAP_SYS_ADMIN, e.g. docker run --privileged, "
+                   "and an unconfined seccomp/AppArmor profile)")
 
 
 def _grade_in(tmp: Path, nb, given, assignment, source, cell_timeout, notebook_timeout,
-              cpu_limit=DEFAULT_CPU_LIMIT, save_graded=None) -> Result:
+              cpu_limit=DEFAULT_CPU_LIMIT, save_graded=None, root=None, path=None) -> Result:
     import shutil
 
     import nbformat
@@ -93,14 +99,18 @@ def _grade_in(tmp: Path, nb, given, assignment, source, cell_timeout, notebook_t
         nb = sanitize(nb, res, read_source(source))
     except GradingError as exc:
         return zero_result(given, assignment, source, str(exc))
-    guard_token = install_guard(nb)
+    judge = JudgeStep.for_source(source, cell_timeout)  # solutions/<a>/judge.py decides, if there
+    if judge is None:
+        guard_token = install_guard(nb)  # legacy: test cells run in the kernel, scored by reply
+    else:
+        judge.prepare(nb)  # test cells and "Check my answers" are not run
 
     # the sandbox and the execution
     deadline = time.monotonic() + notebook_timeout
     home = box_dir / "home"
     (home / "tmp").mkdir(parents=True)
     box = open_sandbox(deadline)
-    after_cells = []  # callables f(live: execution.LiveKernel), run while the kernel is alive
+    after_cells = [judge] if judge else []  # f(live: execution.LiveKernel), the kernel alive
     old_pp = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = str(package_root()) + (os.pathsep + old_pp if old_pp else "")
     try:
@@ -125,9 +135,13 @@ def _grade_in(tmp: Path, nb, given, assignment, source, cell_timeout, notebook_t
         else:
             os.environ["PYTHONPATH"] = old_pp
 
-    # Score from the execute replies: outputs are replaced, so nothing printed counts.
+    # Score from the judge's verdicts, or (legacy) from the execute replies: outputs are
+    # replaced, so nothing printed counts.
     feedback = {}
-    for index, cell in enumerate(nb.cells):
+    if judge is not None:
+        judge.restore(nb)
+        feedback = judge.write_verdicts(nb, _not_judged(executor))
+    for index, cell in enumerate(nb.cells if judge is None else ()):
         if cell.cell_type != "code" or not utils.is_grade(cell) or utils.is_solution(cell):
             continue
         grade_id = cell.metadata.nbgrader["grade_id"]
@@ -152,9 +166,20 @@ def _grade_in(tmp: Path, nb, given, assignment, source, cell_timeout, notebook_t
     if save_graded is not None:  # the executed notebook, for the formgrader (instructors only)
         save_graded = Path(save_graded)
         save_graded.parent.mkdir(parents=True, exist_ok=True)
-        nb.cells = nb.cells[1:]  # drop the grader's guard cell
+        if judge is None:
+            nb.cells = nb.cells[1:]  # drop the grader's guard cell
         nbformat.write(nb, str(save_graded))
     return result
+
+
+def _not_judged(executor) -> str:
+    """Why the judge decided nothing (the kernel died or the time ran out before it ran)."""
+    if executor.died_at is not None:
+        return ("Not run to completion: the kernel died or was stopped (an exit, a crash, too much "
+                "memory, or the time limit) before this test.")
+    if executor.after_cells_error is not None:
+        return f"Not graded: internal grading error ({type(executor.after_cells_error).__name__})."
+    return "Not run: the notebook's time limit was used up before this test."
 
 
 # --------------------------------------------------------------------------- command line

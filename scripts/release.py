@@ -40,6 +40,10 @@ def _tag(cell, tag: str) -> None:
         cell.metadata["tags"] = tags + [tag]
 
 
+# nbgrader's default ignore list, plus the trusted judge files (solutions/<a>/judge.py)
+JUDGE_IGNORE = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "judge.py"]
+
+
 def assignments(root: Path = ROOT) -> list[str]:
     from autograder.course import assignments as course_assignments
 
@@ -110,6 +114,7 @@ def _generate_with_nbgrader(course: Path, names) -> None:
     config.CourseDirectory.release_directory = "exercises"
     config.CourseDirectory.db_url = f"sqlite:///{course / 'gradebook.db'}"
     config.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+    config.CourseDirectory.ignore = JUDGE_IGNORE  # the judge never reaches a learner
     ensure_tools_on_path()  # nbgrader's gradebook runs `alembic` ...
     fast_alembic_version()  # ... for every new gradebook, unless asked once
     api = NbGraderAPI(CourseDirectory(config=config), config=config)

@@ -1,0 +1,274 @@
+"""The kernel side of the judge's channel: runs one request in the learner's kernel.
+
+The judge (:mod:`autograder.judge`) sends an ``execute_request`` of one fixed expression,
+``__import__("autograder.agent").agent.serve(<JSON string literal>)``, and reads back one
+``display_data`` of MIME type :data:`autograder.wire.MIME` whose value is the JSON reply.
+Requests and replies are :mod:`autograder.wire` data; nothing is pickled.
+
+Operations (``op``):
+
+- ``call``: call the notebook's ``name`` on the decoded ``args``/``kwargs``; with ``jit`` the
+  agent applies ``jax.jit`` itself (with ``static_argnums``/``static_argnames``), cached per
+  function object and statics, so repeated calls do not retrace. Reply: ``{"value": ...}``;
+- ``get``: the value of the notebook's global ``name``;
+- ``export``: ``jax.export.export(jax.jit(fn))`` at the given :class:`~autograder.wire.Spec`
+  arguments; reply: ``{"exported": <base64 of the serialized module>}``;
+- ``claim``: run one of the package's checks (:data:`CLAIMS`) on ``name`` and ``args``, after
+  resetting and checking the JAX configuration; reply ``{"claim": {"ok", "idea", "detail"}}``.
+
+An exception raised by learner code comes back as ``{"error": {"type", "mro", "message"}}``.
+Everything here runs on learner-controlled ground: the judge treats each reply as data to
+check, never as a verdict. Must run on JAX 0.7.2 too.
+"""
+from __future__ import annotations
+
+import base64
+import traceback
+
+from . import wire
+
+# The checks a claim may run: the kernel alone can observe what they look at.
+CLAIMS = ("check_pure", "check_input_unchanged", "check_no_tracer_leak", "check_compiles",
+          "check_compiles_at_most", "check_no_key_reuse", "check_no_host_transfer",
+          "check_traceable", "check_prints_values", "check_primitive_present",
+          "check_primitive_absent", "check_fixed_shapes", "check_input_tree_unchanged",
+          "check_single_dispatch", "check_uses_collective")
+_CLAIM_MODULES = ("autograder", "autograder.pytrees", "autograder.shapes", "autograder.timing",
+                  "autograder.meshes")
+
+# JAX flags a learner cell could flip to fool a kernel-side check, and the values claims need.
+CONFIG = {"jax_disable_jit": False, "jax_debug_nans": False, "jax_debug_infs": False,
+          "jax_enable_checks": False, "jax_log_compiles": False, "jax_explain_cache_misses": False}
+
+MESSAGE_LIMIT = 2000
+_JITTED: dict = {}
+_MESH: dict = {}
+
+
+def _ns() -> dict:
+    from IPython import get_ipython
+
+    ip = get_ipython()
+    if ip is None:
+        raise RuntimeError("the judge's agent runs only in an IPython kernel")
+    return ip.user_ns
+
+
+class _LearnerError(Exception):
+    """An exception raised by learner code (or a missing name), sent back as an error."""
+
+
+def _lookup(name):
+    ns = _ns()
+    if not isinstance(name, str) or name not in ns:
+        raise NameError(f"name {name!r} is not defined")
+    return ns[name]
+
+
+def _markers():
+    def as_jax(d, node, depth):
+        import jax.numpy as jnp
+
+        value = d.dec(node.get("value"), depth + 1)
+        dtype = node.get("dtype")
+        return jnp.asarray(value, dtype=wire._np_dtype(dtype) if dtype else None)
+
+    def key(d, node, depth):
+        import jax
+
+        seed, impl = node.get("seed"), node.get("impl")
+        if type(seed) is not int:
+            raise wire.WireError("a key's seed must be an int")
+        return jax.random.key(seed, impl=impl) if impl else jax.random.key(seed)
+
+    def ref(d, node, depth):
+        return _lookup(node.get("name"))
+
+    def fixture(d, node, depth):
+        import types
+
+        from . import fixtures
+
+        name = node.get("name")
+        f = getattr(fixtures, name, None) if isinstance(name, str) and name.isidentifier() else None
+        if not isinstance(f, types.FunctionType) or f.__module__ != fixtures.__name__:
+            raise wire.WireError(f"no fixture {str(name)[:40]!r}")
+        return f
+
+    def sharded(d, node, depth):
+        import jax
+        from jax.sharding import NamedSharding, PartitionSpec
+
+        value = d.dec(node.get("value"), depth + 1)
+        n = node.get("devices")
+        if type(n) is not int or n < 1:
+            raise wire.WireError("a bad device count")
+        spec = [tuple(p) if isinstance(p, list) else p for p in node.get("spec") or []]
+        if n not in _MESH:
+            from .meshes import make_mesh, mesh_devices
+
+            _MESH[n] = make_mesh((n,), ("data",), "auto", devices=list(mesh_devices(n))[:n])
+        return jax.device_put(value, NamedSharding(_MESH[n], PartitionSpec(*spec)))
+
+    def spec(d, node, depth):
+        import jax
+
+        return jax.ShapeDtypeStruct(tuple(node.get("shape")), wire._np_dtype(node.get("dtype")))
+
+    return {"as_jax": as_jax, "key": key, "ref": ref, "fixture": fixture, "sharded": sharded,
+            "spec": spec}
+
+
+def _statics(req):
+    nums = tuple(req.get("static_argnums") or ())
+    names = tuple(req.get("static_argnames") or ())
+    if not all(type(n) is int for n in nums) or not all(isinstance(n, str) for n in names):
+        raise wire.WireError("bad static arguments")
+    return nums, names
+
+
+def _jitted(name, fn, nums, names):
+    import jax
+
+    key = (name, id(fn), nums, names)
+    hit = _JITTED.get(key)
+    if hit is None or hit[0] is not fn:
+        hit = (fn, jax.jit(fn, static_argnums=nums or None, static_argnames=names or None))
+        _JITTED[key] = hit
+    return hit[1]
+
+
+def reset_config() -> list[str]:
+    """Put the flags of :data:`CONFIG` back to the values claims need; the names that did not
+    take the value (a patched ``jax.config``) are returned."""
+    import jax
+
+    wrong = []
+    for flag, value in CONFIG.items():
+        try:
+            jax.config.update(flag, value)
+            if getattr(jax.config, flag) != value:
+                wrong.append(flag)
+        except AttributeError:  # a flag this JAX version does not have
+            continue
+        except Exception:  # noqa: BLE001
+            wrong.append(flag)
+    return wrong
+
+
+def _claim(req, fn, args, kwargs):
+    import inspect
+
+    from . import feedback
+
+    check = req.get("check")
+    if check not in CLAIMS:
+        raise wire.WireError(f"{str(check)[:40]!r} is not a claim the agent runs")
+    f = None
+    for module in _CLAIM_MODULES:
+        f = getattr(__import__(module, fromlist=["_"]), check, None)
+        if f is not None:
+            break
+    wrong = reset_config()
+    if wrong:
+        return {"ok": False, "idea": "tampering",
+                "detail": f"the kernel's JAX configuration could not be reset ({', '.join(wrong)})."}
+    try:
+        params = inspect.signature(f).parameters
+    except (TypeError, ValueError):
+        params = {}
+    if "namespace" in params and "namespace" not in kwargs:
+        kwargs["namespace"] = _ns()
+    try:
+        f(fn, *args, **kwargs)
+    except feedback.ExerciseFailure as exc:
+        return {"ok": False, "idea": str(exc.idea), "detail": str(exc.detail)[:MESSAGE_LIMIT]}
+    return {"ok": True, "idea": "", "detail": ""}
+
+
+def _error(exc: BaseException) -> dict:
+    mro = [c.__name__ for c in type(exc).__mro__][:12]
+    try:
+        message = str(exc)
+    except Exception:  # noqa: BLE001 - a learner exception whose __str__ fails
+        message = ""
+    return {"type": type(exc).__name__[:200], "mro": [m[:200] for m in mro],
+            "message": message[:MESSAGE_LIMIT]}
+
+
+def handle(text: str) -> dict:
+    """Run one request (its JSON text) and return the reply (a dict of wire data)."""
+    try:
+        req = wire.decode(text, markers=_markers())
+    except NameError as exc:
+        return {"error": _error(exc)}
+    except wire.WireError as exc:
+        return {"refused": str(exc)[:MESSAGE_LIMIT]}
+    except Exception as exc:  # noqa: BLE001 - building an argument (device_put...) failed
+        return {"error": _error(exc)}
+    if not isinstance(req, dict):
+        return {"refused": "a request must be a dict"}
+    nonce = req.get("nonce")
+    reply = _run(req)
+    reply["nonce"] = nonce
+    return reply
+
+
+def _run(req) -> dict:
+    import jax
+
+    op = req.get("op")
+    args = req.get("args") or ()
+    kwargs = dict(req.get("kwargs") or {})
+    try:
+        if op == "get":
+            return {"value": _lookup(req.get("name"))}
+        fn = _lookup(req.get("name"))
+        nums, names = _statics(req)
+        if op == "call":
+            jax.config.update("jax_disable_jit", False)
+            target = _jitted(req["name"], fn, nums, names) if req.get("jit") else fn
+            value = target(*args, **kwargs)
+            reply = {"value": jax.block_until_ready(value) if _has_arrays(value) else value}
+            if req.get("return_args"):  # the arguments as the call left them (in-place writes)
+                reply["args"] = args
+            return reply
+        if op == "export":
+            from jax import export
+
+            reset_config()
+            exp = export.export(jax.jit(fn, static_argnums=nums or None,
+                                        static_argnames=names or None))(*args, **kwargs)
+            return {"exported": base64.b64encode(bytes(exp.serialize())).decode("ascii")}
+        if op == "claim":
+            return {"claim": _claim(req, fn, args, kwargs)}
+        return {"refused": f"unknown operation {str(op)[:40]!r}"}
+    except wire.WireError as exc:
+        return {"refused": str(exc)[:MESSAGE_LIMIT]}
+    except Exception as exc:  # noqa: BLE001 - learner code raised: data for the judge
+        return {"error": _error(exc)}
+
+
+def _has_arrays(value) -> bool:
+    try:
+        import jax
+
+        return any(isinstance(leaf, jax.Array) for leaf in jax.tree_util.tree_leaves(value))
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def serve(text: str) -> None:
+    """Run the request ``text`` and display the reply (JSON) under the private MIME type."""
+    from IPython.display import display
+
+    try:
+        reply = handle(text)
+        try:
+            out = wire.encode(reply)
+        except wire.WireError as exc:
+            out = wire.encode({"nonce": reply.get("nonce"), "refused": f"the result is too big: {exc}"})
+    except BaseException as exc:  # noqa: BLE001 - the judge always gets a reply
+        out = wire.encode({"refused": f"the agent failed: {type(exc).__name__}: "
+                                      f"{''.join(traceback.format_exception_only(exc))[:500]}"})
+    display({wire.MIME: out}, raw=True)

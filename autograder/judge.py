@@ -1,0 +1,503 @@
+"""The judge: trusted code, in the grader's process, that decides every test's points.
+
+After the notebook's own cells have run in the learner's kernel, the judge calls the learner's
+functions through a narrow data channel (the kernel's Jupyter messaging, :mod:`autograder.wire`
+data only) on inputs it draws afresh each run, and compares what comes back with references
+it computes itself. Kernel-side observations (globals touched, compile counts, key reuse...)
+are *claims*: a failing claim fails a test, a passing one never earns points alone.
+
+One trusted file per assignment, ``solutions/<assignment>/judge.py``, holds one function
+``test_<name>(k)`` per graded test cell; ``k`` is a :class:`Kernel`::
+
+    import numpy as np
+    import autograder as ag
+    from autograder.wire import AsJax
+
+    def test_double(k):
+        double = k.fn("double")                      # a RemoteFunction
+        x = k.rng.normal(size=(3, 4)).astype(np.float32)
+        ag.check_close(double(AsJax(x)), 2 * x, what="double(x)")
+        ag.check_matches_reference(double, lambda x: 2 * np.asarray(x), lambda rng: (AsJax(
+            rng.normal(size=5).astype(np.float32)),), seed=k.seed(), jit=True)
+
+:func:`run_judge` loads that file by path (never from a folder the kernel can write) and turns
+each test's outcome into feedback; :class:`JudgeStep` plugs it into grading.
+"""
+from __future__ import annotations
+
+import base64
+import builtins
+import importlib.util
+import inspect
+import queue
+import re
+import secrets
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import wire
+from .feedback import TAUGHT_IN, ExerciseFailure, explain_error
+
+REQUEST_TIMEOUT = 120.0
+MAX_OUTPUT_BYTES = 256 * 2**20  # everything one request's messages may carry (prints included)
+CHECK_TAG = "check-my-answers"
+
+
+class ChannelError(Exception):
+    """The kernel's reply cannot be used (none, several, malformed, too big, too late, or the
+    kernel died). ``str(err)`` is learner-facing."""
+
+
+class LearnerError(Exception):
+    """Mixed into the judge-side copy of an exception raised by learner code in the kernel.
+
+    The copy is an instance of a class named as the original, derived from the trusted class of
+    that name (a built-in exception or one of ``jax.errors``), so :func:`autograder.feedback`'s
+    classifier (the one ``ag.call`` uses) names the idea. ``label``: the call that raised.
+    """
+
+    label = "the function"
+    kernel_mro: list = []
+
+
+_CLASSES: dict = {}
+
+
+def _trusted_bases() -> dict:
+    bases = {n: c for n, c in vars(builtins).items()
+             if isinstance(c, type) and issubclass(c, Exception)}
+    try:
+        import jax
+
+        bases.update({n: c for n, c in vars(jax.errors).items()
+                      if isinstance(c, type) and issubclass(c, Exception)})
+    except Exception:  # noqa: BLE001
+        pass
+    return bases
+
+
+def learner_exception(err: dict, label: str) -> Exception:
+    """The judge-side copy of a learner exception described by ``err`` (``type``, ``mro``,
+    ``message``): no learner class is rebuilt, only trusted ones."""
+    name = str(err.get("type") or "Exception")[:100]
+    name = name if name.isidentifier() else "Exception"
+    mro = err.get("mro") if isinstance(err.get("mro"), list) else []
+    trusted = _trusted_bases()
+    base = next((trusted[n] for n in mro if isinstance(n, str) and n in trusted), Exception)
+    key = (name, base)
+    if key not in _CLASSES:
+        _CLASSES[key] = type(name, (LearnerError, base), {"__module__": "learner_kernel"})
+    exc = BaseException.__new__(_CLASSES[key])
+    BaseException.__init__(exc, str(err.get("message") or "")[:2000])
+    exc.label = label
+    exc.kernel_mro = [str(n)[:100] for n in mro if isinstance(n, str)][:12] or [name]
+    return exc
+
+
+def _size(value) -> int:
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(_size(k) + _size(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return sum(_size(v) for v in value)
+    return 8
+
+
+def _sync(f):
+    if inspect.iscoroutinefunction(f):
+        from jupyter_core.utils import run_sync
+
+        return run_sync(f)
+    return f
+
+
+class Channel:
+    """Requests to the agent over a jupyter_client kernel client (blocking or asynchronous).
+
+    Only messages whose parent is the request are read; their total size and the time a
+    request takes are capped; exactly one reply (with the request's nonce) is accepted.
+    ``alive()`` (optional) tells a dead kernel from a slow one; ``interrupt()`` (optional)
+    stops a request that ran past its time.
+    """
+
+    def __init__(self, client, *, timeout=REQUEST_TIMEOUT, deadline=None, alive=None, interrupt=None,
+                 limits=wire.DEFAULT_LIMITS, max_output=MAX_OUTPUT_BYTES):
+        self.client = client
+        self._iopub = _sync(client.get_iopub_msg)
+        self.timeout = timeout
+        self.deadline = deadline
+        self.alive = alive
+        self.interrupt = interrupt
+        self.limits = limits
+        self.max_output = max_output
+        self.broken = ""  # once set, every later request fails with it
+        self.requests = 0
+
+    def request(self, payload: dict) -> dict:
+        if self.broken:
+            raise ChannelError(self.broken)
+        nonce = secrets.token_hex(16)
+        text = wire.encode({**payload, "nonce": nonce}, limits=self.limits)
+        code = f"__import__('autograder.agent').agent.serve({text!r})"
+        msg_id = self.client.execute(code, silent=False, store_history=False, allow_stdin=False,
+                                     stop_on_error=False)
+        self.requests += 1
+        limit = self.timeout
+        if self.deadline is not None:
+            limit = max(1.0, min(limit, self.deadline - time.monotonic()))
+        end = time.monotonic() + limit
+        replies, total, failed = [], 0, None
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                self._stuck(msg_id)
+                raise ChannelError(f"Did not finish within {limit:.0f} s: an infinite loop or a very "
+                                   "slow answer?")
+            try:
+                msg = self._iopub(timeout=min(left, 1.0))
+            except queue.Empty:
+                if self.alive is not None and not self.alive():
+                    self.broken = ("Not run to completion: the kernel died (an exit, a crash, or too "
+                                   "much memory) while the grader called your code.")
+                    raise ChannelError(self.broken) from None
+                continue
+            if not isinstance(msg, dict) or msg.get("parent_header", {}).get("msg_id") != msg_id:
+                continue
+            content = msg.get("content") or {}
+            total += _size(content)
+            if total > self.max_output:
+                self._stuck(msg_id)
+                raise ChannelError(f"The code under test wrote more than {self.max_output // 2**20} MB "
+                                   "of output while the grader called it.")
+            kind = msg.get("msg_type")
+            if kind == "display_data" and wire.MIME in (content.get("data") or {}):
+                replies.append(content["data"][wire.MIME])
+            elif kind == "error":
+                failed = str(content.get("ename", "Error"))[:100]
+            elif kind == "status" and content.get("execution_state") == "idle":
+                break
+        if len(replies) != 1:
+            why = f"the call raised {failed}" if failed else (
+                "no reply" if not replies else f"{len(replies)} replies")
+            raise ChannelError(f"The grader could not call into the notebook's kernel ({why}); "
+                               "was the kernel's machinery changed by a cell?")
+        try:
+            reply = wire.decode(replies[0], limits=self.limits)
+        except wire.WireError as exc:
+            raise ChannelError(f"The value that came back cannot be graded: {exc}.") from None
+        if not isinstance(reply, dict) or reply.get("nonce") != nonce:
+            raise ChannelError("The kernel's reply does not answer the grader's request.")
+        if "refused" in reply:
+            raise ChannelError(f"The value could not be sent to or from the kernel: "
+                               f"{str(reply['refused'])[:500]}")
+        return reply
+
+    def _stuck(self, msg_id):
+        """A request ran past its time: interrupt it and wait a little for the kernel to be idle;
+        if it stays busy, no later request can be answered."""
+        if self.interrupt is not None:
+            try:
+                self.interrupt()
+            except Exception:  # noqa: BLE001
+                pass
+            end = time.monotonic() + 5
+            while time.monotonic() < end:
+                try:
+                    msg = self._iopub(timeout=0.5)
+                except queue.Empty:
+                    continue
+                if (msg.get("parent_header", {}).get("msg_id") == msg_id and msg.get("msg_type") == "status"
+                        and msg.get("content", {}).get("execution_state") == "idle"):
+                    return
+        self.broken = "Not run: the kernel was still busy with an earlier test that ran out of time."
+
+
+# --------------------------------------------------------------------------- the judge's proxy
+
+# Host callbacks (jax.pure_callback, io_callback, debug.print) in an exported module: learner
+# Python would run inside the judge's process.
+_CALLBACK = re.compile(r"callback|python|host", re.IGNORECASE)
+_TARGET = re.compile(r"custom_call\s*@([\w.$-]+)|call_target_name\s*=\s*\"([^\"]+)\"")
+
+
+class RemoteFunction:
+    """A learner function, called from the judge with judge-side values (markers of
+    :mod:`autograder.wire` for arrays, keys...); the result is decoded data.
+
+    A learner exception is raised as its judge-side copy (:class:`LearnerError`), so ``ag.call``
+    and the checks turn it into feedback as they would in the kernel.
+    """
+
+    def __init__(self, kernel: "Kernel", name: str, *, jit=False, static_argnums=(), static_argnames=()):
+        self.kernel, self.name, self.jit = kernel, name, bool(jit)
+        self.static_argnums, self.static_argnames = tuple(static_argnums), tuple(static_argnames)
+        self.__name__ = f"jax.jit({name})" if jit else name
+
+    def __call__(self, *args, **kwargs):
+        return self.kernel.call(self.name, *args, jit=self.jit, static_argnums=self.static_argnums,
+                                static_argnames=self.static_argnames, **kwargs)
+
+    def jitted(self, static_argnums=None, static_argnames=None) -> "RemoteFunction":
+        """The same function under ``jax.jit`` (applied and cached by the agent)."""
+        return RemoteFunction(self.kernel, self.name, jit=True,
+                              static_argnums=self.static_argnums if static_argnums is None else static_argnums,
+                              static_argnames=self.static_argnames if static_argnames is None else static_argnames)
+
+    def __repr__(self):
+        return f"<RemoteFunction {self.__name__}>"
+
+
+class Exported:
+    """A learner function's traced program, moved into the judge: ``exported`` (a
+    ``jax.export.Exported``), ``text`` (its StableHLO) and ``call(*args)`` on judge inputs."""
+
+    def __init__(self, exported, text):
+        self.exported, self.text = exported, text
+
+    def call(self, *args, **kwargs):
+        return self.exported.call(*args, **kwargs)
+
+    def custom_calls(self) -> list[str]:
+        return sorted({a or b for a, b in _TARGET.findall(self.text)})
+
+
+class Kernel:
+    """The judge's proxy to the learner's kernel (see the module's docstring).
+
+    ``rng``: a NumPy Generator seeded from :mod:`secrets` per grading run, for fresh inputs;
+    ``seed()``: a fresh integer seed from it (for ``ag.check_matches_reference(seed=...)``).
+    """
+
+    def __init__(self, client=None, *, channel: Channel | None = None, seed: int | None = None, **channel_kw):
+        self.channel = channel or Channel(client, **channel_kw)
+        self.rng = np.random.default_rng(secrets.randbits(128) if seed is None else seed)
+
+    def seed(self) -> int:
+        return int(self.rng.integers(0, 2**63 - 1))
+
+    def fn(self, name: str, jit=False, static_argnums=(), static_argnames=()) -> RemoteFunction:
+        return RemoteFunction(self, name, jit=jit, static_argnums=static_argnums,
+                              static_argnames=static_argnames)
+
+    def _reply(self, payload, label):
+        reply = self.channel.request(payload)
+        if "error" in reply:
+            err = reply["error"] if isinstance(reply["error"], dict) else {}
+            raise learner_exception(err, label)
+        return reply
+
+    def call(self, name, *args, jit=False, static_argnums=(), static_argnames=(), **kwargs):
+        """``name(*args, **kwargs)`` in the kernel (under ``jax.jit`` with ``jit=True``)."""
+        label = f"`jax.jit({name})`" if jit else f"`{name}`"
+        reply = self._reply({"op": "call", "name": name, "args": tuple(args), "kwargs": dict(kwargs),
+                             "jit": bool(jit), "static_argnums": list(static_argnums),
+                             "static_argnames": list(static_argnames)}, label)
+        return reply.get("value")
+
+    def call_keep_args(self, name, *args, jit=False, **kwargs):
+        """``(result, args)``: the call's result and its positional arguments as the call left
+        them in the kernel (to see writes into an argument, such as ``state["count"] += 1``)."""
+        label = f"`jax.jit({name})`" if jit else f"`{name}`"
+        reply = self._reply({"op": "call", "name": name, "args": tuple(args), "kwargs": dict(kwargs),
+                             "jit": bool(jit), "return_args": True}, label)
+        return reply.get("value"), reply.get("args")
+
+    def get(self, name):
+        """The value of the notebook's global ``name`` (as data)."""
+        return self._reply({"op": "get", "name": name}, f"`{name}`").get("value")
+
+    def export(self, name, *specs, static_argnums=(), static_argnames=(), **kwargs) -> Exported:
+        """``jax.export`` of ``jax.jit(name)`` at ``specs`` (:class:`~autograder.wire.Spec`),
+        deserialized judge-side. A module with host callbacks or effects is refused."""
+        from jax import export
+
+        reply = self._reply({"op": "export", "name": name, "args": tuple(specs), "kwargs": dict(kwargs),
+                             "static_argnums": list(static_argnums),
+                             "static_argnames": list(static_argnames)}, f"`jax.jit({name})`")
+        data = reply.get("exported")
+        if not isinstance(data, str):
+            raise ChannelError("The kernel's exported program is missing.")
+        try:
+            exp = export.deserialize(bytearray(base64.b64decode(data, validate=True)))
+            text = exp.mlir_module()
+        except Exception as exc:  # noqa: BLE001 - a forged or broken module
+            raise ChannelError(f"The exported program cannot be read ({type(exc).__name__}).") from None
+        result = Exported(exp, text)
+        bad = [t for t in result.custom_calls() if _CALLBACK.search(t)]
+        if bad or getattr(exp, "ordered_effects", ()) or getattr(exp, "unordered_effects", ()):
+            raise ExerciseFailure("purity", f"`{name}` calls back into Python from the compiled program "
+                                            f"({', '.join(bad) or 'effects'}); the grader only runs pure "
+                                            "JAX programs.")
+        return result
+
+    def claim(self, check: str, name: str, *args, **options) -> None:
+        """Run ``ag.<check>(name, *args, **options)`` in the kernel; a failing claim raises its
+        :class:`ExerciseFailure` (a passing one earns nothing by itself)."""
+        reply = self._reply({"op": "claim", "check": check, "name": name, "args": tuple(args),
+                             "kwargs": dict(options)}, f"`{name}`")
+        claim = reply.get("claim")
+        if not isinstance(claim, dict):
+            raise ChannelError("The kernel's claim is malformed.")
+        if claim.get("ok") is not True:
+            idea = claim.get("idea") if claim.get("idea") in TAUGHT_IN else "numerics"
+            raise ExerciseFailure(idea, str(claim.get("detail") or "a kernel-side check failed")[:2000])
+
+
+# --------------------------------------------------------------------------- running a judge file
+
+def judge_path(assignment_dir: Path) -> Path:
+    return Path(assignment_dir) / "judge.py"
+
+
+def load_judge(path: Path):
+    """The judge module at ``path``, loaded by file path (not through ``sys.path``)."""
+    path = Path(path).resolve()
+    spec = importlib.util.spec_from_file_location(f"_autograder_judge_{path.parent.name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+NOT_DEFINED = ("{ename}: {evalue}. The exercise's function is not defined: run its answer cell, "
+               "and keep the function's name as given.")
+
+
+def verdict(test, k: Kernel, grade_id: str) -> str:
+    """Run one judge test; '' when it passes, else the learner-facing feedback."""
+    try:
+        test(k)
+        return ""
+    except ExerciseFailure as exc:
+        return str(exc)
+    except ChannelError as exc:
+        return str(exc)
+    except LearnerError as exc:
+        if isinstance(exc, NameError):
+            return NOT_DEFINED.format(ename=type(exc).__name__, evalue=str(exc))
+        return str(explain_error(exc.kernel_mro or [type(exc).__name__], str(exc), exc.label))
+    except wire.WireError as exc:
+        return f"The value could not be sent to the kernel: {exc}."
+    except Exception as exc:  # noqa: BLE001 - a bug in the judge: zero, said plainly
+        return (f"Not graded: the grader's own check for {grade_id} failed ({type(exc).__name__}: "
+                f"{str(exc)[:300]}); please tell the course staff.")
+
+
+def run_judge(assignment_dir, kernel_client=None, *, grade_ids=None, kernel: Kernel | None = None,
+              **channel_kw) -> dict:
+    """``{grade_id: feedback or ""}`` for the judge file of ``assignment_dir`` (the trusted
+    ``solutions/<assignment>/``), run against a live kernel.
+
+    ``grade_ids`` (default: the file's ``test_*`` functions) are the test cells to judge; one
+    the file has no function for scores zero with a message.
+    """
+    try:
+        module = load_judge(judge_path(assignment_dir))
+    except Exception as exc:  # noqa: BLE001
+        msg = f"Not graded: the grader's judge file cannot be loaded ({type(exc).__name__}: {exc})."
+        return {g: msg for g in (grade_ids or [])}
+    tests = {n: f for n, f in vars(module).items() if n.startswith("test_") and callable(f)}
+    k = kernel or Kernel(kernel_client, **channel_kw)
+    out = {}
+    for gid in (grade_ids if grade_ids is not None else list(tests)):
+        test = tests.get(gid)
+        out[gid] = (verdict(test, k, gid) if test is not None else
+                    f"Not graded: the grader's judge has no check for {gid}; please tell the course staff.")
+    return out
+
+
+# --------------------------------------------------------------------------- the grading step
+
+def is_test_cell(cell) -> bool:
+    meta = cell.get("metadata", {}).get("nbgrader", {}) or {}
+    return cell.get("cell_type") == "code" and bool(meta.get("grade")) and not meta.get("solution")
+
+
+class JudgeStep:
+    """Grading with a judge: the notebook's test cells and its "Check my answers" cell are not
+    run (:meth:`prepare` makes them raw cells while the kernel runs the others, :meth:`restore`
+    puts them back); after the other cells, as an ``after_cells`` callback of
+    :mod:`autograder.execution`, :func:`run_judge` decides each test on the live kernel;
+    :meth:`write_verdicts` writes them into the test cells (an error output when failing,
+    nothing when passing) for nbgrader's ``SaveAutoGrades`` and the gradebook."""
+
+    def __init__(self, assignment_dir: Path, cell_timeout: float = REQUEST_TIMEOUT):
+        self.assignment_dir = Path(assignment_dir)
+        self.cell_timeout = cell_timeout
+        self.verdicts: dict | None = None  # None: the judge did not run
+        self.grade_ids: list = []
+        self._hidden: list = []
+
+    @classmethod
+    def for_source(cls, source_notebook: Path, cell_timeout: float = REQUEST_TIMEOUT):
+        """The step for an assignment that has a judge file, else ``None`` (the legacy path)."""
+        folder = Path(source_notebook).parent
+        return cls(folder, cell_timeout) if judge_path(folder).is_file() else None
+
+    @staticmethod
+    def skips(cell) -> bool:
+        """Cells the kernel does not run when a judge decides."""
+        return is_test_cell(cell) or CHECK_TAG in (cell.get("metadata", {}).get("tags") or [])
+
+    def prepare(self, nb) -> None:
+        self.grade_ids = [c.metadata["nbgrader"]["grade_id"] for c in nb.cells if is_test_cell(c)]
+        self._hidden = [c for c in nb.cells if self.skips(c)]
+        for cell in self._hidden:
+            cell.cell_type = "raw"
+
+    def restore(self, nb) -> None:
+        for cell in self._hidden:
+            cell.cell_type = "code"
+            cell.outputs = []
+            cell.execution_count = None
+        self._hidden = []
+
+    async def __call__(self, live) -> None:
+        """Judge the live kernel (:class:`autograder.execution.LiveKernel`), in a thread of its
+        own with a blocking client, so the manager's coroutines (alive, interrupt) still run."""
+        import asyncio
+        import contextvars
+
+        loop = asyncio.get_running_loop()
+        manager = live.manager
+
+        def on_loop(coro_fn):
+            def run():
+                return asyncio.run_coroutine_threadsafe(coro_fn(), loop).result(10)
+            return run
+
+        def judge():
+            kc = live.blocking_client()
+            try:
+                kc.wait_for_ready(timeout=30)
+                return run_judge(self.assignment_dir, kc, grade_ids=self.grade_ids,
+                                 timeout=self.cell_timeout, deadline=live.deadline,
+                                 alive=on_loop(manager.is_alive), interrupt=on_loop(manager.interrupt_kernel))
+            finally:
+                kc.stop_channels()
+
+        try:
+            # a fresh context: jupyter_core keeps the running loop in a context variable, which
+            # the blocking client's thread must not inherit
+            self.verdicts = await loop.run_in_executor(None, contextvars.Context().run, judge)
+        except Exception as exc:  # noqa: BLE001 - the grader's fault: zero, said plainly
+            msg = f"Not graded: the grader could not reach the kernel ({type(exc).__name__}: {exc})."
+            self.verdicts = {g: msg for g in self.grade_ids}
+
+    def write_verdicts(self, nb, not_judged: str) -> dict:
+        """Write each test cell's verdict as its outputs; ``{grade_id: feedback}``. Tests the
+        judge did not decide (the kernel died, the time ran out) get ``not_judged``."""
+        from nbformat.v4 import new_output
+
+        feedback = {}
+        for cell in nb.cells:
+            if not is_test_cell(cell):
+                continue
+            gid = cell.metadata["nbgrader"]["grade_id"]
+            fb = (self.verdicts or {}).get(gid, not_judged) if self.verdicts is not None else not_judged
+            feedback[gid] = fb
+            cell.outputs = [] if not fb else [new_output("error", ename="Failed", evalue=fb, traceback=[])]
+            cell.execution_count = None
+        return feedback

@@ -1,0 +1,201 @@
+"""The judge of 03_purity (trusted: runs in the grader, never in the learner's kernel).
+
+One ``test_<name>(k)`` per graded test cell; ``k`` is an :class:`autograder.judge.Kernel`.
+Values are compared judge-side with references computed here, on inputs drawn from ``k.rng``
+(fresh at every grading). Kernel-side claims are used only for what the kernel alone can see:
+the notebook's globals that a call changed (``check_pure``).
+"""
+import numpy as np
+
+import autograder as ag
+from autograder.judge import LearnerError
+from autograder.wire import AsJax, as_jax, values
+
+
+def _f32(x):
+    return AsJax(np.asarray(x, np.float32))
+
+
+def _i32(x):
+    return AsJax(np.asarray(x, np.int32))
+
+
+def _state(count, total):
+    return {"count": _i32(count), "total": _f32(total)}
+
+
+def _same_twice(f, args, label, idea="purity"):
+    """Two calls with the same inputs give the same outputs (checked judge-side)."""
+    first = ag.call(f, *args, what=label)
+    second = ag.call(f, *args, what=label)
+    try:
+        ag.check_close(second, first, what=f"{label}'s second call", idea=idea)
+    except ag.ExerciseFailure as exc:
+        ag.fail("purity", f"{label} gave different results for the same inputs: {exc.detail}")
+    return first
+
+
+# --------------------------------------------------------------------------- step
+
+def _ref_step(state, x):
+    state, x = values(state), values(x)
+    count = np.asarray(state["count"]) + 1
+    total = np.asarray(state["total"], np.float64) + np.float64(x)
+    return {"count": count, "total": total}, total / count
+
+
+def test_step(k):
+    step = k.fn("step")
+    x0 = float(np.float32(k.rng.uniform(0.5, 4.0)))
+    (s1, y1), (s0_after, _) = k.call_keep_args("step", _state(0, 0.0), _f32(x0))
+    ag.check_close((s1, y1), ({"count": 1, "total": x0}, x0), what=f"step({{count: 0, total: 0}}, {x0:.4g})",
+                   idea="state")
+    if int(np.asarray(s0_after["count"])) != 0 or float(np.asarray(s0_after["total"])) != 0.0:
+        ag.fail("state", "`step` changed the `state` dict it was given in place; build and return a new "
+                         "dict instead, so the caller's state stays as it was.")
+    args = (_state(int(k.rng.integers(1, 9)), float(k.rng.normal(scale=5.0))), _f32(k.rng.normal()))
+    _same_twice(step, args, "`step`")
+    k.claim("check_pure", "step", args, what="`step`")  # the notebook's globals: kernel-side only
+
+    def make_args(rng):  # count >= 1: the count-0 case is the first check above
+        return (_state(int(rng.integers(1, 40)), float(rng.normal(scale=10.0))), _f32(rng.normal()))
+
+    ag.check_matches_reference(step, _ref_step, make_args, trials=4, seed=k.seed(), what="`step`",
+                               idea="state")
+    xs = k.rng.normal(size=6).astype(np.float32)
+    state = _state(0, 0.0)
+    jstep = step.jitted()
+    for i, x in enumerate(xs):
+        state, y = ag.call(jstep, state, _f32(x), what="jax.jit(step)")
+        ag.check_close(y, np.mean(xs[: i + 1].astype(np.float64)),
+                       what=f"the running mean after {i + 1} jitted steps", idea="state")
+        state = as_jax(state) if isinstance(state, dict) else state
+    ag.check_close(values(state)["count"] if isinstance(state, dict) else state, len(xs),
+                   what="the count after threading the state through 6 jitted steps", idea="state")
+
+
+# --------------------------------------------------------------------------- set_diagonal
+
+def _ref_set_diagonal(x, v):
+    out = np.array(values(x), dtype=np.float64, copy=True)
+    i = np.arange(out.shape[0])
+    out[i, i] = values(v)
+    return out
+
+
+def _immutable(exc) -> bool:
+    return isinstance(exc, TypeError) and "immutable" in str(exc)
+
+
+def _call_immutable(f, *args, what):
+    """Call ``f``; an attempt to assign into a JAX array names the in-place idea."""
+    try:
+        return f(*args)
+    except LearnerError as exc:
+        if _immutable(exc):
+            ag.fail("inplace", f"{what} assigned into a JAX array in place; JAX arrays are "
+                               "immutable, so build a new one with `x.at[i, i].set(v)`.")
+    return ag.call(f, *args, what=what)  # any other error becomes feedback that names its idea
+
+
+def _numpy_input_untouched(k, n, v):
+    """set_diagonal on a NumPy array must leave that array as it was. An answer that accepts
+    only JAX arrays cannot have written into it."""
+    xn = k.rng.normal(size=(n, n)).astype(np.float32)
+    try:
+        _, after = k.call_keep_args("set_diagonal", xn, v)
+    except LearnerError:
+        return
+    if not (isinstance(after, tuple) and np.array_equal(np.asarray(after[0]), xn)):
+        ag.fail("inplace", "set_diagonal on a NumPy array modified that array in place; return a new "
+                           "array instead (`jnp.asarray(x).at[i, i].set(v)`).")
+
+
+def test_set_diagonal(k):
+    set_diagonal = k.fn("set_diagonal")
+    _numpy_input_untouched(k, 4, -1.0)
+    xv = k.rng.normal(size=(4, 4)).astype(np.float32)
+    try:
+        out, after = k.call_keep_args("set_diagonal", _f32(xv), 7.0)
+    except LearnerError:
+        out, after = _call_immutable(set_diagonal, _f32(xv), 7.0, what="set_diagonal(x, 7.0)"), None
+    ag.check_close(out, _ref_set_diagonal(xv, 7.0), what="set_diagonal(x, 7.0)", idea="inplace")
+    if after is not None:
+        ag.check_close(after[0], xv, what="x after set_diagonal(x, 7.0)", idea="inplace")
+    try:
+        _same_twice(set_diagonal.jitted(), (_f32(xv), 4.0), "jax.jit(set_diagonal)")
+    except ag.ExerciseFailure as exc:
+        if exc.idea == "async":  # TracerArrayConversionError under jit
+            ag.fail("inplace", "jax.jit(set_diagonal) converted a traced array to NumPy to write into it; "
+                               "under jit there is no NumPy array to write into. Build the new array in "
+                               "JAX with `x.at[i, i].set(v)`.")
+        raise
+    k.claim("check_pure", "set_diagonal", (_f32(xv), 4.0), what="`set_diagonal`")
+    v = k.rng.normal(size=4).astype(np.float32)
+    out = _call_immutable(set_diagonal, _f32(xv), _f32(v), what="set_diagonal(x, v) with a vector v")
+    ag.check_close(out, _ref_set_diagonal(xv, v), what="set_diagonal(x, v) with a vector v", idea="inplace")
+
+    def make_args(rng, n=4):
+        x = _f32(rng.normal(size=(n, n)))
+        v = float(np.float32(rng.normal())) if rng.random() < 0.5 else _f32(rng.normal(size=n))
+        return x, v
+
+    ag.check_matches_reference(set_diagonal, _ref_set_diagonal, make_args, trials=3, seed=k.seed(),
+                               what="`set_diagonal`")
+    # Other sizes, under jit only: one small program each.
+    ag.check_matches_reference(set_diagonal.jitted(), _ref_set_diagonal,
+                               lambda rng: make_args(rng, n=int(rng.integers(2, 7))), trials=2,
+                               seed=k.seed(), jit=False, what="`jax.jit(set_diagonal)`")
+    _numpy_input_untouched(k, 4, np.arange(4, dtype=np.float32))
+
+
+# --------------------------------------------------------------------------- normalize_batch
+
+def _ref_normalize(x):
+    x = np.asarray(values(x), dtype=np.float64)
+    return (x - x.mean(axis=0)) / np.sqrt(x.var(axis=0) + 1e-5)
+
+
+def _check_normalized(f, x, what, idea="numerics"):
+    """f(x) against the reference; a result that uses the sample variance, or adds eps outside
+    the square root, is told which."""
+    got = ag.call(f, _f32(x), what=what)
+    try:
+        ag.check_close(got, _ref_normalize(x), what=what, idea=idea)
+    except ag.ExerciseFailure as exc:
+        xd = np.asarray(x, np.float64)
+        centred = xd - xd.mean(axis=0)
+        for alt, hint in ((centred / np.sqrt(xd.var(axis=0, ddof=1) + 1e-5),
+                           "It divides by the sample variance (ddof=1); use the population variance (ddof 0)."),
+                          (centred / (xd.std(axis=0) + 1e-5),
+                           "It adds eps outside the square root; use sqrt(var + 1e-5).")):
+            if np.shape(got) == alt.shape and np.allclose(np.asarray(got, np.float64), alt, rtol=1e-3, atol=1e-4):
+                ag.fail(idea, f"{exc.detail} {hint}")
+        raise
+
+
+def _batch(rng, b=8, d=3):
+    scale = 10.0 ** rng.uniform(-3.5, 1.0, size=d)  # some features vary far less than sqrt(eps)
+    offset = rng.uniform(-2.0, 2.0, size=d)
+    return (scale * (rng.normal(size=(b, d)) + offset)).astype(np.float32)
+
+
+def test_normalize_batch(k):
+    normalize_batch = k.fn("normalize_batch")
+    b1 = k.rng.normal(size=(8, 3)).astype(np.float32)
+    b2 = (3.0 * k.rng.normal(size=(8, 3)) + 5.0).astype(np.float32)
+    _same_twice(normalize_batch, (_f32(b1),), "`normalize_batch`")
+    k.claim("check_pure", "normalize_batch", (_f32(b1),), what="`normalize_batch`")
+    _check_normalized(normalize_batch, b1, "normalize_batch(batch 1)")
+    _check_normalized(normalize_batch, b2, "normalize_batch(batch 2), called after batch 1", idea="purity")
+    # A batch with features that vary far less than sqrt(eps), eagerly and under jit.
+    tiny = ((k.rng.normal(size=(8, 3)) + [0.5, -1.0, 2.0]) * [1.0, 1e-2, 1e-3]).astype(np.float32)
+    for f, label in ((normalize_batch, "normalize_batch"), (normalize_batch.jitted(), "jax.jit(normalize_batch)")):
+        _check_normalized(f, tiny, f"{label}(a batch whose features have spreads 1, 1e-2 and 1e-3)")
+    ag.check_matches_reference(normalize_batch, _ref_normalize, lambda rng: (_f32(_batch(rng)),), trials=3,
+                               seed=k.seed(), what="`normalize_batch`")
+    # Other batch shapes, under jit only: one small program each.
+    ag.check_matches_reference(
+        normalize_batch.jitted(), _ref_normalize,
+        lambda rng: (_f32(_batch(rng, b=int(rng.integers(4, 12)), d=int(rng.integers(2, 6)))),),
+        trials=2, seed=k.seed(), jit=False, what="`jax.jit(normalize_batch)`")
