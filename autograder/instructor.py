@@ -13,17 +13,29 @@ gradebook (SQLite by default; any SQLAlchemy URL through ``--db-url`` or ``$COUR
 - ``feedback``: one HTML page per submission with the learner-facing messages (never the
   hidden test code).
 - ``export``: a CSV of points per student, assignment and exercise, from the gradebook.
+
+A shared gradebook (``COURSE_DB_URL=postgresql+psycopg://user:password@host/db``) may be used
+by any number of ``autograde``/``collect``/``export`` runs at once, on one machine or several:
+every run that touches it (nbgrader's schema creation, an assignment's cells, one submission's
+grades, an export) holds a PostgreSQL advisory lock meanwhile (a file lock beside a SQLite
+gradebook), and one submission's grades are written in one transaction. Grading itself, the
+slow part, runs outside the lock. A rerun rewrites the same rows (nothing is duplicated) and
+reuses a result whose submission, assignment, grader and limits are unchanged
+(``--regrade`` grades everything again).
 """
 from __future__ import annotations
 
 import csv
+import fcntl
+import hashlib
 import html
 import json
 import os
 import re
-import shutil
 import sys
+import tempfile
 import zipfile
+from contextlib import contextmanager
 from pathlib import Path
 
 from .course import assignments, find_course_root, source_notebook
@@ -37,7 +49,8 @@ class Course:
     def __init__(self, root=None, state=None, db_url=None):
         self.root = Path(root).resolve() if root else find_course_root()
         self.state = Path(state or os.environ.get("COURSE_STATE") or self.root / ".course").resolve()
-        self.db_url = db_url or os.environ.get("COURSE_DB_URL") or f"sqlite:///{self.state / 'gradebook.db'}"
+        self.db_url = gradebook_url(db_url or os.environ.get("COURSE_DB_URL")
+                                    or f"sqlite:///{self.state / 'gradebook.db'}")
         self.submitted = self.state / "submitted"
         self.autograded = self.state / "autograded"
         self.feedback = self.state / "feedback"
@@ -45,6 +58,179 @@ class Course:
     def assignments(self):
         return assignments(self.root)
 
+
+# --------------------------------------------------------------------------- the shared gradebook
+
+class GradebookError(Exception):
+    """The gradebook cannot be used (unreachable, a bad URL, no driver); the message, one line for
+    a person, names the URL without its password."""
+
+
+def gradebook_url(url: str) -> str:
+    """``url`` with PostgreSQL's driver made explicit: a bare ``postgresql://`` (or ``postgres://``)
+    means psycopg 3, the driver in requirements.txt (SQLAlchemy would otherwise ask for
+    psycopg2)."""
+    return re.sub(r"^postgres(ql)?://", "postgresql+psycopg://", url)
+
+
+def shown_url(url: str) -> str:
+    """``url`` as it may be printed: its password replaced by ``***``."""
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - not a URL SQLAlchemy can parse: hide what looks like one
+        return re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", url)
+
+
+def _one_line(exc: BaseException, url: str) -> str:
+    """The database's own reason, on one line, without the URL's password."""
+    reason = " ".join(str(getattr(exc, "orig", None) or exc).split())
+    try:
+        from sqlalchemy.engine import make_url
+
+        password = make_url(url).password
+    except Exception:  # noqa: BLE001
+        password = None
+    if password:
+        reason = reason.replace(str(password), "***")
+    return reason.split(" (Background on this error")[0]
+
+
+def check_gradebook(db_url: str) -> None:
+    """Connect to the gradebook once, before any work, or raise :class:`GradebookError` saying why
+    (a SQLite gradebook's folder is created)."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
+    from sqlalchemy.pool import NullPool
+
+    shown = shown_url(db_url)
+    try:
+        url = make_url(db_url)
+    except ArgumentError as exc:
+        raise GradebookError(f"the gradebook URL {shown} is not a database URL ({exc}); "
+                             f"expected e.g. postgresql://user:password@host:5432/course") from None
+    backend = url.get_backend_name()
+    if backend == "sqlite" and url.database and url.database != ":memory:":
+        Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+    connect_args = {"connect_timeout": 10} if backend == "postgresql" else {}
+    try:
+        engine = create_engine(url, poolclass=NullPool, connect_args=connect_args)
+    except (NoSuchModuleError, ImportError) as exc:
+        raise GradebookError(f"cannot open the gradebook {shown}: its database driver is not "
+                             f"installed ({exc}); PostgreSQL needs psycopg (requirements.txt)") from None
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+    except DBAPIError as exc:
+        raise GradebookError(f"cannot reach the gradebook {shown}: {_one_line(exc, db_url)}") from None
+    finally:
+        engine.dispose()
+
+
+# One key for every run against a PostgreSQL gradebook (any course, any machine).
+_LOCK_KEY = int.from_bytes(hashlib.sha256(b"jax-course gradebook").digest()[:8], "big", signed=True)
+
+
+@contextmanager
+def gradebook_lock(db_url: str):
+    """Hold the gradebook's lock: a PostgreSQL session-level advisory lock on a connection of its
+    own (released when the block ends, or by the server if the process dies), or an exclusive
+    ``flock`` on ``<gradebook>.lock`` beside a SQLite file. Everything that opens nbgrader's
+    ``Gradebook`` on a shared URL does so inside this block: two graders creating nbgrader's
+    schema at once fail with ``UniqueViolation`` otherwise, and two writers of one student or
+    submission with ``IntegrityError``."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.pool import NullPool
+
+    url = make_url(db_url)
+    backend = url.get_backend_name()
+    if backend == "postgresql":
+        engine = create_engine(url, poolclass=NullPool, isolation_level="AUTOCOMMIT")
+        try:
+            with engine.connect() as conn:
+                conn.execute(text("SELECT pg_advisory_lock(:key)"), {"key": _LOCK_KEY})
+                try:
+                    yield
+                finally:
+                    conn.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": _LOCK_KEY})
+        finally:
+            engine.dispose()
+    elif backend == "sqlite" and url.database and url.database != ":memory:":
+        lock = Path(f"{url.database}.lock")
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        with lock.open("a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+    else:  # another server: nbgrader's own behaviour, unguarded
+        yield
+
+
+@contextmanager
+def course_gradebook(db_url: str):
+    """nbgrader's ``Gradebook`` under :func:`gradebook_lock`, as one transaction: nbgrader's own
+    commits inside the block only flush, everything is committed when the block ends and rolled
+    back if it raises (no half-written submission). Schema creation (in ``Gradebook()``) is
+    done under the lock too."""
+    from nbgrader.api import Gradebook
+
+    from .gradebook import ensure_tools_on_path
+
+    ensure_tools_on_path()
+    _lazy_alembic_version()
+    with gradebook_lock(db_url), Gradebook(db_url) as gb:
+        session = gb.db
+        session.commit = session.flush  # nbgrader's helpers commit after each row
+        try:
+            yield gb
+        except BaseException:
+            del session.commit
+            session.rollback()
+            raise
+        del session.commit
+        session.commit()
+
+
+def _lazy_alembic_version() -> None:
+    """nbgrader asks the ``alembic`` command (a subprocess, seconds) for its schema version each
+    time it creates a gradebook: ask at most once per process, and only when a new gradebook is
+    actually created (never for one that exists)."""
+    import nbgrader.api as api
+
+    original = api.get_alembic_version
+    if getattr(original, "_cached", False) or getattr(original, "_lazy", False):
+        return
+    version: list[str] = []
+
+    def lazy() -> str:
+        if not version:
+            version.append(original())
+        return version[0]
+
+    lazy._lazy = True
+    api.get_alembic_version = lazy
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Write ``path`` so that a concurrent reader sees the old file or the new one, never a part."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# --------------------------------------------------------------------------- collect
 
 _STUDENT_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9.\-]*)_")
 
@@ -71,7 +257,7 @@ def collect(folder, assignment: str, course: Course) -> list[tuple[str, Path]]:
         dest = course.submitted / student / assignment / f"{assignment}.ipynb"
         dest.parent.mkdir(parents=True, exist_ok=True)
         if item.suffix == ".ipynb":
-            shutil.copyfile(item, dest)
+            _write_atomic(dest, item.read_bytes())
         else:
             try:
                 with zipfile.ZipFile(item) as zf:
@@ -80,10 +266,10 @@ def collect(folder, assignment: str, course: Course) -> list[tuple[str, Path]]:
                     if best is None:
                         print(f"collect: {item.name} holds no notebook", file=sys.stderr)
                         continue
-                    dest.write_bytes(zf.read(best))
+                    _write_atomic(dest, zf.read(best))
             except zipfile.BadZipFile:
                 print(f"collect: {item.name} is not a valid zip; kept as is for grading", file=sys.stderr)
-                shutil.copyfile(item, dest)
+                _write_atomic(dest, item.read_bytes())
         collected.append((student, dest))
     return collected
 
@@ -103,54 +289,102 @@ def submissions(course: Course, assignments=None):
 
 
 def _record(course: Course, student: str, assignment: str, result: dict) -> None:
-    from nbgrader.api import Gradebook
-
+    """One submission's grades into the gradebook, all or nothing (a rerun rewrites the same rows)."""
     source = source_notebook(assignment, course.root)
-    with Gradebook(course.db_url) as gb:
+    with course_gradebook(course.db_url) as gb:
         gb.update_or_create_student(student)
         gb.update_or_create_submission(assignment, student)
         for t in result["tests"]:
             grade = gb.find_grade(t["grade_id"], source.stem, assignment, student)
             grade.auto_score = float(t["points"])
             grade.needs_manual_grade = False
-        gb.db.commit()
 
 
-def autograde(course: Course, assignments=None, workers=None, progress=True, **limits):
-    """Grade every submission and record it in the gradebook; return the list of rows."""
+def _fingerprint(course: Course, notebook: Path, assignment: str, limits: dict) -> str:
+    """What a grade depends on: the submission, the assignment's trusted files (source notebook,
+    judge, data), the grader's code, its limits and the versions it grades with."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    h = hashlib.sha256(b"autograde-v1\0")
+    h.update(Path(notebook).read_bytes())
+    folder = course.root / "solutions" / assignment
+    for f in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        h.update(f"\0{f.relative_to(folder)}\0".encode() + f.read_bytes())
+    for f in sorted(Path(__file__).parent.glob("*.py")):
+        h.update(f"\0{f.name}\0".encode() + f.read_bytes())
+    h.update(json.dumps(limits, sort_keys=True, default=str).encode() + sys.version.encode())
+    for dist in ("jax", "jaxlib", "numpy", "nbgrader", "nbclient", "ipykernel"):
+        try:
+            h.update(f"\0{dist}={version(dist)}".encode())
+        except PackageNotFoundError:
+            pass
+    return h.hexdigest()
+
+
+def _reusable(course: Course, student: str, assignment: str, fingerprint: str) -> dict | None:
+    """The earlier result of this very submission, graded by this very grader, if any (an error is
+    always graded again: it may have been the machine's)."""
+    out = course.autograded / student / assignment
+    try:
+        d = json.loads((out / "result.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if (d.get("fingerprint") == fingerprint and not d.get("error") and d.get("tests")
+            and (out / f"{assignment}.ipynb").exists()):
+        return d
+    return None
+
+
+def autograde(course: Course, assignments=None, workers=None, progress=True, regrade=False, **limits):
+    """Grade every submission and record it in the gradebook; return the list of rows.
+
+    Safe to run while other ``autograde``/``export`` runs use the same gradebook (see the module's
+    docstring). A submission whose result is current is not graded again unless ``regrade``."""
     from .batch import grade_many, summary
-    from .grading import Result, ensure_tools_on_path, fast_alembic_version
+    from .gradebook import ensure_tools_on_path
+    from .result import Result
 
     ensure_tools_on_path()
+    check_gradebook(course.db_url)
     found = submissions(course, assignments)
     for a in sorted({a for _, a, _ in found}):
-        fast_alembic_version()
-        build_gradebook(source_notebook(a, course.root), a, course.db_url)
-    to_grade = [(s, a, p) for s, a, p in found if p is not None]
+        with gradebook_lock(course.db_url):
+            _lazy_alembic_version()
+            build_gradebook(source_notebook(a, course.root), a, course.db_url)
+    fingerprints = {(s, a): _fingerprint(course, p, a, limits) for s, a, p in found if p is not None}
+    reused = {} if regrade else {k: d for k, fp in fingerprints.items()
+                                 if (d := _reusable(course, *k, fp)) is not None}
+    to_grade = [(s, a, p) for s, a, p in found if p is not None and (s, a) not in reused]
 
     def per_job(path):
         s, a = Path(path).parent.parent.name, Path(path).parent.name
         return {"save_graded": course.autograded / s / a / f"{a}.ipynb"}
 
     results = grade_many([p for _, _, p in to_grade], workers=workers, progress=progress,
-                         root=course.root, per_job=per_job, **limits)
+                         root=course.root, per_job=per_job, **limits) if to_grade else []
     by_path = {str(p): r for (_, _, p), r in zip(to_grade, results)}
     rows = []
     for s, a, p in found:
         src = source_notebook(a, course.root)
-        if p is None:
-            r = zero_result(str(course.submitted / s / a), a, src, "no notebook submitted")
+        if (s, a) in reused:
+            d = reused[(s, a)]
         else:
-            r = by_path[str(p)]
-            if not r.tests:  # e.g. an internal error: every test still appears, with zero
-                r = zero_result(r.notebook, a, src, r.error or "not graded")
-        d = r.as_dict()
-        d["student"] = s
-        out = course.autograded / s / a / "result.json"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(d, indent=2))
+            if p is None:
+                r = zero_result(str(course.submitted / s / a), a, src, "no notebook submitted")
+            else:
+                r = by_path[str(p)]
+                if not r.tests:  # e.g. an internal error: every test still appears, with zero
+                    r = zero_result(r.notebook, a, src, r.error or "not graded")
+            d = r.as_dict()
+            d["student"] = s
+            if p is not None:
+                d["fingerprint"] = fingerprints[(s, a)]
+            _write_atomic(course.autograded / s / a / "result.json", json.dumps(d, indent=2).encode())
         _record(course, s, a, d)
         rows.append(d)
+    if reused:
+        print(f"autograde: {len(reused)} submission(s) unchanged since they were graded: their "
+              f"results reused (--regrade grades them again)", file=sys.stderr)
     print(summary([Result.from_dict(r) for r in rows]), file=sys.stderr)
     return rows
 
@@ -185,11 +419,14 @@ section that teaches it.</p></body></html>"""
 
 def export(course: Course, out: Path) -> Path:
     """Write ``student,assignment,exercise,points,max_points`` rows from the gradebook."""
-    from nbgrader.api import Gradebook, MissingEntry
+    import io
 
+    from nbgrader.api import MissingEntry
+
+    check_gradebook(course.db_url)
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with Gradebook(course.db_url) as gb, out.open("w", newline="") as fh:
+    fh = io.StringIO(newline="")
+    with course_gradebook(course.db_url) as gb:  # a consistent view: no write is half seen
         writer = csv.writer(fh)
         writer.writerow(["student", "assignment", "exercise", "points", "max_points"])
         for assignment in sorted(gb.assignments, key=lambda a: a.name):
@@ -202,10 +439,12 @@ def export(course: Course, out: Path) -> Path:
                     for g in sorted(sub.grades, key=lambda g: g.name):
                         writer.writerow([student.id, assignment.name, g.name.removeprefix("test_"),
                                          f"{g.score:g}", f"{g.max_score:g}"])
+    _write_atomic(out, fh.getvalue().encode())
     return out
 
 
-__all__ = ["Course", "collect", "autograde", "feedback", "export", "student_of", "STUDENT"]
+__all__ = ["Course", "collect", "autograde", "feedback", "export", "student_of", "STUDENT",
+           "GradebookError", "check_gradebook", "course_gradebook", "gradebook_lock", "shown_url"]
 
 
 def add_parsers(sub) -> None:
@@ -213,7 +452,8 @@ def add_parsers(sub) -> None:
     def common(p):
         p.add_argument("--root", help="course root holding solutions/ (default: found automatically)")
         p.add_argument("--state", help="course-state folder (default: .course/ in the course root)")
-        p.add_argument("--db-url", help="gradebook SQLAlchemy URL (default: sqlite in the state folder)")
+        p.add_argument("--db-url", help="gradebook SQLAlchemy URL, e.g. postgresql://user:pw@host/db "
+                                        "(default: $COURSE_DB_URL, else sqlite in the state folder)")
         return p
 
     p = common(sub.add_parser("collect", help="collect downloaded submissions into nbgrader's layout"))
@@ -224,6 +464,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--jobs", "-j", type=int, default=None, help="parallel graders (default: one per core)")
     p.add_argument("--cell-timeout", type=int, default=120)
     p.add_argument("--notebook-timeout", type=int, default=600)
+    p.add_argument("--regrade", action="store_true",
+                   help="grade every submission again, even those unchanged since their last grading")
     common(sub.add_parser("feedback", help="one HTML feedback page per graded submission"))
     p = common(sub.add_parser("export", help="CSV of points per student, assignment and exercise"))
     p.add_argument("--out", default=None, help="CSV path (default: <state>/grades.csv)")
@@ -231,14 +473,29 @@ def add_parsers(sub) -> None:
 
 def run(args) -> int:
     course = Course(args.root, args.state, args.db_url)
+    try:
+        return _run(args, course)
+    except GradebookError as exc:
+        print(f"{args.command}: {exc}", file=sys.stderr)
+    except Exception as exc:  # the database went away mid-run: say so, without a traceback
+        from sqlalchemy.exc import DBAPIError
+
+        if not isinstance(exc, DBAPIError):
+            raise
+        print(f"{args.command}: the gradebook {shown_url(course.db_url)} failed: "
+              f"{_one_line(exc, course.db_url)}", file=sys.stderr)
+    return 2
+
+
+def _run(args, course: Course) -> int:
     if args.command == "collect":
         got = collect(args.folder, args.assignment, course)
         print(f"collected {len(got)} submission(s) of {args.assignment} into {course.submitted}")
     elif args.command == "autograde":
         rows = autograde(course, args.assignments or None, workers=args.jobs,
-                         progress=sys.stderr.isatty(), cell_timeout=args.cell_timeout,
-                         notebook_timeout=args.notebook_timeout)
-        print(f"autograded {len(rows)} submission(s) into {course.db_url}")
+                         progress=sys.stderr.isatty(), regrade=args.regrade,
+                         cell_timeout=args.cell_timeout, notebook_timeout=args.notebook_timeout)
+        print(f"autograded {len(rows)} submission(s) into {shown_url(course.db_url)}")
     elif args.command == "feedback":
         pages = feedback(course)
         print(f"wrote {len(pages)} feedback page(s) under {course.feedback}")
