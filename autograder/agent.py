@@ -196,16 +196,28 @@ def _error(exc: BaseException) -> dict:
             "message": message[:MESSAGE_LIMIT]}
 
 
+def _nonce_of(text: str):
+    """The request's nonce, read without building its arguments (for a reply to a request
+    whose arguments could not be built)."""
+    try:
+        import json
+
+        items = json.loads(text).get("items", [])
+        return next((v for k, v in items if k == "nonce" and isinstance(v, str)), None)
+    except Exception:  # noqa: BLE001
+        return None
+
+
 def handle(text: str) -> dict:
     """Run one request (its JSON text) and return the reply (a dict of wire data)."""
     try:
         req = wire.decode(text, markers=_markers())
     except NameError as exc:
-        return {"error": _error(exc)}
+        return {"error": _error(exc), "nonce": _nonce_of(text)}
     except wire.WireError as exc:
-        return {"refused": str(exc)[:MESSAGE_LIMIT]}
+        return {"refused": str(exc)[:MESSAGE_LIMIT], "nonce": _nonce_of(text)}
     except Exception as exc:  # noqa: BLE001 - building an argument (device_put...) failed
-        return {"error": _error(exc)}
+        return {"error": _error(exc), "nonce": _nonce_of(text)}
     if not isinstance(req, dict):
         return {"refused": "a request must be a dict"}
     nonce = req.get("nonce")

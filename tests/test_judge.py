@@ -1,0 +1,470 @@
+"""The judge: its data codec (caps and malformed input), its calls into a real kernel, and a
+corpus of scoring attacks on 03_purity (ported to a judge) that must earn nothing."""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import time
+
+import nbformat
+import numpy as np
+import pytest
+
+from autograder import judge, wire
+from autograder.feedback import ExerciseFailure
+from conftest import ROOT, fill_answers, released_notebook, run_grader, solution_notebook
+
+A = "03_purity"
+
+
+# --------------------------------------------------------------------------- the codec
+
+SMALL = wire.Limits(max_bytes=4096, max_elements=64, max_total_elements=100, max_depth=8,
+                    max_nodes=50, max_str=100)
+
+
+def _nd(dtype="float32", shape=(2,), data=None):
+    raw = np.zeros(shape, dtype).tobytes() if data is None else data
+    return {"$": "nd", "dtype": dtype, "shape": list(shape), "data": base64.b64encode(raw).decode()}
+
+
+@pytest.mark.parametrize("value", [
+    None, True, 0, -3, 2**70, 1.5, float("inf"), "text", [1, [2]], (1, (2.5, "a")),
+    {"a": {"b": [None]}}, np.float32(1.25), np.int8(-3), np.bool_(True), np.complex64(1 - 2j),
+    np.arange(12, dtype=np.int16).reshape(3, 4), np.ones((2, 0, 3), np.uint64),
+    np.array([1 + 1j], np.complex128), np.arange(6, dtype=np.float64).reshape(2, 3).T,
+])
+def test_values_round_trip_with_their_types(value):
+    back = wire.decode(wire.encode(value))
+    assert type(back) is type(value)
+    if isinstance(value, (np.ndarray, np.generic)):
+        assert back.dtype == value.dtype and np.shape(back) == np.shape(value)
+        assert np.array_equal(back, value)
+    else:
+        assert back == value
+
+
+def test_nan_bfloat16_and_jax_arrays_round_trip():
+    import jax
+    import jax.numpy as jnp
+    import ml_dtypes
+
+    assert np.isnan(wire.decode(wire.encode(float("nan"))))
+    b = np.array([1.5, -2], ml_dtypes.bfloat16)
+    back = wire.decode(wire.encode(b))
+    assert back.dtype == b.dtype and np.array_equal(back, b)
+    weak = wire.decode(wire.encode(jnp.asarray(2.0)))
+    strong = wire.decode(wire.encode(jnp.float32(2.0) + 1))
+    assert isinstance(weak, wire.KernelArray) and weak.weak_type is True and strong.weak_type is False
+    assert weak.shape == () and weak.dtype == np.float32
+    keys = wire.decode(wire.encode(jax.random.split(jax.random.key(3), 4)))
+    assert isinstance(keys, wire.KernelKeys) and keys.shape == (4,)
+    assert np.array_equal(keys.data, np.asarray(jax.random.key_data(jax.random.split(jax.random.key(3), 4))))
+
+
+def test_what_the_channel_does_not_carry_comes_back_opaque():
+    assert wire.decode(wire.encode(print)) == wire.Opaque("builtin_function_or_method")
+    assert isinstance(wire.decode(wire.encode(np.array([object()]))), wire.Opaque)
+    assert isinstance(wire.decode(wire.encode(np.array(["a"]))), wire.Opaque)
+    assert isinstance(wire.decode(wire.encode({1: 2})), wire.Opaque)
+
+    class Sneaky(list):
+        def __iter__(self):
+            return iter([42])
+    assert wire.decode(wire.encode(Sneaky([1, 2]))) == [1, 2]  # read through list's own methods
+
+
+def test_a_cycle_is_refused_when_encoding():
+    a = []
+    a.append(a)
+    with pytest.raises(wire.WireError, match="deeper"):
+        wire.encode(a)
+
+
+BAD = {
+    "not text": b"[]",
+    "too big": "[" + "0," * 3000 + "0]",
+    "too deep (within JSON's own limit)": "[" * 20 + "]" * 20,
+    "too deep for JSON itself": "[" * 100_000 + "]" * 100_000,
+    "too many nodes": json.dumps([0] * 60),
+    "not JSON": "{'a': 1}",
+    "NaN literal": "NaN",
+    "untagged object": json.dumps({"a": 1}),
+    "unknown tag": json.dumps({"$": "pickle", "data": "gASVAAAAAAAAAAA="}),
+    "object dtype": json.dumps(_nd("object")),
+    "structured dtype": json.dumps({**_nd(), "dtype": "[('a', '<i4')]"}),
+    "bad base64": json.dumps({**_nd(shape=(3,)), "data": "!!!!!!!!!!!!!!!!"}),
+    "bytes of the wrong length": json.dumps(_nd(shape=(4,), data=b"\0" * 8)),
+    "negative shape": json.dumps({**_nd(), "shape": [-2]}),
+    "float shape": json.dumps({**_nd(), "shape": [2.0]}),
+    "too many elements, checked before the data": json.dumps({**_nd(), "shape": [10**6, 10**6]}),
+    "over the total element count": json.dumps([_nd(shape=(60,)), _nd(shape=(60,))]),
+    "non-str dict key": json.dumps({"$": "dict", "items": [[1, 2]]}),
+    "dict entry not a pair": json.dumps({"$": "dict", "items": [["a"]]}),
+    "a marker in a reply": json.dumps({"$": "ref", "name": "x"}),
+    "too long a string": json.dumps("x" * 200),
+    "bad special float": json.dumps({"$": "float", "v": "1e999"}),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD))
+def test_malformed_or_oversized_input_raises_wire_error(name):
+    start = time.perf_counter()
+    with pytest.raises(wire.WireError):
+        wire.decode(BAD[name], limits=SMALL)
+    assert time.perf_counter() - start < 2.0
+
+
+def test_encoding_respects_the_limits():
+    with pytest.raises(wire.WireError):
+        wire.encode(np.zeros(1000, np.float32), limits=SMALL)
+    with pytest.raises(wire.WireError):
+        wire.encode([[[[[[[[[[1]]]]]]]]]], limits=SMALL)
+
+
+def test_markers_are_data_and_the_judge_refuses_them():
+    text = wire.encode((wire.AsJax(np.ones(2, np.float32), "bfloat16"), wire.Key(3), wire.Ref("G"),
+                        wire.Fixture("sin_times_two"), wire.Sharded(np.ones(8)), wire.Spec((2, 3), "int32")))
+    with pytest.raises(wire.WireError):
+        wire.decode(text)  # the judge decodes without markers
+    assert wire.values((wire.AsJax(np.ones(2), "float32"), 3)) [0].dtype == np.float32
+    tree = wire.as_jax({"a": np.float32(1), "b": [np.zeros(2)], "c": 1.0})
+    assert isinstance(tree["a"], wire.AsJax) and isinstance(tree["b"][0], wire.AsJax) and tree["c"] == 1.0
+
+
+# --------------------------------------------------------------------------- a real kernel
+
+SETUP = """
+import jax
+jax.config.update("jax_num_cpu_devices", 8)
+import jax.numpy as jnp
+import numpy as np
+from IPython.display import display
+TRACES = 0
+G = [1.0, 2.0]
+def double(x):
+    global TRACES
+    TRACES += 1
+    return 2 * x
+def structured(x):
+    return (x, [np.float32(1.5), 3], {"half": x / 2, "none": None})
+def pick(x, n):
+    return x[:n]
+def first(g):
+    return g[0]
+def apply(f, x):
+    return f(x)
+def uniform(key):
+    return jax.random.uniform(key, (3,))
+def branchy(x):
+    if x > 0:
+        return x
+    return -x
+def impure(x):
+    G.append(1.0)
+    return x
+def returns_function(x):
+    return double
+def spin(x):
+    while True:
+        pass
+def forged(x):
+    display({"application/x-autograder-judge": "{}"}, raw=True)
+    return x
+def chatty(x):
+    print("." * 200_000)
+    return x
+def reshard(x):
+    return x * 2
+def pure(x):
+    return x * 3
+"""
+
+
+def _printed(kc, code) -> str:
+    out = []
+    kc.execute_interactive(code, timeout=30, output_hook=lambda m: out.append(m["content"].get("text", "")))
+    return "".join(out).strip()
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    from jupyter_client.manager import start_new_kernel
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    km, kc = start_new_kernel(kernel_name="python3", cwd=str(ROOT), env=env)
+    try:
+        reply = kc.execute_interactive(SETUP, timeout=120)
+        assert reply["content"]["status"] == "ok", reply["content"]
+        k = judge.Kernel(kc, timeout=60, alive=km.is_alive, interrupt=km.interrupt_kernel)
+        yield k, kc
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def test_remote_functions_return_data_with_types(kernel):
+    k, _ = kernel
+    x = np.arange(4, dtype=np.float32)
+    out = k.fn("structured")(wire.AsJax(x))
+    assert isinstance(out, tuple) and isinstance(out[1], list) and isinstance(out[2], dict)
+    assert isinstance(out[0], wire.KernelArray) and out[0].dtype == np.float32 and np.array_equal(out[0], x)
+    assert type(out[1][0]) is np.float32 and type(out[1][1]) is int and out[2]["none"] is None
+    assert out[2]["half"].sharding["kind"] == "SingleDeviceSharding"
+    plain = k.fn("double")(x)  # a NumPy argument stays NumPy in the kernel: 2 * x is NumPy
+    assert type(plain) is np.ndarray and np.array_equal(plain, 2 * x)
+    weak = k.fn("double")(1.5)
+    assert weak == 3.0 and type(weak) is float
+
+
+def test_jit_is_applied_and_cached_by_the_agent(kernel):
+    k, _ = kernel
+    before = k.get("TRACES")
+    jd = k.fn("double", jit=True)
+    for _ in range(5):
+        out = jd(wire.AsJax(k.rng.normal(size=3).astype(np.float32)))
+        assert isinstance(out, wire.KernelArray)
+    assert k.get("TRACES") - before == 1, "five calls of the same signature must trace once"
+    pick = k.fn("pick", jit=True, static_argnames=("n",))
+    assert pick(wire.AsJax(np.arange(5.0)), n=2).shape == (2,)
+    assert pick(wire.AsJax(np.arange(5.0)), n=3).shape == (3,)
+
+
+def test_argument_markers_become_objects_in_the_kernel(kernel):
+    import jax
+
+    k, _ = kernel
+    assert k.call("first", wire.Ref("G")) == 1.0
+    got = k.call("uniform", wire.Key(7))
+    assert np.allclose(got, np.asarray(jax.random.uniform(jax.random.key(7), (3,))))
+    x = np.linspace(0, 1, 5, dtype=np.float32)
+    assert np.allclose(k.call("apply", wire.Fixture("sin_times_two"), wire.AsJax(x)), 2 * np.sin(x), atol=1e-6)
+    with pytest.raises(judge.ChannelError, match="fixture"):
+        k.call("apply", wire.Fixture("__import__"), 1)
+    out = k.call("reshard", wire.Sharded(np.arange(16, dtype=np.float32)))
+    assert out.sharding["kind"] == "NamedSharding" and out.sharding["spec"] == ["data"]
+    assert out.sharding["mesh"] == {"axis_names": ["data"], "axis_sizes": [8]}
+    assert np.array_equal(out, 2 * np.arange(16, dtype=np.float32))
+    half = k.call("double", wire.AsJax(np.ones(2), "float16"))
+    assert half.dtype == np.float16
+
+
+def test_learner_errors_name_the_idea_with_the_shared_classifier(kernel):
+    k, _ = kernel
+    feedback = judge.verdict(lambda k: k.call("branchy", wire.AsJax(np.float32(1)), jit=True), k, "test_x")
+    assert "traced value in a Python `if`" in feedback and "04_control_flow" in feedback
+    feedback = judge.verdict(lambda k: k.call("not_defined_anywhere", 1), k, "test_x")
+    assert "The exercise's function is not defined" in feedback
+    assert isinstance(k.call("returns_function", 1), wire.Opaque)
+    feedback = judge.verdict(lambda k: 1 / 0, k, "test_x")  # a bug in a judge file
+    assert feedback.startswith("Not graded: the grader's own check for test_x failed (ZeroDivisionError")
+
+
+def test_claims_fail_tests_and_the_jax_config_is_reset_first(kernel):
+    k, kc = kernel
+    with pytest.raises(ExerciseFailure, match=r"changed the global\(s\) \['G'\]"):
+        k.claim("check_pure", "impure", (wire.AsJax(np.float32(1)),), what="`impure`")
+    k.claim("check_pure", "pure", (wire.AsJax(np.float32(1)),))  # passes: returns None
+    kc.execute_interactive('jax.config.update("jax_disable_jit", True)', timeout=30)
+    k.claim("check_pure", "pure", (wire.AsJax(np.float32(1)),))
+    assert _printed(kc, "print(jax.config.jax_disable_jit)") == "False"  # the claim reset it
+    kc.execute_interactive("_update = jax.config.update\njax.config.update = lambda *a, **k: None\n"
+                           "_update('jax_disable_jit', True)", timeout=30)
+    try:
+        with pytest.raises(ExerciseFailure, match="could not be reset"):
+            k.claim("check_pure", "pure", (wire.AsJax(np.float32(1)),))
+    finally:
+        kc.execute_interactive("jax.config.update = _update\n_update('jax_disable_jit', False)", timeout=30)
+    with pytest.raises(judge.ChannelError, match="not a claim"):
+        k.claim("__import__", "double", 1)
+
+
+def test_replies_are_checked(kernel):
+    k, kc = kernel
+    with pytest.raises(judge.ChannelError, match="2 replies"):
+        k.call("forged", 1)
+    small = judge.Kernel(channel=judge.Channel(kc, max_output=50_000))
+    with pytest.raises(judge.ChannelError, match="more than"):
+        small.call("chatty", 1)
+    time.sleep(1)  # the rest of chatty's output, from a request no longer read
+    assert k.call("chatty", 2) == 2  # the full-size channel takes it
+    kc.execute_interactive("import autograder.agent as _a\n_serve = _a.serve\n"
+                           "_a.serve = lambda text: display({'application/x-autograder-judge': '[' * 10**5}, raw=True)",
+                           timeout=30)
+    try:
+        with pytest.raises(judge.ChannelError, match="cannot be graded"):
+            k.call("double", 1)
+    finally:
+        kc.execute_interactive("_a.serve = _serve", timeout=30)
+    assert k.call("double", 1) == 2
+
+
+def test_a_request_past_its_time_is_interrupted_and_the_kernel_still_answers(kernel):
+    k, kc = kernel
+    fast = judge.Kernel(channel=judge.Channel(kc, timeout=2, interrupt=k.channel.interrupt,
+                                              alive=k.channel.alive))
+    start = time.monotonic()
+    with pytest.raises(judge.ChannelError, match="Did not finish within 2 s"):
+        fast.call("spin", 1)
+    assert time.monotonic() - start < 15
+    assert fast.call("double", 4) == 8
+
+
+def test_export_moves_the_traced_program_into_the_judge(kernel):
+    pytest.importorskip("flatbuffers", reason="jax.export serialization needs the flatbuffers package")
+    k, _ = kernel
+    exp = k.export("double", wire.Spec((3,), "float32"))
+    assert "multiply" in exp.text
+    assert np.allclose(exp.call(np.arange(3, dtype=np.float32)), [0, 2, 4])
+
+
+# --------------------------------------------------------------------------- scoring attacks on 03_purity
+
+WRONG = {  # wrong answers: each attack below comes with them, and must not turn them into points
+    "step": "def step(state, x):\n    return state, x\n",
+    "set_diagonal": "def set_diagonal(x, v):\n    return x\n",
+    "normalize_batch": "def normalize_batch(x):\n    return x\n",
+}
+
+ATTACKS = {
+    "post_run_cell_clears_errors": (
+        "ip = get_ipython()\n"
+        "def _clear(result):\n    result.error_in_exec = None\n    result.error_before_exec = None\n"
+        "ip.events.register('post_run_cell', _clear)\n"),
+    "execution_result_success_patched": (
+        "from IPython.core.interactiveshell import ExecutionResult\n"
+        "ExecutionResult.success = property(lambda self: True)\n"),
+    "session_rewrites_error_replies": (
+        "_kernel = get_ipython().kernel\n_send = _kernel.session.send\n"
+        "def _ok(stream, msg_or_type, content=None, *a, **k):\n"
+        "    if isinstance(content, dict) and content.get('status') == 'error':\n"
+        "        content = {'status': 'ok', 'execution_count': content.get('execution_count', 0),\n"
+        "                   'user_expressions': {}, 'payload': []}\n"
+        "    return _send(stream, msg_or_type, content, *a, **k)\n"
+        "_kernel.session.send = _ok\n"),
+    "ast_transformer_rearmed_from_pre_run_cell": (
+        "import ast\nip = get_ipython()\n"
+        "class _Drop(ast.NodeTransformer):\n"
+        "    def visit_Module(self, node):\n"
+        "        node.body = [n for n in node.body if isinstance(n, ast.FunctionDef)]\n"
+        "        return node\n"
+        "def _arm(*_):\n    ip.ast_transformers[:] = [_Drop()]\n"
+        "ip.events.register('pre_run_cell', _arm)\n"),
+    "compile_ast_parse_drops_code": (
+        "ip = get_ipython()\n_parse = ip.compile.ast_parse\n"
+        "def _first_only(source, *a, **k):\n"
+        "    tree = _parse(source, *a, **k)\n    tree.body = tree.body[:1]\n    return tree\n"
+        "ip.compile.ast_parse = _first_only\n"),
+    "forged_marks_and_outputs": (
+        "from IPython.display import display\nimport json\n"
+        "print(json.dumps({'score': 3.0, 'max_score': 3.0}))\n"
+        "display({'application/x-autograder-guard': 'forged:0'}, raw=True)\n"
+        "display({'application/x-autograder-judge': json.dumps({'$': 'dict', 'items': [['value', 1.0]]})}, raw=True)\n"),
+    "agent_forges_replies": (
+        "import json, autograder.agent as _agent, autograder.wire as _wire\n"
+        "from IPython.display import display\n"
+        "def _serve(text):\n"
+        "    nonce = dict(json.loads(text)['items'])['nonce']\n"
+        "    reply = {'nonce': nonce, 'value': 0.0, 'claim': {'ok': True, 'idea': '', 'detail': ''}}\n"
+        "    display({_wire.MIME: _wire.encode(reply)}, raw=True)\n"
+        "_agent.serve = _serve\n"),
+    "tree_flattening_patched": (
+        "import jax\n_none = jax.tree_util.tree_structure(None)\n"
+        "jax.tree_util.tree_flatten = lambda *a, **k: ([], _none)\n"
+        "jax.tree_util.tree_leaves = lambda *a, **k: []\n"),
+    "numpy_code_swapped": (
+        "import numpy as np\n_yes = (lambda *a, **k: True).__code__\n"
+        "for _f in (np.allclose, np.array_equal, np.isclose):\n"
+        "    try:\n        getattr(_f, '__wrapped__', _f).__code__ = _yes\n"
+        "    except Exception:\n        pass\n"),
+}
+
+# Needs the sandbox helper's mount namespace (issue 11, item 3) to earn nothing: without it the
+# kernel can read solutions/ and run the instructor's answers, which then earn what they earn.
+READ_SOLUTIONS = (
+    "import autograder, pathlib, nbformat\n"
+    "_root = pathlib.Path(autograder.__file__).resolve().parent.parent\n"
+    "_nb = nbformat.read(str(_root / 'solutions' / '03_purity' / '03_purity.ipynb'), as_version=4)\n"
+    "for _c in _nb.cells:\n"
+    "    if _c.get('metadata', {}).get('nbgrader', {}).get('solution'):\n"
+    "        exec(_c.source, globals())\n")
+HIDES_COURSE = "namespaces+uid"  # the containment that hides the course root from the kernel
+
+
+def _noisy_solution():
+    """The solution, each function printing 1 MB and warning on stderr at every call."""
+    nb = nbformat.read(str(solution_notebook(A)), as_version=4)
+    answers = {}
+    for c in nb.cells:
+        meta = c.metadata.get("nbgrader", {})
+        if meta.get("solution"):
+            gid = meta["grade_id"]
+            src = c.source.replace(f"def {gid}(", f"def _{gid}(")
+            answers[gid] = src + (
+                f"\nimport sys as _sys, warnings as _warnings\n"
+                f"def {gid}(*args, **kwargs):\n"
+                f"    print('.' * 1_000_000)\n"
+                f"    _sys.stderr.write('{gid}: diagnostics on stderr\\n')\n"
+                f"    _warnings.warn('{gid}: a warning while graded', RuntimeWarning)\n"
+                f"    return _{gid}(*args, **kwargs)\n")
+    return answers
+
+
+@pytest.fixture(scope="module")
+def attacked(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("judge-attacks")
+    cases = {name: {**WRONG, "step": attack + WRONG["step"]} for name, attack in ATTACKS.items()}
+    cases["stubs_left_with_forged_outputs"] = {"step": ATTACKS["forged_marks_and_outputs"] +
+                                               "def step(state, x):\n    raise NotImplementedError()\n"}
+    cases["read_solutions"] = {**WRONG, "step": WRONG["step"] + READ_SOLUTIONS}
+    cases["noisy_correct_answer"] = _noisy_solution()
+    paths = [fill_answers(released_notebook(A), answers, tmp / name / A / f"{A}.ipynb")
+             for name, answers in cases.items()]
+    results, stderr, code = run_grader(paths)
+    assert code == 0, stderr[-3000:]
+    return dict(zip(cases, results))
+
+
+@pytest.mark.notebook
+@pytest.mark.xdist_group("judge-attacks")
+@pytest.mark.parametrize("name", list(ATTACKS) + ["stubs_left_with_forged_outputs"])
+def test_scoring_attack_with_wrong_answers_earns_nothing(attacked, name):
+    r = attacked[name]
+    assert [t["grade_id"] for t in r["tests"]] == ["test_step", "test_set_diagonal", "test_normalize_batch"]
+    assert r["max_score"] == 3.0
+    assert r["score"] == 0.0, {t["exercise"]: t["feedback"] for t in r["tests"] if t["points"]}
+    assert all(t["feedback"] for t in r["tests"])
+
+
+@pytest.mark.notebook
+@pytest.mark.xdist_group("judge-attacks")
+def test_reading_the_solutions_earns_nothing_where_the_sandbox_hides_them(attacked):
+    """Depends on the sandbox (issue 11, item 3): only its mount namespace keeps solutions/ out
+    of the kernel's reach. With the judge alone the hidden checks are no longer in the notebook
+    (so reading it reveals no test), but the instructor's answers are, and they earn points."""
+    r = attacked["read_solutions"]
+    source = solution_notebook(A).read_text()
+    assert "BEGIN HIDDEN TESTS" not in source and "check_matches_reference" not in source
+    if r.get("containment") == HIDES_COURSE:
+        assert r["score"] == 0.0, {t["exercise"]: t["feedback"] for t in r["tests"]}
+    else:  # without the mount namespace the attack works: recorded, not hidden
+        assert r["score"] == 3.0, (r.get("containment"), [t["feedback"] for t in r["tests"]])
+
+
+@pytest.mark.notebook
+@pytest.mark.xdist_group("judge-attacks")
+def test_a_correct_answer_printing_megabytes_and_warning_keeps_full_marks(attacked):
+    r = attacked["noisy_correct_answer"]
+    assert r["score"] == r["max_score"] == 3.0, [t["feedback"] for t in r["tests"]]
+
+
+def test_judge_files_are_not_released_and_not_copied_to_the_kernel():
+    from autograder.course import data_files
+
+    assert (ROOT / "solutions" / A / "judge.py").is_file()
+    assert not (ROOT / "exercises" / A / "judge.py").exists()
+    assert all(p.name != "judge.py" for p in data_files(solution_notebook(A)))
+    for nb in (released_notebook(A), solution_notebook(A)):  # the hidden checks live in judge.py only
+        text = nb.read_text()
+        assert "BEGIN HIDDEN TESTS" not in text and "check_matches_reference" not in text
