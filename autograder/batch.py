@@ -15,7 +15,7 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
-from .grading import NAMESPACE, PROCESS_GROUP, Result, failed_result, grade_notebook
+from .grading import NAMESPACE, NONE, PROCESS_GROUP, Result, failed_result, grade_notebook
 
 
 def default_workers(n_jobs: int) -> int:
@@ -130,12 +130,19 @@ def containment_summary(results) -> str:
     ran = [r for r in results if r.containment]
     if not ran:
         return ""
-    sandboxed = sum(r.containment == NAMESPACE for r in ran)
-    if sandboxed == len(ran):
-        return (f"containment: every kernel ran in its own PID namespace under its own "
-                f"unprivileged uid ({NAMESPACE})")
-    reasons = sorted({r.containment_reason for r in ran if r.containment != NAMESPACE} - {""})
-    return (f"containment: {len(ran) - sandboxed} of {len(ran)} kernel(s) ran with the grader's "
-            f"uid in their own process group only ({PROCESS_GROUP}"
-            + (f": {'; '.join(reasons)}" if reasons else "") + "); files they write and "
-            "processes they start in a new session are not contained")
+    sandboxed = [r for r in ran if r.containment == NAMESPACE]
+    if len(sandboxed) == len(ran):
+        memory = sorted({r.containment_reason for r in ran} - {""})
+        return (f"containment: every kernel ran in its own mount, PID and network namespaces under "
+                f"its own unprivileged uid ({NAMESPACE}" + (f"; {'; '.join(memory)}" if memory else "")
+                + ")")
+    parts = []
+    for mode, what in ((NONE, "without any sandbox, as the operator asked"),
+                       (PROCESS_GROUP, "with the grader's uid in their own process group only")):
+        some = [r for r in ran if r.containment == mode]
+        if some:
+            reasons = sorted({r.containment_reason for r in some} - {""})
+            parts.append(f"{len(some)} of {len(ran)} kernel(s) ran {what} ({mode}"
+                         + (f": {'; '.join(reasons)}" if reasons else "") + ")")
+    return ("containment: " + "; ".join(parts) + "; files they write, their network and processes "
+            "they start in a new session are not contained")

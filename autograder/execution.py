@@ -20,7 +20,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from .sandbox import DEFAULT_CPU_LIMIT, SANDBOX_NPROC, kernel_env, kernel_limits, kernel_manager_class
+from .sandbox import DEFAULT_CPU_LIMIT, kernel_env, kernel_limits, kernel_manager_class
 
 DEFAULT_OUTPUT_LIMIT = 1_000_000  # characters of output kept per cell
 _END_MARK = "autograder-end-of-notebook"  # metadata of the cell appended to run after-cell hooks
@@ -58,7 +58,7 @@ class LiveKernel:
 
 
 def make_executor(cell_timeout: int, deadline: float, cpu_limit: int = DEFAULT_CPU_LIMIT,
-                  home=None, box=None, connection_file=None, after_cells=()):
+                  home=None, box=None, box_dir=None, after_cells=()):
     """The executor of one submission (see the module's docstring); ``after_cells``: callables
     ``f(live: LiveKernel)`` (or coroutine functions), run in order after the notebook's cells."""
     from nbclient import NotebookClient
@@ -158,7 +158,7 @@ def make_executor(cell_timeout: int, deadline: float, cpu_limit: int = DEFAULT_C
             watchdog.start()
             try:
                 self.execute(stdout=devnull, stderr=devnull, stdin=devnull, env=kernel_env(home),
-                             preexec_fn=kernel_limits(cpu_limit, SANDBOX_NPROC if contained else None))
+                             preexec_fn=kernel_limits(cpu_limit, box))
             except OutOfTime:
                 pass
             except DeadKernelError:
@@ -180,7 +180,7 @@ def make_executor(cell_timeout: int, deadline: float, cpu_limit: int = DEFAULT_C
 
     extra = {}
     if contained:
-        extra["kernel_manager_class"] = kernel_manager_class(box, connection_file)
+        extra["kernel_manager_class"] = kernel_manager_class(box, box_dir)
     # "immediate": every reply is in, and whatever the kernel's atexit hooks would do is of no
     # use to grading (a graceful shutdown of a JAX kernel costs a second of wall time).
     return GradingExecute(timeout=cell_timeout, interrupt_on_timeout=True, allow_errors=True,

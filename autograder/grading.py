@@ -35,7 +35,7 @@ from .gradebook import (STUDENT, build_gradebook, ensure_tools_on_path,  # noqa:
                         fast_alembic_version, nbgrader_resources, save_autogrades, scratch_gradebook)
 from .judge import JudgeStep
 from .result import Result, failed_result, format_human, format_progress, zero_result  # noqa: F401
-from .sandbox import (DEFAULT_CPU_LIMIT, NAMESPACE, PROCESS_GROUP, Sandbox,  # noqa: F401
+from .sandbox import (DEFAULT_CPU_LIMIT, NAMESPACE, NONE, PROCESS_GROUP, Sandbox,  # noqa: F401
                       check_sandbox, chown_tree, open_sandbox)
 from .submission import read_submission, sanitize
 
@@ -109,23 +109,27 @@ def _grade_in(tmp: Path, nb, given, assignment, source, cell_timeout, notebook_t
     deadline = time.monotonic() + notebook_timeout
     home = box_dir / "home"
     (home / "tmp").mkdir(parents=True)
-    box = open_sandbox(deadline)
+    box = open_sandbox(deadline, root, path)
+    if box.refused:
+        return zero_result(given, assignment, source, box.reason)
     after_cells = [judge] if judge else []  # f(live: execution.LiveKernel), the kernel alive
     old_pp = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = str(package_root()) + (os.pathsep + old_pp if old_pp else "")
     try:
-        if box.uid is not None:
-            # Only the box is the sandbox uid's; the gradebook and connection file beside it
-            # stay root's (the folder is traversable, not listable).
-            os.chmod(tmp, 0o711)
+        if box.contained:
+            # Only the box is the sandbox uid's, and only the box is in the kernel's view: the
+            # gradebook beside it, the course and other submissions are hidden (sandbox.py).
             chown_tree(box_dir, box.uid)
             os.chmod(box_dir, 0o700)
             os.chmod(home, 0o700)
-            problem = check_sandbox(box, home)
+            box.keep_rw = [str(box_dir)]
+            problem = check_sandbox(box, home, workdir, [str(source.parent), str(tmp / "gradebook.db")])
             if problem:
-                box.close()
-                box = Sandbox(reason=problem)
-        executor = make_executor(cell_timeout, deadline, cpu_limit, home, box, tmp / "kernel.json",
+                return zero_result(given, assignment, source,
+                                   f"the sandbox cannot be set up: {problem}. Fix: {_NAMESPACES_FIX}; "
+                                   "or, to grade without containment (only for code you trust), "
+                                   "pass --no-sandbox or set AUTOGRADER_SANDBOX=off.")
+        executor = make_executor(cell_timeout, deadline, cpu_limit, home, box, box_dir,
                                  after_cells=after_cells)
         nb, res = executor.preprocess(nb, res)
     finally:
@@ -202,6 +206,8 @@ class _StdoutGuard:
 
 def grade_command(args) -> int:
     root = Path(args.root).resolve() if args.root else None
+    if getattr(args, "no_sandbox", False):
+        os.environ["AUTOGRADER_SANDBOX"] = "off"  # read by every worker
     results = []
     ok = True
     with _StdoutGuard() as out:

@@ -1,12 +1,21 @@
 """How a submission's kernel is contained.
 
-As root (with util-linux's ``unshare`` and ``setpriv``), each kernel runs in a PID namespace of
-its own under an unprivileged uid of its own, locked for one submission: :func:`open_sandbox`
-returns the :class:`Sandbox`, whose :meth:`Sandbox.wrap` turns the kernel command into the
-contained one and :meth:`Sandbox.close` kills whatever the uid left behind. Without root, the
-kernel runs with the grader's uid in its own process group (``mode`` says which, ``reason``
-why). :func:`kernel_manager_class`, :func:`kernel_env` and :func:`kernel_limits` are the kernel's
-side of it: its command, environment and resource limits.
+As root, each kernel is started by ``unshare --mount --propagation private --pid --net --fork
+--kill-child`` running :mod:`autograder.launch`, which builds the kernel's view of the files
+(the course checkout, its state, the gradebook, temporary folders and other submissions hidden
+under empty tmpfs mounts; only the venv, the Python installation and the ``autograder`` package,
+read-only, and the submission's own box, read-write, visible at their own paths), then drops to
+an unprivileged uid locked for this one submission and executes the kernel. The kernel is PID 1
+of its PID namespace (when it ends, everything it started ends), has no network (a network
+namespace of its own; it talks to the grader over Unix sockets in its box), a memory limit (a
+memory cgroup when one can be made, else ``RLIMIT_DATA``), a CPU-time limit and a cap on its
+uid's processes.
+
+:func:`open_sandbox` returns the :class:`Sandbox` of one submission. It **fails closed**: as
+root, a sandbox that cannot be set up is a refusal (``mode`` ``REFUSED``, ``reason`` naming the
+cause and the fix), unless the operator asked for no sandbox (``--no-sandbox`` or
+``AUTOGRADER_SANDBOX=off``: mode ``NONE``). Without root (a learner's laptop), the kernel runs
+with the grader's uid in its own process group (``PROCESS_GROUP``), as it always did.
 """
 from __future__ import annotations
 
@@ -15,74 +24,70 @@ import shutil
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .course import GradingError, package_root
 
 DEFAULT_CPU_LIMIT = 1800      # CPU seconds for one kernel (all its threads)
-
-
-SANDBOX_NPROC = 4096  # processes and threads of one sandbox uid (a fork bomb stops there)
-
-
-def kernel_limits(cpu_seconds: int, nproc: int | None = None):
-    """Runs in the kernel process before it starts: CPU-time limit, no core dumps (and, for a
-    sandbox uid of its own, a cap on its processes)."""
-    def apply():
-        import resource
-
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        if nproc:
-            resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
-    return apply
-
-
-def kernel_env(home: Path | None) -> dict:
-    """The kernel's environment: the grader's, less what would point it at the grader's files."""
-    env = dict(os.environ)
-    env.pop("NBGRADER_EXECUTION", None)
-    if home is not None:
-        for name in ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME",
-                     "XDG_RUNTIME_DIR", "JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR",
-                     "JUPYTER_RUNTIME_DIR", "IPYTHONDIR", "MPLCONFIGDIR"):
-            env.pop(name, None)
-        env["HOME"] = str(home)
-        env["TMPDIR"] = str(home / "tmp")
-    return env
-
-
+DEFAULT_MEMORY_MB = 4096      # memory of one contained kernel (AUTOGRADER_MEMORY_MB changes it)
+SANDBOX_NPROC = 4096          # processes and threads of one sandbox uid (a fork bomb stops there)
 SANDBOX_UIDS = range(61000, 61184)  # above login.defs' UID_MAX, below systemd's dynamic users
-NAMESPACE = "pid-namespace+uid"     # the ``containment`` of a result graded in a sandbox
-PROCESS_GROUP = "process-group"     # ... and of one graded with the grader's own uid
+
+NAMESPACE = "namespaces+uid"    # ``containment``: own mount, PID and network namespaces and uid
+PROCESS_GROUP = "process-group"  # ... the grader's uid, the kernel in its own process group
+NONE = "none"                    # ... no sandbox, as the operator asked
+REFUSED = "refused"              # (never in a result: the notebook is not run)
+
+_SYSTEM = {"/", "/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/sys", "/dev",
+           "/run", "/var", "/opt"}  # never hidden from a kernel (it could not start)
+_LAUNCH = Path(__file__).with_name("launch.py")
+
+
+def sandbox_disabled() -> bool:
+    """The operator asked to grade without a sandbox (``AUTOGRADER_SANDBOX=off``; ``--no-sandbox``
+    sets it)."""
+    return os.environ.get("AUTOGRADER_SANDBOX", "").lower() in ("0", "off", "no", "false")
+
+
+def memory_limit_mb() -> int:
+    return int(os.environ.get("AUTOGRADER_MEMORY_MB") or DEFAULT_MEMORY_MB)
 
 
 @dataclass
 class Sandbox:
-    """How one submission's kernel is contained.
-
-    With ``uid`` set (the grader runs as root and has util-linux's ``unshare`` and ``setpriv``),
-    the kernel runs as PID 1 of a new PID namespace (when it ends, the kernel kills every process
-    left in the namespace, ``setsid`` or not) under ``uid``: a dedicated unprivileged user id,
-    locked for this submission alone, that owns nothing but the submission's own folder. At the
-    end every process of ``uid`` is killed before the uid is released. Without it, the kernel runs
-    with the grader's uid in its own process group (``mode`` says which, ``reason`` why).
-    """
+    """How one submission's kernel is contained (see the module's docstring)."""
 
     mode: str = PROCESS_GROUP
     reason: str = ""
     uid: int | None = None
     lock_fd: int | None = None
-    tools: tuple = ()
+    unshare: str = ""
+    cgroup: str | None = None    # the kernel's memory cgroup folder, when there is one
+    hide: list = field(default_factory=list)
+    keep_rw: list = field(default_factory=list)
+
+    @property
+    def refused(self) -> bool:
+        return self.mode == REFUSED
+
+    @property
+    def contained(self) -> bool:
+        return self.uid is not None
 
     def wrap(self, cmd: list) -> list:
         """The kernel command, run inside the sandbox."""
         if self.uid is None:
             return cmd
-        unshare, setpriv = self.tools
-        return [unshare, "--pid", "--fork", "--kill-child", setpriv, f"--reuid={self.uid}",
-                f"--regid={self.uid}", "--clear-groups", "--no-new-privs", "--", *cmd]
+        keep_ro = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix,
+                                                 sys.base_exec_prefix)}
+        keep_ro.add(str(package_root() / "autograder"))
+        launch = [self.unshare, "--mount", "--propagation", "private", "--pid", "--net", "--fork",
+                  "--kill-child", "--ipc", "--", sys.executable, "-I", str(_LAUNCH), "run", f"--uid={self.uid}"]
+        launch += [f"--ro={p}" for p in sorted(keep_ro)]
+        launch += [f"--rw={p}" for p in self.keep_rw]
+        launch += [f"--hide={p}" for p in self.hide]
+        return [*launch, "--", *cmd]
 
     def kill_all(self) -> None:
         """Kill every process of the sandbox's uid (whatever session or namespace it is in)."""
@@ -90,17 +95,16 @@ class Sandbox:
             return
         import subprocess
 
-        try:  # kill(-1) from the uid itself reaches exactly that uid's processes (never run as root)
-            subprocess.run([self.tools[1], f"--reuid={self.uid}", f"--regid={self.uid}",
-                            "--clear-groups", "--", "/bin/sh", "-c",
-                            'test "$(id -u)" = "$0" && exec kill -9 -1', str(self.uid)],
+        try:
+            subprocess.run([sys.executable, "-I", str(_LAUNCH), "kill", str(self.uid)],
                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, timeout=30, check=False)
         except (OSError, subprocess.SubprocessError):
             pass
 
     def close(self) -> None:
-        """Kill what is left of the uid, remove its files from shared temporary folders, unlock it."""
+        """Kill what is left of the uid, remove its files from shared temporary folders, remove
+        its cgroup, unlock it."""
         if self.uid is None or self.lock_fd is None:
             return
         self.kill_all()
@@ -118,9 +122,83 @@ class Sandbox:
                             os.unlink(e.path)
                 except OSError:
                     pass
+        if self.cgroup:
+            for _ in range(50):  # its processes are gone once the kernel's namespace is
+                try:
+                    os.rmdir(self.cgroup)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.1)
+            self.cgroup = None
         os.close(self.lock_fd)
         self.lock_fd = None
 
+
+# --------------------------------------------------------------------------- the kernel's side
+
+def kernel_limits(cpu_seconds: int, box: Sandbox | None = None):
+    """Runs in the kernel's process (as the grader, before ``unshare``): CPU-time limit, no core
+    dumps; in a sandbox, a cap on its uid's processes and the memory limit (its cgroup joined,
+    or ``RLIMIT_DATA``, which JAX tolerates, where there is no cgroup)."""
+    contained = box is not None and box.uid is not None
+    cgroup = box.cgroup if contained else None
+    memory = memory_limit_mb() << 20
+
+    def apply():
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if contained:
+            resource.setrlimit(resource.RLIMIT_NPROC, (SANDBOX_NPROC, SANDBOX_NPROC))
+            if cgroup:
+                with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
+                    f.write(str(os.getpid()))
+            else:
+                resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
+    return apply
+
+
+def kernel_env(home: Path | None) -> dict:
+    """The kernel's environment: the grader's, less what would point it at the grader's files."""
+    env = dict(os.environ)
+    env.pop("NBGRADER_EXECUTION", None)
+    if home is not None:
+        for name in ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME",
+                     "XDG_RUNTIME_DIR", "JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR",
+                     "JUPYTER_RUNTIME_DIR", "IPYTHONDIR", "MPLCONFIGDIR", "COURSE_DB_URL"):
+            env.pop(name, None)
+        env["HOME"] = str(home)
+        env["TMPDIR"] = str(home / "tmp")
+    return env
+
+
+def kernel_manager_class(box: Sandbox, box_dir: Path):
+    """A jupyter_client kernel manager whose kernel runs inside ``box``: its command wrapped, its
+    connection file in the box, and its channels on Unix sockets there (``transport="ipc"``:
+    the kernel has no network)."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    class SandboxedKernelManager(AsyncKernelManager):
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.transport = "ipc"
+            self.ip = str(box_dir / "k")
+            self.connection_file = str(box_dir / "kernel.json")
+
+        def write_connection_file(self, **kw):
+            super().write_connection_file(**kw)
+            os.chown(self.connection_file, box.uid, box.uid)  # the kernel must read its key
+
+        def format_kernel_cmd(self, extra_arguments=None):
+            return box.wrap(super().format_kernel_cmd(extra_arguments))
+
+    return SandboxedKernelManager
+
+
+# --------------------------------------------------------------------------- setting it up
 
 def _sandbox_uids() -> range:
     spec = os.environ.get("AUTOGRADER_SANDBOX_UIDS", "")
@@ -146,22 +224,105 @@ def _lock_dir() -> Path | None:
     return path
 
 
-def open_sandbox(deadline: float) -> Sandbox:
+_FIX = ("or, to grade without containment (only for code you trust), pass --no-sandbox or set "
+        "AUTOGRADER_SANDBOX=off")
+
+
+def _refuse(cause: str, fix: str) -> Sandbox:
+    return Sandbox(REFUSED, f"the sandbox cannot be set up: {cause}. Fix: {fix}; {_FIX}.")
+
+
+def _own_cgroup(controller: str) -> str | None:
+    """This process's cgroup path in the hierarchy of ``controller`` ('' for cgroup v2)."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if (controller and controller in controllers.split(",")) or (not controller and controllers == ""):
+            return path
+    return None
+
+
+def memory_cgroup(uid: int) -> tuple[str | None, str]:
+    """A new memory cgroup (v1, or v2 with the memory controller) below the grader's own, limited
+    to ``AUTOGRADER_MEMORY_MB``; returns (its folder or None, how memory is limited)."""
+    mb = memory_limit_mb()
+    name = f"autograder-{uid}-{os.getpid()}"
+    limit = str(mb << 20)
+    v1 = Path("/sys/fs/cgroup/memory")
+    try:
+        own = _own_cgroup("memory")
+        if own is not None and (v1 / "memory.limit_in_bytes").exists():
+            folder = v1 / own.lstrip("/") / name
+            folder.mkdir(exist_ok=True)
+            (folder / "memory.limit_in_bytes").write_text(limit)
+            if (folder / "memory.memsw.limit_in_bytes").exists():
+                (folder / "memory.memsw.limit_in_bytes").write_text(limit)
+            return str(folder), f"memory limit {mb} MiB (a memory cgroup, v1)"
+        v2 = Path("/sys/fs/cgroup")
+        own = _own_cgroup("")
+        if own is not None and "memory" in (v2 / "cgroup.controllers").read_text().split():
+            parent = v2 / own.lstrip("/")
+            if "memory" not in (parent / "cgroup.subtree_control").read_text().split():
+                (parent / "cgroup.subtree_control").write_text("+memory")
+            folder = parent / name
+            folder.mkdir(exist_ok=True)
+            (folder / "memory.max").write_text(limit)
+            if (folder / "memory.swap.max").exists():
+                (folder / "memory.swap.max").write_text("0")
+            return str(folder), f"memory limit {mb} MiB (a memory cgroup, v2)"
+    except OSError:
+        pass
+    return None, f"memory limit {mb} MiB per process (RLIMIT_DATA: no memory cgroup could be made)"
+
+
+def _hidden_paths(root: Path | None, submission: Path | None) -> list[str]:
+    """What a contained kernel must not see: the course, the package's checkout, the course state,
+    temporary folders (other submissions' runs) and the submission's own folders."""
+    paths = [package_root(), tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm", "/run/lock",
+             "/dev/mqueue"]
+    if root is not None:
+        paths.append(root)
+    for var in ("COURSE_STATE", "AUTOGRADER_COURSE_ROOT"):
+        if os.environ.get(var):
+            paths.append(os.environ[var])
+    paths += [p for p in os.environ.get("AUTOGRADER_HIDE", "").split(os.pathsep) if p]
+    if submission is not None:
+        folder = Path(submission).resolve().parent
+        paths += [folder, folder.parent]
+    out = []
+    for p in paths:
+        p = os.path.realpath(p)
+        if p not in _SYSTEM and p not in out:
+            out.append(p)
+    return out
+
+
+def open_sandbox(deadline: float, root: Path | None = None, submission: Path | None = None) -> Sandbox:
     """Lock a sandbox uid for one submission, or say why the kernel cannot be contained by one."""
     import fcntl
     import pwd
 
-    if os.environ.get("AUTOGRADER_SANDBOX", "").lower() in ("0", "off", "no"):
-        return Sandbox(reason="disabled by AUTOGRADER_SANDBOX")
+    if sandbox_disabled():
+        return Sandbox(NONE, "the operator turned the sandbox off (--no-sandbox or "
+                             "AUTOGRADER_SANDBOX=off): the kernel ran with the grader's uid, "
+                             "its files and its network")
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         return Sandbox(reason="the grader does not run as root")
-    tools = tuple(shutil.which(t, path="/usr/bin:/bin:/usr/sbin:/sbin:" + os.environ.get("PATH", ""))
-                  for t in ("unshare", "setpriv"))
-    if not all(tools):
-        return Sandbox(reason="util-linux's unshare and setpriv are not installed")
+    unshare = os.environ.get("AUTOGRADER_UNSHARE") or shutil.which(
+        "unshare", path=os.environ.get("PATH", "") + ":/usr/bin:/bin:/usr/sbin:/sbin")
+    if not unshare or not os.access(unshare, os.X_OK):
+        return _refuse("util-linux's unshare is not installed",
+                       "install util-linux (e.g. apt-get install util-linux)")
+    if not shutil.which("mount", path="/usr/bin:/bin:/usr/sbin:/sbin"):
+        return _refuse("the mount command is not installed", "install util-linux's mount")
     locks = _lock_dir()
     if locks is None:
-        return Sandbox(reason="no private folder for the sandbox uid locks")
+        return _refuse("there is no private folder for the sandbox uid locks (/run/lock or the "
+                       "temporary folder, owned by root, not writable by others)",
+                       "make /run/lock writable by root only")
     while True:
         for uid in _sandbox_uids():
             try:
@@ -175,46 +336,46 @@ def open_sandbox(deadline: float) -> Sandbox:
             except OSError:
                 os.close(fd)
                 continue
-            box = Sandbox(NAMESPACE, "", uid, fd, tools)
+            box = Sandbox(NAMESPACE, "", uid, fd, unshare, hide=_hidden_paths(root, submission))
             box.kill_all()  # leftovers of a grader that crashed while holding this uid
+            box.cgroup, box.reason = memory_cgroup(uid)
             return box
         if time.monotonic() > deadline:
             raise GradingError("every sandbox uid stayed busy until the notebook's time limit")
         time.sleep(0.2)
 
 
-_PROBE = ("import os, sys, importlib.util as u; open(sys.argv[1]).close(); "
-          "p = sys.argv[2] + '/.probe'; open(p, 'w').close(); os.remove(p); "
-          "assert u.find_spec('ipykernel')")
-
-
 _CHECKED: dict = {}
 
 
-def check_sandbox(box: Sandbox, home: Path) -> str:
-    """'' if the sandbox uid can start the kernel (reach Python, the package and its home).
+def check_sandbox(box: Sandbox, home: Path, workdir: Path, secrets=()) -> str:
+    """'' if a kernel can start in ``box``: the sandbox uid, in its view of the files, imports
+    ipykernel and the autograder package, writes its home, and cannot see ``secrets``.
 
-    Checked once per process and temporary folder: what it reaches is the same for every uid."""
-    key = (sys.executable, str(home.parent.parent.parent))
+    Checked once per process, temporary folder and ``unshare``: the same for every uid."""
+    key = (sys.executable, str(home.parent.parent.parent), box.unshare)
     if key not in _CHECKED:
-        _CHECKED[key] = _probe_sandbox(box, home)
+        _CHECKED[key] = _probe_sandbox(box, home, workdir, secrets)
     return _CHECKED[key]
 
 
-def _probe_sandbox(box: Sandbox, home: Path) -> str:
+def _probe_sandbox(box: Sandbox, home: Path, workdir: Path, secrets) -> str:
     import subprocess
 
-    probe = box.wrap([sys.executable, "-I", "-c", _PROBE,
-                      str(package_root() / "autograder" / "__init__.py"), str(home)])
+    probe = box.wrap([sys.executable, "-m", "autograder.launch", "check", f"--home={home}",
+                      f"--package={package_root() / 'autograder'}",
+                      *[f"--secret={s}" for s in secrets]])
+    env = kernel_env(home)
+    env["PYTHONPATH"] = str(package_root())
     try:
-        proc = subprocess.run(probe, stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+        proc = subprocess.run(probe, stdin=subprocess.DEVNULL, capture_output=True, timeout=60,
+                              cwd=workdir, env=env, preexec_fn=kernel_limits(60, box))
     except (OSError, subprocess.SubprocessError) as exc:
         return f"the sandbox could not start: {exc}"
     if proc.returncode != 0:
         err = proc.stderr.decode(errors="replace").strip()
-        err = err.splitlines()[-1] if err else "no message"
-        return (f"the sandbox uid cannot run {sys.executable}, read the autograder package or "
-                f"write its home folder ({err})")
+        err = err.splitlines()[-1] if err else f"exit status {proc.returncode}"
+        return f"a kernel could not start in the sandbox ({err})"
     return ""
 
 
@@ -223,24 +384,3 @@ def chown_tree(path: Path, uid: int) -> None:
     for dirpath, dirnames, filenames in os.walk(path):
         for name in dirnames + filenames:
             os.chown(os.path.join(dirpath, name), uid, uid, follow_symlinks=False)
-
-
-def kernel_manager_class(box: Sandbox, connection_file: Path):
-    """A jupyter_client kernel manager whose kernel command runs inside ``box``."""
-    from jupyter_client.manager import AsyncKernelManager
-
-    class SandboxedKernelManager(AsyncKernelManager):
-        def __init__(self, **kw):
-            super().__init__(**kw)
-            self.connection_file = str(connection_file)
-
-        def write_connection_file(self, **kw):
-            super().write_connection_file(**kw)
-            os.chown(self.connection_file, box.uid, box.uid)  # the kernel must read its ports and key
-
-        def format_kernel_cmd(self, extra_arguments=None):
-            return box.wrap(super().format_kernel_cmd(extra_arguments))
-
-    return SandboxedKernelManager
-
-

@@ -1,0 +1,190 @@
+"""The sandbox's launcher: run as root inside the kernel's new namespaces, it builds the kernel's
+view of the file system, drops to the sandbox uid and executes the kernel.
+
+Started by :meth:`autograder.sandbox.Sandbox.wrap` as ``unshare --mount --propagation private
+--pid --net --fork --kill-child -- python -I .../launch.py run [options] -- KERNEL...``; this
+file then runs as PID 1 of a new PID namespace, in a private mount namespace and a network
+namespace with nothing but a loopback interface that is down (the kernel talks to the grader
+over Unix sockets). It uses the standard library only (``-I``: no user site, no
+``PYTHONPATH``, not the current folder).
+
+``run``:
+
+1. a fresh ``/proc`` (the namespace's own processes only);
+2. a handle on every path to keep (``--ro``: the venv, the Python installation, the
+   ``autograder`` package; ``--rw``: the submission's box), taken *before* anything is hidden;
+3. every path of ``--hide`` (the course checkout, the course state, temporary folders) and every
+   folder on the way to a kept path that the sandbox uid could not enter (a 0700 home or
+   temporary folder) gets an empty tmpfs mounted over it: what it held is out of reach;
+4. every kept path is bind-mounted back at its own absolute path (read-only, or read-write for
+   the box), with the folders leading to it created traversable in the tmpfs above it;
+5. ``setgroups([])``, ``setresgid``, ``setresuid`` to the sandbox uid, ``no_new_privs``, then
+   ``execve`` of the kernel in the current folder (the submission's).
+
+``check`` runs as the sandbox uid inside that view (the same ``run``, with this module as the
+"kernel"): it exits non-zero, saying why, unless ipykernel and the ``autograder`` package import,
+the home folder is writable, and the paths given cannot be read.
+
+``kill UID``: as root, become ``UID`` and kill every process of it (``kill(-1)`` from that uid
+reaches exactly its processes, in whatever session or namespace).
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+
+PR_SET_NO_NEW_PRIVS = 38
+
+
+def _mount(*args: str) -> None:
+    tool = shutil.which("mount", path="/usr/bin:/bin:/usr/sbin:/sbin") or "mount"
+    proc = subprocess.run([tool, *args], stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"autograder sandbox: mount {' '.join(args)} failed: "
+                         f"{proc.stderr.strip() or proc.returncode}")
+
+
+def _ancestors(path: str) -> list[str]:
+    """``/a``, ``/a/b``, ... of an absolute path, itself excluded."""
+    parts = path.strip("/").split("/")[:-1]
+    return ["/" + "/".join(parts[:i + 1]) for i in range(len(parts))]
+
+
+def _enterable_by_others(path: str) -> bool:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return True  # nothing there to hide
+    return bool(st.st_mode & stat.S_IXOTH)
+
+
+def _depth(path: str) -> int:
+    return path.rstrip("/").count("/")
+
+
+def build_view(keep_ro: list[str], keep_rw: list[str], hide: list[str]) -> None:
+    """Steps 1-4 of ``run`` (see the module's docstring)."""
+    _mount("-t", "proc", "-o", "nosuid,nodev,noexec", "proc", "/proc")
+    keep = [(os.path.realpath(p), True) for p in keep_ro] + [(os.path.realpath(p), False) for p in keep_rw]
+    keep = [(p, ro) for p, ro in keep if os.path.exists(p)]
+    handles = {p: os.open(p, os.O_PATH | os.O_CLOEXEC) for p, _ in keep}
+    hidden = {os.path.realpath(p) for p in hide if os.path.isdir(p)}
+    for p, _ in keep:
+        hidden.update(a for a in _ancestors(p) if not _enterable_by_others(a))
+    hidden.discard("/")
+    shared_tmp = {"/tmp", "/var/tmp", "/dev/shm", "/run/lock"}
+    for path in sorted(hidden, key=_depth):
+        if not os.path.isdir(path) or any(path.startswith(h + "/") for h in hidden if h != path
+                                          and _depth(h) < _depth(path)):
+            continue  # already under an empty tmpfs
+        mode, size = ("1777", "512m") if path in shared_tmp else ("0755", "1m")
+        _mount("-t", "tmpfs", "-o", f"mode={mode},size={size},nosuid,nodev", "tmpfs", path)
+    for p, ro in sorted(keep, key=lambda k: _depth(k[0])):
+        if os.path.isdir(f"/proc/self/fd/{handles[p]}"):
+            os.makedirs(p, mode=0o755, exist_ok=True)
+        elif not os.path.exists(p):
+            os.makedirs(os.path.dirname(p), mode=0o755, exist_ok=True)
+            open(p, "a").close()  # noqa: SIM115 - a mount point for a file
+        _mount("--no-canonicalize", "--bind", f"/proc/{os.getpid()}/fd/{handles[p]}", p)
+        if ro:
+            _mount("-o", "remount,bind,ro,nosuid,nodev", p)
+    for fd in handles.values():
+        os.close(fd)
+
+
+def drop_to(uid: int) -> None:
+    """Become ``uid`` (its own group, no supplementary groups, no capabilities, no way back)."""
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise SystemExit("autograder sandbox: prctl(PR_SET_NO_NEW_PRIVS) failed")
+    if os.getuid() != uid or os.geteuid() != uid:
+        raise SystemExit("autograder sandbox: the uid did not change")
+
+
+def run(args) -> None:
+    cwd = os.getcwd()
+    build_view(args.ro, args.rw, args.hide)
+    drop_to(args.uid)
+    os.chdir(cwd)  # the same path, now seen through the view
+    os.execvp(args.command[0], args.command)
+
+
+def check(args) -> int:
+    """As the sandbox uid, in its view: what the kernel needs works, what is hidden is."""
+    import importlib.util
+
+    problems = []
+    for name in ("ipykernel", "autograder"):
+        if importlib.util.find_spec(name) is None:
+            problems.append(f"cannot import {name}")
+    spec = importlib.util.find_spec("autograder")
+    if spec is not None and args.package and not os.path.realpath(spec.origin).startswith(
+            os.path.realpath(args.package) + os.sep):
+        problems.append(f"imports autograder from {spec.origin}, not from {args.package}")
+    probe = os.path.join(args.home, ".probe")
+    try:
+        with open(probe, "w"):
+            pass
+        os.remove(probe)
+    except OSError as exc:
+        problems.append(f"cannot write its home folder ({exc.strerror})")
+    for path in args.secret:
+        if os.path.exists(path):
+            problems.append(f"can still see {path}")
+    if problems:
+        print("; ".join(problems), file=sys.stderr)
+        return 1
+    return 0
+
+
+def kill(uid: int) -> None:
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    if os.getuid() == uid != 0:
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="launch.py")
+    sub = parser.add_subparsers(dest="what", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--uid", type=int, required=True)
+    r.add_argument("--ro", action="append", default=[])
+    r.add_argument("--rw", action="append", default=[])
+    r.add_argument("--hide", action="append", default=[])
+    r.add_argument("command", nargs=argparse.REMAINDER)
+    c = sub.add_parser("check")
+    c.add_argument("--home", required=True)
+    c.add_argument("--package", default="")
+    c.add_argument("--secret", action="append", default=[])
+    k = sub.add_parser("kill")
+    k.add_argument("uid", type=int)
+    args = parser.parse_args(argv)
+    if args.what == "run":
+        if args.command and args.command[0] == "--":
+            args.command = args.command[1:]
+        if not args.command:
+            parser.error("no command to run")
+        run(args)
+        return 0  # not reached: run() executes the command
+    if args.what == "check":
+        return check(args)
+    kill(args.uid)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
