@@ -262,10 +262,10 @@ def prepare(course: dict) -> dict[str, Path]:
 
 def serve() -> None:
     course = load_course()
+    port()  # checked before anything else starts
     if not CHP.exists():
         raise CourseError(f"configurable-http-proxy is missing ({CHP}): `make hub` installs it "
                           "with npm (node and npm must be on PATH)")
-    port()  # checked before anything else starts
     p = prepare(course)
     print(f"make hub: serving {course['course_id']} from {course['path']} on "
           f"http://127.0.0.1:{port()}", file=sys.stderr)
