@@ -28,7 +28,7 @@ import traceback
 from . import wire
 
 # The checks a claim may run: the kernel alone can observe what they look at.
-CLAIMS = ("check_pure", "check_input_unchanged", "check_no_tracer_leak", "check_compiles",
+CLAIMS = ("check_globals_unchanged", "check_pure", "check_input_unchanged", "check_no_tracer_leak", "check_compiles",
           "check_compiles_at_most", "check_no_key_reuse", "check_no_host_transfer",
           "check_traceable", "check_prints_values", "check_primitive_present",
           "check_primitive_absent", "check_fixed_shapes", "check_input_tree_unchanged",
@@ -156,6 +156,22 @@ def reset_config() -> list[str]:
     return wrong
 
 
+def check_globals_unchanged(f, *args, namespace=None, what=None, **kwargs):
+    """A claim: calling ``f(*args, **kwargs)`` changes none of the notebook's public globals.
+    (``check_pure``'s globals part alone: no cache clearing, no jit, one call.)"""
+    from .feedback import call, fail
+    from .purity import changed_globals, snapshot_globals
+
+    label = what or f"`{getattr(f, '__name__', 'f')}`"
+    namespace = _ns() if namespace is None else namespace
+    before = snapshot_globals(namespace)
+    call(f, *args, what=label, **kwargs)
+    changed = changed_globals(before, snapshot_globals(namespace))
+    if changed:
+        fail("purity", f"calling {label} changed the global(s) {changed}; a pure function "
+                       "communicates only through its arguments and return value.")
+
+
 def _claim(req, fn, args, kwargs):
     import inspect
 
@@ -164,8 +180,8 @@ def _claim(req, fn, args, kwargs):
     check = req.get("check")
     if check not in CLAIMS:
         raise wire.WireError(f"{str(check)[:40]!r} is not a claim the agent runs")
-    f = None
-    for module in _CLAIM_MODULES:
+    f = check_globals_unchanged if check == "check_globals_unchanged" else None
+    for module in _CLAIM_MODULES if f is None else ():
         f = getattr(__import__(module, fromlist=["_"]), check, None)
         if f is not None:
             break

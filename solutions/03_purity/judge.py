@@ -3,7 +3,8 @@
 One ``test_<name>(k)`` per graded test cell; ``k`` is an :class:`autograder.judge.Kernel`.
 Values are compared judge-side with references computed here, on inputs drawn from ``k.rng``
 (fresh at every grading). Kernel-side claims are used only for what the kernel alone can see:
-the notebook's globals that a call changed (``check_pure``).
+the notebook's globals that a call changed (the ``check_globals_unchanged`` claim). Same
+inputs giving the same outputs, and jit agreeing with the reference, are checked judge-side.
 """
 import numpy as np
 
@@ -55,7 +56,7 @@ def test_step(k):
                          "dict instead, so the caller's state stays as it was.")
     args = (_state(int(k.rng.integers(1, 9)), float(k.rng.normal(scale=5.0))), _f32(k.rng.normal()))
     _same_twice(step, args, "`step`")
-    k.claim("check_pure", "step", args, what="`step`")  # the notebook's globals: kernel-side only
+    k.claim("check_globals_unchanged", "step", *args, what="`step`")  # kernel-side only
 
     def make_args(rng):  # count >= 1: the count-0 case is the first check above
         return (_state(int(rng.integers(1, 40)), float(rng.normal(scale=10.0))), _f32(rng.normal()))
@@ -130,7 +131,7 @@ def test_set_diagonal(k):
                                "under jit there is no NumPy array to write into. Build the new array in "
                                "JAX with `x.at[i, i].set(v)`.")
         raise
-    k.claim("check_pure", "set_diagonal", (_f32(xv), 4.0), what="`set_diagonal`")
+    k.claim("check_globals_unchanged", "set_diagonal", _f32(xv), 4.0, what="`set_diagonal`")
     v = k.rng.normal(size=4).astype(np.float32)
     out = _call_immutable(set_diagonal, _f32(xv), _f32(v), what="set_diagonal(x, v) with a vector v")
     ag.check_close(out, _ref_set_diagonal(xv, v), what="set_diagonal(x, v) with a vector v", idea="inplace")
@@ -185,7 +186,7 @@ def test_normalize_batch(k):
     b1 = k.rng.normal(size=(8, 3)).astype(np.float32)
     b2 = (3.0 * k.rng.normal(size=(8, 3)) + 5.0).astype(np.float32)
     _same_twice(normalize_batch, (_f32(b1),), "`normalize_batch`")
-    k.claim("check_pure", "normalize_batch", (_f32(b1),), what="`normalize_batch`")
+    k.claim("check_globals_unchanged", "normalize_batch", _f32(b1), what="`normalize_batch`")
     _check_normalized(normalize_batch, b1, "normalize_batch(batch 1)")
     _check_normalized(normalize_batch, b2, "normalize_batch(batch 2), called after batch 1", idea="purity")
     # A batch with features that vary far less than sqrt(eps), eagerly and under jit.
