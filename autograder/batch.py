@@ -1,20 +1,19 @@
 """Grading many notebooks at once: in parallel over the machine's cores, in order, nothing lost.
 
-Each submission is graded by :func:`autograder.grading.grade_notebook` in a worker process
-(warm: nbgrader imported once, before the workers fork), in its own temporary directory, with
-its own kernel under time and CPU limits: as root, in its own PID namespace under a sandbox
-uid of its own (see :class:`autograder.grading.Sandbox`), otherwise in its own process group.
-A submission that crashes its kernel, times out or cannot be read still gets a row (with the
-reason and zero for what could not be graded); a worker that dies is replaced and its
-submission reported, so no submission is silently missing.
+Each submission is graded by :func:`autograder.grading.grade_notebook` in a process of its own
+(forked from a warm parent: nbgrader imported once), in its own temporary directory, with its
+own kernel under time, CPU and memory limits: as root, in the sandbox of
+:mod:`autograder.sandbox`, otherwise in its own process group. A submission that crashes its
+kernel, times out or cannot be read still gets a row (with the reason and zero for what could
+not be graded); one that kills its grading process is graded once more in a fresh one, and after
+a second death gets a row saying so: it never costs another notebook its grade, and no
+submission is silently missing.
 """
 from __future__ import annotations
 
 import os
 import sys
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-
+from pathlib import Path
 from .grading import NAMESPACE, NONE, PROCESS_GROUP, Result, failed_result, grade_notebook
 
 
@@ -40,44 +39,79 @@ def _grade_job(job):
                              kwargs.get("root")).as_dict()
 
 
+def _child(job, conn) -> None:
+    """A grading process: grade one job, send its result, exit."""
+    try:
+        conn.send(_grade_job(job))
+    finally:
+        conn.close()
+
+
+DIED = ("the grading process died twice while grading this notebook (the submission killed it, "
+        "or exhausted the machine's memory or processes); every other notebook was graded normally")
+
+
 def grade_many(paths, *, workers: int | None = None, progress: bool = False, per_job=None,
                **grade_kwargs) -> list[Result]:
     """Grade ``paths`` and return their results in the same order.
 
-    ``per_job(path) -> dict`` may add keyword arguments for one path (e.g. ``save_graded``).
+    Every notebook is graded in a process of its own (forked from this warm one), ``workers`` at
+    a time: a submission that kills its grading process, or makes it die, loses only its own
+    grade. Such a notebook is graded once more in a fresh process; dying twice, it gets every
+    test at zero with the reason. ``per_job(path) -> dict`` may add keyword arguments for one
+    path (e.g. ``save_graded``).
     """
+    import multiprocessing
+    from multiprocessing.connection import wait
+
     paths = [str(p) for p in paths]
+    folders = {f for p in paths for f in (Path(p).resolve().parent, Path(p).resolve().parent.parent)}
+    grade_kwargs.setdefault("hide", tuple(sorted(map(str, folders))))  # out of every kernel's sight
     jobs = [(p, {**grade_kwargs, **(per_job(p) if per_job else {})}) for p in paths]
     workers = workers or default_workers(len(jobs))
     results: list[Result | None] = [None] * len(jobs)
     bar = _progress(len(jobs)) if progress else None
-    if workers == 1 or len(jobs) == 1:
-        for i, job in enumerate(jobs):
-            results[i] = Result.from_dict(_grade_job(job))
-            bar and bar.advance()
-    else:
-        _warm()  # before the workers fork (a no-op in workers that inherit it)
-        pending = list(range(len(jobs)))
-        while pending:
-            retry = []
+    _warm()  # before the processes fork: nbgrader's import is paid once
+    ctx = multiprocessing.get_context("fork")
+    queue = list(range(len(jobs)))
+    attempts = [0] * len(jobs)
+    running = {}  # index -> (process, receiving end)
+
+    def finish(i, result):
+        results[i] = result
+        if bar:
+            bar.advance()
+
+    while queue or running:
+        while queue and len(running) < workers:
+            i = queue.pop(0)
+            attempts[i] += 1
+            recv, send = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=_child, args=(jobs[i], send), daemon=True)
+            proc.start()
+            send.close()
+            running[i] = (proc, recv)
+        ready = set(wait([c for _, c in running.values()] + [p.sentinel for p, _ in running.values()]))
+        for i, (proc, recv) in list(running.items()):
+            if recv not in ready and proc.sentinel not in ready:
+                continue
+            got = None
             try:
-                with ProcessPoolExecutor(max_workers=workers, initializer=_warm) as pool:
-                    futures = {i: pool.submit(_grade_job, jobs[i]) for i in pending}
-                    for i, fut in futures.items():
-                        try:
-                            results[i] = Result.from_dict(fut.result())
-                            bar and bar.advance()
-                        except BrokenProcessPool:
-                            retry.append(i)
-            except BrokenProcessPool:
-                retry = [i for i in pending if results[i] is None]
-            if retry and len(retry) == len(pending):  # nothing progressed: report, don't loop
-                for i in retry:
-                    results[i] = failed_result(jobs[i][0], "the grading worker died while grading "
-                                               "this notebook", jobs[i][1].get("root"))
-                    bar and bar.advance()
-                retry = []
-            pending = retry
+                if recv.poll():
+                    got = recv.recv()
+            except (EOFError, OSError):
+                got = None
+            if got is None and proc.is_alive():
+                continue  # the result is on its way
+            proc.join(timeout=5)
+            recv.close()
+            del running[i]
+            if got is not None:
+                finish(i, Result.from_dict(got))
+            elif attempts[i] < 2:
+                queue.append(i)  # once more, in a fresh process
+            else:
+                finish(i, failed_result(jobs[i][0], DIED, jobs[i][1].get("root")))
     bar and bar.close()
     return results  # type: ignore[return-value]
 

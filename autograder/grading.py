@@ -45,8 +45,10 @@ DEFAULT_NOTEBOOK_TIMEOUT = 600
 
 def grade_notebook(path, *, root: Path | None = None, cell_timeout: int = DEFAULT_CELL_TIMEOUT,
                    notebook_timeout: int = DEFAULT_NOTEBOOK_TIMEOUT, cpu_limit: int = DEFAULT_CPU_LIMIT,
-                   save_graded: Path | None = None) -> Result:
-    """Grade one submitted notebook. Never raises for a bad submission: the result says why."""
+                   save_graded: Path | None = None, hide=()) -> Result:
+    """Grade one submitted notebook. Never raises for a bad submission: the result says why.
+
+    ``hide``: more folders its kernel must not see (a batch's other submissions)."""
     given = str(path)
     path = Path(path)
     assignment = path.resolve().parent.name
@@ -63,7 +65,7 @@ def grade_notebook(path, *, root: Path | None = None, cell_timeout: int = DEFAUL
         return zero_result(given, assignment, source, str(exc))
     with tempfile.TemporaryDirectory(prefix="run-") as tmp:
         return _grade_in(Path(tmp), nb, given, assignment, source, cell_timeout, notebook_timeout,
-                         cpu_limit, save_graded, root, path)
+                         cpu_limit, save_graded, root, path, hide)
 
 
 _NAMESPACES_FIX = ("run the grader where root may create mount, PID and network namespaces and "
@@ -72,7 +74,7 @@ _NAMESPACES_FIX = ("run the grader where root may create mount, PID and network 
 
 
 def _grade_in(tmp: Path, nb, given, assignment, source, cell_timeout, notebook_timeout,
-              cpu_limit=DEFAULT_CPU_LIMIT, save_graded=None, root=None, path=None) -> Result:
+              cpu_limit=DEFAULT_CPU_LIMIT, save_graded=None, root=None, path=None, hide=()) -> Result:
     import shutil
 
     import nbformat
@@ -109,7 +111,7 @@ def _grade_in(tmp: Path, nb, given, assignment, source, cell_timeout, notebook_t
     deadline = time.monotonic() + notebook_timeout
     home = box_dir / "home"
     (home / "tmp").mkdir(parents=True)
-    box = open_sandbox(deadline, root, path)
+    box = open_sandbox(deadline, root, path, hide)
     if box.refused:
         return zero_result(given, assignment, source, box.reason)
     after_cells = [judge] if judge else []  # f(live: execution.LiveKernel), the kernel alive

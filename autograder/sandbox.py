@@ -31,7 +31,8 @@ from .course import GradingError, package_root
 
 DEFAULT_CPU_LIMIT = 1800      # CPU seconds for one kernel (all its threads)
 DEFAULT_MEMORY_MB = 4096      # memory of one contained kernel (AUTOGRADER_MEMORY_MB changes it)
-SANDBOX_NPROC = 4096          # processes and threads of one sandbox uid (a fork bomb stops there)
+SANDBOX_NPROC = 4096          # processes and threads of one sandbox uid (a fork bomb stops there;
+                              # AUTOGRADER_NPROC changes it)
 SANDBOX_UIDS = range(61000, 61184)  # above login.defs' UID_MAX, below systemd's dynamic users
 
 NAMESPACE = "namespaces+uid"    # ``containment``: own mount, PID and network namespaces and uid
@@ -145,6 +146,7 @@ def kernel_limits(cpu_seconds: int, box: Sandbox | None = None):
     contained = box is not None and box.uid is not None
     cgroup = box.cgroup if contained else None
     memory = memory_limit_mb() << 20
+    nproc = int(os.environ.get("AUTOGRADER_NPROC") or SANDBOX_NPROC)
 
     def apply():
         import resource
@@ -152,7 +154,7 @@ def kernel_limits(cpu_seconds: int, box: Sandbox | None = None):
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         if contained:
-            resource.setrlimit(resource.RLIMIT_NPROC, (SANDBOX_NPROC, SANDBOX_NPROC))
+            resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
             if cgroup:
                 with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
                     f.write(str(os.getpid()))
@@ -278,9 +280,10 @@ def memory_cgroup(uid: int) -> tuple[str | None, str]:
     return None, f"memory limit {mb} MiB per process (RLIMIT_DATA: no memory cgroup could be made)"
 
 
-def _hidden_paths(root: Path | None, submission: Path | None) -> list[str]:
+def _hidden_paths(root: Path | None, submission: Path | None, extra=()) -> list[str]:
     """What a contained kernel must not see: the course, the package's checkout, the course state,
-    temporary folders (other submissions' runs) and the submission's own folders."""
+    temporary folders (other submissions' runs), the submission's own folders and ``extra`` (the
+    folders of a batch's other submissions)."""
     paths = [package_root(), tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm", "/run/lock",
              "/dev/mqueue"]
     if root is not None:
@@ -289,6 +292,7 @@ def _hidden_paths(root: Path | None, submission: Path | None) -> list[str]:
         if os.environ.get(var):
             paths.append(os.environ[var])
     paths += [p for p in os.environ.get("AUTOGRADER_HIDE", "").split(os.pathsep) if p]
+    paths += list(extra)
     if submission is not None:
         folder = Path(submission).resolve().parent
         paths += [folder, folder.parent]
@@ -300,7 +304,8 @@ def _hidden_paths(root: Path | None, submission: Path | None) -> list[str]:
     return out
 
 
-def open_sandbox(deadline: float, root: Path | None = None, submission: Path | None = None) -> Sandbox:
+def open_sandbox(deadline: float, root: Path | None = None, submission: Path | None = None,
+                 hide=()) -> Sandbox:
     """Lock a sandbox uid for one submission, or say why the kernel cannot be contained by one."""
     import fcntl
     import pwd
@@ -336,7 +341,7 @@ def open_sandbox(deadline: float, root: Path | None = None, submission: Path | N
             except OSError:
                 os.close(fd)
                 continue
-            box = Sandbox(NAMESPACE, "", uid, fd, unshare, hide=_hidden_paths(root, submission))
+            box = Sandbox(NAMESPACE, "", uid, fd, unshare, hide=_hidden_paths(root, submission, hide))
             box.kill_all()  # leftovers of a grader that crashed while holding this uid
             box.cgroup, box.reason = memory_cgroup(uid)
             return box
