@@ -16,6 +16,9 @@ hub's state are removed at the end. The hub's log lands in artifacts/hub.log.
 """
 from __future__ import annotations
 
+import contextlib
+import getpass
+import http.cookiejar
 import json
 import os
 import pwd
@@ -181,29 +184,18 @@ def _remove_user(name):
     subprocess.run(["userdel", "--remove", name], capture_output=True)
 
 
-@pytest.fixture(scope="module")
-def hub():
-    if os.geteuid() != 0:
-        pytest.skip("the hub round trip creates system users: run the suite as root (as CI does)")
+@contextlib.contextmanager
+def _make_hub(names, state: Path, log_name: str, **env):
+    """`make hub` on a free port with ``env`` added; stopped (with every server) on exit."""
     assert shutil.which("npm") and shutil.which("node"), "node and npm are needed for configurable-http-proxy"
-    tag = secrets.token_hex(3)
-    names = {"instructor": f"hubt{tag}-ta", "learners": [f"hubt{tag}-l1", f"hubt{tag}-l2"],
-             "group": f"hubt{tag}-inst"}
-    state = Path(tempfile.mkdtemp(prefix="hubtest-", dir="/tmp"))
-    os.chmod(state, 0o755)  # learners pass through to the exchange inside it
-    course = state / "course.toml"
-    course.write_text(f'[course]\ncourse_id = "{COURSE_ID}"\ninstructor_group = "{names["group"]}"\n'
-                      f'[users]\ninstructors = ["{names["instructor"]}"]\n'
-                      f'learners = {json.dumps(names["learners"])}\n')
     port, token = _free_port(), secrets.token_hex(16)
     ARTIFACTS.mkdir(exist_ok=True)
-    log_path = ARTIFACTS / "hub.log"
+    log_path = ARTIFACTS / log_name
     log = open(log_path, "w")  # noqa: SIM115 - open while the hub runs
-    env = dict(os.environ, HUB_COURSE=str(course), HUB_STATE=str(state / "hub"), HUB_PORT=str(port),
-               HUB_API_TOKEN=token)
+    env = dict(os.environ, HUB_STATE=str(state), HUB_PORT=str(port), HUB_API_TOKEN=token, **env)
     proc = subprocess.Popen(["make", "--no-print-directory", "hub"], cwd=ROOT, env=env, stdout=log,
                             stderr=subprocess.STDOUT, start_new_session=True)
-    the_hub = Hub(f"http://127.0.0.1:{port}", token, names, state / "hub", log_path)
+    the_hub = Hub(f"http://127.0.0.1:{port}", token, names, state, log_path)
     try:
         for _ in range(600):
             if proc.poll() is not None:
@@ -225,6 +217,25 @@ def hub():
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=30)
         log.close()
+
+
+@pytest.fixture(scope="module")
+def hub():
+    if os.geteuid() != 0:
+        pytest.skip("the hub round trip creates system users: run the suite as root (as CI does)")
+    tag = secrets.token_hex(3)
+    names = {"instructor": f"hubt{tag}-ta", "learners": [f"hubt{tag}-l1", f"hubt{tag}-l2"],
+             "group": f"hubt{tag}-inst"}
+    state = Path(tempfile.mkdtemp(prefix="hubtest-", dir="/tmp"))
+    os.chmod(state, 0o755)  # learners pass through to the exchange inside it
+    course = state / "course.toml"
+    course.write_text(f'[course]\ncourse_id = "{COURSE_ID}"\ninstructor_group = "{names["group"]}"\n'
+                      f'[users]\ninstructors = ["{names["instructor"]}"]\n'
+                      f'learners = {json.dumps(names["learners"])}\n')
+    try:
+        with _make_hub(names, state / "hub", "hub.log", HUB_COURSE=str(course)) as the_hub:
+            yield the_hub
+    finally:
         for name in [names["instructor"], *names["learners"]]:
             _remove_user(name)
         subprocess.run(["groupdel", names["group"]], capture_output=True)
@@ -440,3 +451,33 @@ def test_release_fetch_submit_collect_autograde_feedback(released):
         "    except PermissionError:\n"
         "        print('denied', path)\n"))
     assert "READABLE" not in out and out.count("denied") == 5, out
+
+
+def test_alone_the_current_user_logs_in_with_the_printed_password_and_gets_the_course(tmp_path):
+    """The committed course file: no system users, SimpleLocalProcessSpawner, the current user."""
+    user = getpass.getuser()
+    with _make_hub({"instructor": user, "learners": []}, tmp_path / "hub", "hub-alone.log") as hub:
+        password = (tmp_path / "hub" / "private" / "password").read_text().strip()
+        assert password and password in hub.log_path.read_text(), "make hub must print the password"
+        jar = http.cookiejar.CookieJar()
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+        page = opener.open(f"{hub.base}/hub/login", timeout=60).read().decode()
+        xsrf = re.search(r'name="_xsrf" value="([^"]+)"', page).group(1)
+
+        def login(name, secret):
+            data = urllib.parse.urlencode({"username": name, "password": secret, "_xsrf": xsrf}).encode()
+            try:
+                with opener.open(f"{hub.base}/hub/login", data=data, timeout=300) as resp:
+                    return resp.geturl(), resp.read().decode()
+            except urllib.error.HTTPError as exc:
+                return exc.geturl(), exc.read().decode()
+
+        url, text = login(user, "not-the-password")
+        assert "Invalid username or password" in text, url
+        url, _ = login(user, password)
+        assert f"/user/{user}/" in url or "/hub/spawn" in url, url
+        hub.start_servers([user])
+        assignments = {a["name"]: a for a in hub.user(user, "GET", "formgrader/api/assignments")}
+        assert assignments[ASSIGNMENT]["release_path"] == f"exercises/{ASSIGNMENT}", assignments
+        listed = hub.user(user, "GET", f"api/contents/solutions/{ASSIGNMENT}")
+        assert f"{ASSIGNMENT}.ipynb" in {c["name"] for c in listed["content"]}, "not the checkout"
