@@ -468,3 +468,20 @@ def test_judge_files_are_not_released_and_not_copied_to_the_kernel():
     for nb in (released_notebook(A), solution_notebook(A)):  # the hidden checks live in judge.py only
         text = nb.read_text()
         assert "BEGIN HIDDEN TESTS" not in text and "check_matches_reference" not in text
+
+
+def test_run_judge_loads_by_path_and_turns_every_outcome_into_feedback(tmp_path):
+    (tmp_path / "judge.py").write_text(
+        "import autograder as ag\n"
+        "def test_passes(k):\n    pass\n"
+        "def test_fails(k):\n    ag.fail('state', 'the state was not threaded')\n"
+        "def test_buggy(k):\n    return {}['missing']\n")
+    out = judge.run_judge(tmp_path, kernel=judge.Kernel(channel=object()),
+                          grade_ids=["test_passes", "test_fails", "test_buggy", "test_absent"])
+    assert out["test_passes"] == ""
+    assert out["test_fails"].startswith("the state was not threaded (see course/03_purity.ipynb")
+    assert out["test_buggy"].startswith("Not graded: the grader's own check for test_buggy failed (KeyError")
+    assert "has no check for test_absent" in out["test_absent"]
+    (tmp_path / "judge.py").write_text("raise SystemError('broken judge')\n")
+    out = judge.run_judge(tmp_path, kernel=judge.Kernel(channel=object()), grade_ids=["test_passes"])
+    assert out["test_passes"].startswith("Not graded: the grader's judge file cannot be loaded")
