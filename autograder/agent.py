@@ -9,7 +9,11 @@ Operations (``op``):
 
 - ``call``: call the notebook's ``name`` on the decoded ``args``/``kwargs``; with ``jit`` the
   agent applies ``jax.jit`` itself (with ``static_argnums``/``static_argnames``), cached per
-  function object and statics, so repeated calls do not retrace. Reply: ``{"value": ...}``;
+  function object and statics, so repeated calls do not retrace. Reply: ``{"value": ...}``.
+  ``name`` may instead be a :class:`~autograder.wire.Fixture` marker: a function of
+  :mod:`autograder.fixtures` that calls learner code itself (given as :class:`~autograder.wire.Ref`
+  arguments) where the call needs kernel-side objects (a mesh, ``jax.set_mesh``) or compares
+  kernel-side values that are not data (arbitrary hashable keys);
 - ``get``: the value of the notebook's global ``name``;
 - ``export``: ``jax.export.export(jax.jit(fn))`` at the given :class:`~autograder.wire.Spec`
   arguments; reply: ``{"exported": <base64 of the serialized module>}``;
@@ -63,6 +67,17 @@ def _lookup(name):
     if not isinstance(name, str) or name not in ns:
         raise NameError(f"name {name!r} is not defined")
     return ns[name]
+
+
+def _callee(name):
+    """The notebook's ``name``, or a fixture function (a decoded ``Fixture`` marker)."""
+    import types
+
+    from . import fixtures
+
+    if isinstance(name, types.FunctionType) and name.__module__ == fixtures.__name__:
+        return name
+    return _lookup(name)
 
 
 def _markers():
@@ -251,7 +266,7 @@ def _run(req) -> dict:
     try:
         if op == "get":
             return {"value": _lookup(req.get("name"))}
-        fn = _lookup(req.get("name"))
+        fn = _callee(req.get("name"))
         nums, names = _statics(req)
         if op == "call":
             jax.config.update("jax_disable_jit", False)
