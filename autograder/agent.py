@@ -280,9 +280,18 @@ def _run(req) -> dict:
             from jax import export
 
             reset_config()
-            exp = export.export(jax.jit(fn, static_argnums=nums or None,
-                                        static_argnames=names or None))(*args, **kwargs)
-            return {"exported": base64.b64encode(bytes(exp.serialize())).decode("ascii")}
+            try:
+                exp = export.export(jax.jit(fn, static_argnums=nums or None,
+                                            static_argnames=names or None))(*args, **kwargs)
+            except NotImplementedError as exc:  # JAX refuses to export host callbacks
+                if "callback" in str(exc):
+                    return {"callback": str(exc)[:MESSAGE_LIMIT]}
+                raise
+            try:
+                blob = exp.serialize()
+            except ImportError as exc:  # the grader's environment, not the learner's code
+                return {"refused": f"jax.export cannot serialize here ({exc})"}
+            return {"exported": base64.b64encode(bytes(blob)).decode("ascii")}
         if op == "claim":
             return {"claim": _claim(req, fn, args, kwargs)}
         return {"refused": f"unknown operation {str(op)[:40]!r}"}

@@ -317,6 +317,10 @@ class Kernel:
         reply = self._reply({"op": "export", "name": name, "args": tuple(specs), "kwargs": dict(kwargs),
                              "static_argnums": list(static_argnums),
                              "static_argnames": list(static_argnames)}, f"`jax.jit({name})`")
+        if "callback" in reply:
+            raise ExerciseFailure("purity", f"`{name}` calls back into Python from the compiled program "
+                                            "(a host callback such as jax.debug.print or pure_callback); "
+                                            "the grader only runs pure JAX programs.")
         data = reply.get("exported")
         if not isinstance(data, str):
             raise ChannelError("The kernel's exported program is missing.")

@@ -179,6 +179,9 @@ def reshard(x):
     return x * 2
 def pure(x):
     return x * 3
+def printing(x):
+    jax.debug.print("{}", x)
+    return x
 """
 
 
@@ -317,6 +320,16 @@ def test_export_moves_the_traced_program_into_the_judge(kernel):
     exp = k.export("double", wire.Spec((3,), "float32"))
     assert "multiply" in exp.text
     assert np.allclose(exp.call(np.arange(3, dtype=np.float32)), [0, 2, 4])
+    with pytest.raises(ExerciseFailure, match="calls back into Python"):
+        k.export("printing", wire.Spec((3,), "float32"))
+
+
+def test_an_unreadable_exported_program_is_a_channel_error():
+    class Forged:
+        def request(self, payload):
+            return {"nonce": "n", "exported": base64.b64encode(b"not a flatbuffer").decode()}
+    with pytest.raises(judge.ChannelError, match="cannot be read"):
+        judge.Kernel(channel=Forged()).export("f", wire.Spec((3,), "float32"))
 
 
 # --------------------------------------------------------------------------- scoring attacks on 03_purity
