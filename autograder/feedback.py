@@ -39,6 +39,7 @@ TAUGHT_IN = {
     "sharding": ("09_sharding", "Meshes, PartitionSpec and NamedSharding"),
     "shard_map": ("09_sharding", "Manual mode: shard_map and collectives"),
     "explicit_sharding": ("09_sharding", "Explicit mode: shardings in the type"),
+    "sharding_signature": ("09_sharding", "Sharding is part of the signature"),
     "review": ("10_review", "The review report"),
     "capstone": ("10_review", "The rewrite: one pure training run that jits once"),
     "numerics": (None, "the exercise's description"),
