@@ -118,8 +118,10 @@ def check_gradebook(db_url: str) -> None:
     try:
         engine = create_engine(url, poolclass=NullPool, connect_args=connect_args)
     except (NoSuchModuleError, ImportError) as exc:
+        hint = ("write postgresql://... to use psycopg 3, the driver requirements.txt installs"
+                if backend == "postgresql" else "install it, or use PostgreSQL (postgresql://...)")
         raise GradebookError(f"cannot open the gradebook {shown}: its database driver is not "
-                             f"installed ({exc}); PostgreSQL needs psycopg (requirements.txt)") from None
+                             f"installed ({exc}); {hint}") from None
     try:
         with engine.connect() as conn:
             conn.execute(text("SELECT 1"))

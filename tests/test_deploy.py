@@ -84,6 +84,13 @@ def test_dockerfile_installs_requirements_and_nothing_else():
             assert args == ["--no-deps", "/opt/course"], f"a package installed outside requirements.txt: {line}"
     copies = [line.split()[1:] for line in stages["singleuser"] if line.startswith("COPY")]
     assert ["requirements.txt", "/opt/course/requirements.txt"] in copies
+    kept = {line[1:].strip("/") for line in (DEPLOY / "Dockerfile.dockerignore").read_text().splitlines()
+            if line.startswith("!")}
+    for lines in stages.values():
+        for line in lines:
+            if line.startswith("COPY"):
+                for source in line.split()[1:-1]:
+                    assert source.strip("/") in kept, f"{source} is left out of the build context"
     learners = " ".join(stages["singleuser"])
     assert "solutions" not in learners and "judge" not in learners, "the learners' image holds solutions"
     assert any(line.startswith("COPY solutions") for line in stages["grader"])
