@@ -1,5 +1,6 @@
 """nbgrader configuration: source is solutions/, release is exercises/, course state in .course/."""
 import os
+import re
 
 c = get_config()  # noqa: F821 - provided by nbgrader
 
@@ -16,7 +17,9 @@ c.CourseDirectory.feedback_directory = os.path.relpath(os.path.join(STATE, "feed
 # Any SQLAlchemy URL works here (e.g. postgresql://...) for a shared gradebook.
 # The trusted judge files (solutions/<a>/judge.py) are never released to learners.
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "judge.py"]
-c.CourseDirectory.db_url = os.environ.get("COURSE_DB_URL", "sqlite:///" + os.path.join(STATE, "gradebook.db"))
+# A bare postgresql:// gradebook URL means psycopg 3 (requirements.txt), as in `python -m autograder`.
+c.CourseDirectory.db_url = re.sub(r"^postgres(ql)?://", "postgresql+psycopg://",
+                                  os.environ.get("COURSE_DB_URL", "sqlite:///" + os.path.join(STATE, "gradebook.db")))
 c.Exchange.root = os.path.join(STATE, "exchange")
 c.Exchange.path_includes_course = True
 
