@@ -178,6 +178,14 @@ def write_configs(course: dict, p: dict[str, Path]) -> None:
            "c = get_config()  # noqa: F821\n"
            f"load_subconfig({str(REPO / 'nbgrader_config.py')!r})  # noqa: F821\n"
            f"c.CourseDirectory.course_id = {course['course_id']!r}\n")
+    umask = instructor / "jupyter_server_config.py"
+    if course["mode"] == "room":
+        # Several instructors share the course state: what one writes (the gradebook, grades),
+        # the others may change. Learners are kept out by the folders (mode 2770), not the files.
+        _write(umask, "# Written by hub/workshop.py: instructors' files are group-writable.\n"
+                      "import os\nos.umask(0o002)\n")
+    elif umask.exists():
+        umask.unlink()
 
 
 def _others_can_run(path: Path) -> bool:
@@ -244,6 +252,11 @@ def prepare(course: dict) -> dict[str, Path]:
         _mkdir(p["exchange"], 0o777)
         for sub in ("submitted", "autograded", "feedback", "gradebook"):
             _mkdir(p["course"] / sub, 0o2770, gid)
+        gradebook = p["gradebook"] / "gradebook.db"
+        if not gradebook.exists():  # SQLite would create it 0644: one instructor's only
+            gradebook.touch()
+            os.chown(gradebook, 0, gid)
+            os.chmod(gradebook, 0o660)
         venv = server_venv(p)
     else:
         venv = Path(sys.prefix)

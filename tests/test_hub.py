@@ -348,6 +348,12 @@ def test_a_learner_logs_in_fetches_in_the_assignments_panel_and_sees_the_noteboo
     assert fetched.exists() and fetched.stat().st_uid == pwd.getpwnam(learner).pw_uid
 
 
+def jax_version() -> str:
+    from importlib.metadata import version
+
+    return version("jax")
+
+
 def _solution_answers() -> dict[str, str]:
     nb = nbformat.read(str(solution_notebook(ASSIGNMENT)), as_version=4)
     return {c.metadata["nbgrader"]["grade_id"]: c.source for c in nb.cells
@@ -442,7 +448,8 @@ def test_release_fetch_submit_collect_autograde_feedback(released):
     # list the released feedback of others.
     course_state = hub.state / "course"
     out = hub.run_in_kernel(idle, (
-        "import os\n"
+        "import os, jax, autograder\n"
+        "print('jax', jax.__version__, jax.numpy.arange(3).sum())\n"
         f"for path in [{str(Path(pwd.getpwnam(solver).pw_dir))!r}, {str(course_state / 'gradebook')!r},"
         f" {str(course_state / 'submitted')!r}, {str(course_state / 'exchange' / COURSE_ID / 'feedback')!r},"
         f" {str(course_state / 'exchange' / COURSE_ID / 'inbound')!r}]:\n"
@@ -451,6 +458,13 @@ def test_release_fetch_submit_collect_autograde_feedback(released):
         "    except PermissionError:\n"
         "        print('denied', path)\n"))
     assert "READABLE" not in out and out.count("denied") == 5, out
+    assert f"jax {jax_version()} 3" in out, f"a learner's kernel lacks the course's JAX: {out}"
+
+    # Several instructors may share the gradebook: the group can write it, nobody else can read it.
+    gradebook = course_state / "gradebook" / "gradebook.db"
+    mode = gradebook.stat().st_mode
+    assert mode & 0o060 == 0o060, f"{gradebook} is {oct(mode)}: the instructor group cannot write it"
+    assert (course_state / "gradebook").stat().st_mode & 0o007 == 0, "others may enter the gradebook folder"
 
 
 def test_alone_the_current_user_logs_in_with_the_printed_password_and_gets_the_course(tmp_path):
