@@ -52,4 +52,27 @@ def global_mean(x, mesh):
                           in_specs=P("data"), out_specs=P())(x)
 ''', "8 times the mean", "shard_map"),
     ],
+    "signature_key": [
+        ("""
+def signature_key(x):
+    aval = jax.typeof(x)
+    return (aval.shape, aval.dtype, aval.weak_type)  # forgets where a committed array lives
+""", "differ only in their sharding", "sharding_signature"),
+        ("""
+def signature_key(x):
+    aval = jax.typeof(x)
+    return (aval.shape, aval.dtype, x.sharding if isinstance(x, jax.Array) else None)  # no weak type
+""", "differ only in their weak type", "sharding_signature"),
+        ("""
+def signature_key(x):
+    aval = jax.typeof(x)
+    return (aval.shape, aval.weak_type, x.sharding if isinstance(x, jax.Array) else None)  # no dtype
+""", "differ only in their dtype", "sharding_signature"),
+        ("""
+def signature_key(x):
+    aval = jax.typeof(x)
+    sharding = x.sharding if isinstance(x, jax.Array) else None
+    return (aval.shape, aval.dtype, aval.weak_type, sharding, np.asarray(x).tobytes())  # the values too
+""", "differ only in their values", "sharding_signature"),
+    ],
 }

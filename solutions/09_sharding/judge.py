@@ -1,0 +1,341 @@
+"""The judge of 09_sharding (trusted: runs in the grader, never in the learner's kernel).
+
+One ``test_<name>(k)`` per graded test cell; ``k`` is an :class:`autograder.judge.Kernel`.
+The exercises take kernel-side objects (a mesh, ``jax.set_mesh``), so the judge calls them
+through fixtures of :mod:`autograder.fixtures` (``k.call(Fixture(...), Ref(name), ...)``) that
+build those objects, call the learner's function and return data: the output's values, where
+its pieces live (device ids and index ranges), the spec in its type. Placements and values are
+checked here against references computed here, on inputs drawn from ``k.rng``.
+
+Kernel-side observations used: the primitive names of ``global_mean``'s jaxpr (``shard_map``
+and a collective), alongside its values; the pairwise equality of ``signature_key``'s keys,
+which are arbitrary hashable objects and so are compared in the kernel. The truth for
+``signature_key`` is decided here: a fresh jitted function called in this process, with the
+compiles counted, on the judge's own copies of the same arguments (8 CPU devices).
+"""
+import numpy as np
+
+import autograder as ag
+from autograder.meshes import COLLECTIVES
+from autograder.wire import AsJax, Fixture, Ref, Sharded
+
+DEVICES = 8
+
+
+def _judge_devices():
+    """Ask for 8 CPU devices in this process before JAX starts its backends (config only,
+    never the environment that kernels inherit); the count JAX ends up with."""
+    import jax
+
+    try:
+        jax.config.update("jax_num_cpu_devices", DEVICES)
+    except Exception:  # noqa: BLE001 - the backends already exist
+        pass
+    return jax
+
+
+_judge_devices()
+
+
+def _fixture(k, name):
+    return lambda *args: k.call(Fixture(name), *args)
+
+
+def _spec_text(spec) -> str:
+    if spec is None:
+        return "no spec"
+    return "P(" + ", ".join(repr(tuple(e)) if isinstance(e, list) else repr(e) for e in spec) + ")"
+
+
+def _placed_as(out) -> str:
+    info = getattr(out, "sharding", None)
+    if not isinstance(info, dict):
+        return "an unknown sharding"
+    if info.get("kind") == "NamedSharding":
+        return f"NamedSharding({_spec_text(info.get('spec'))})"
+    return f"{info.get('kind')} over {info.get('devices')} device(s)"
+
+
+def _is_array(out, what, idea):
+    if not getattr(out, "is_jax", False):
+        kind = type(out).__name__
+        ag.fail(idea, f"{what} is of type {kind}, not a jax.Array, so it has no sharding: return the "
+                      "array JAX computed (np.asarray, .tolist() or float() bring it to the host as one "
+                      "unsharded copy).")
+
+
+def _rows_placement(shape, ids_grid):
+    """Where P("data", None) puts an array of ``shape``: ``ids_grid`` has one row of device ids
+    per position along "data" (several ids in a row: replicated over the other mesh axis)."""
+    rows = shape[0] // len(ids_grid)
+    rest = [[0, n] for n in shape[1:]]
+    return sorted([int(d), [[i * rows, (i + 1) * rows]] + rest] for i, row in enumerate(ids_grid) for d in row)
+
+
+def _same_placement(got, expected) -> bool:
+    return isinstance(got, list) and sorted(map(repr, got)) == sorted(map(repr, expected))
+
+
+# --------------------------------------------------------------------------- shard_rows
+
+def _check_rows(k, x, order, what):
+    res = ag.call(_fixture(k, "shard_rows_on"), Ref("shard_rows"), x, list(order), what=what)
+    out = res["out"]
+    _is_array(out, what, "sharding")
+    if res.get("out_mesh") is not None and res["out_mesh"] != res["mesh"]:
+        ag.fail("sharding", f"{what} is placed on a mesh of other devices (or in another order) than the "
+                            "mesh it was given: build the NamedSharding from the `mesh` argument.")
+    shape = np.shape(out)
+    expected = _rows_placement(shape, [[d] for d in res["mesh"]]) if len(shape) == 2 else None
+    if expected is None or not _same_placement(res["placement"], expected):
+        ag.fail("sharding", f"{what} is placed as {_placed_as(out)}, expected NamedSharding(P('data', None)).")
+    ag.check_close(out, np.asarray(x.value if hasattr(x, "value") else x), what=what, idea="sharding")
+
+
+def test_shard_rows(k):
+    natural = list(range(DEVICES))
+    rng = k.rng
+    c = DEVICES * int(rng.integers(1, 3))  # columns that "data" divides too: a column split is no error
+    _check_rows(k, rng.normal(size=(2 * DEVICES, c)).astype(np.float32), natural, "shard_rows(x, mesh)")
+    _check_rows(k, AsJax(rng.normal(size=(4 * DEVICES, 3)).astype(np.float32)), natural,
+                "shard_rows(x, mesh) of a jax.Array")
+    _check_rows(k, Sharded(rng.normal(size=(DEVICES, 6)).astype(np.float32), ()), natural,
+                "shard_rows(x, mesh) of a replicated x")
+    _check_rows(k, Sharded(rng.normal(size=(DEVICES, 2 * DEVICES)).astype(np.float32), (None, "data")), natural,
+                "shard_rows(x, mesh) of a column-sharded x")
+    order = [int(i) for i in rng.permutation(DEVICES)]
+    if order == natural:
+        order = natural[::-1]
+    _check_rows(k, rng.normal(size=(3 * DEVICES, 2)).astype(np.float32), order,
+                "shard_rows(x, mesh) on a mesh whose devices are in another order")
+
+
+# --------------------------------------------------------------------------- explicit_matmul
+
+def _check_matmul(k, rows, inner, cols, jit, what):
+    d, m = 2, DEVICES // 2  # mesh_shape(8, 2)
+    xh = k.rng.normal(size=(rows * d, inner * m)).astype(np.float32)
+    wh = k.rng.normal(size=(inner * m, cols)).astype(np.float32)
+    res = ag.call(_fixture(k, "explicit_matmul_on"), Ref("explicit_matmul"), xh, wh, jit, what=what)
+    out = res["out"]
+    _is_array(out, what, "explicit_sharding")
+    hint = " Under explicit axes the output's sharding is part of its type: ask for it with `out_sharding=P('data', None)`."
+    spec = res.get("type_spec")
+    if spec is None:
+        ag.fail("explicit_sharding", f"{what} has no sharding in its type ({res.get('type')}); with explicit "
+                                     "axes the sharding is part of the array type." + hint)
+    padded = [tuple(e) if isinstance(e, list) and len(e) != 1 else (e[0] if isinstance(e, list) else e)
+              for e in list(spec) + [None] * (np.ndim(out) - len(spec))]
+    if padded != ["data", None]:
+        ag.fail("explicit_sharding", f"{what} has type {res.get('type')}, whose sharding is {_spec_text(spec)}, "
+                                     "expected P('data', None)." + hint)
+    grid = np.asarray(res["mesh"]).reshape(res["mesh_shape"]).tolist()
+    if not _same_placement(res["placement"], _rows_placement(np.shape(out), grid)):
+        ag.fail("explicit_sharding", f"{what} is placed as {_placed_as(out)}, expected "
+                                     "NamedSharding(P('data', None)) on the mesh it was given." + hint)
+    ag.check_close(out, (xh.astype(np.float64) @ wh).astype(np.float32), what=what, rtol=1e-4, atol=1e-4,
+                   idea="explicit_sharding")
+
+
+def test_explicit_matmul(k):
+    r = k.rng
+    _check_matmul(k, 4, 4, 4, False, "explicit_matmul(x, w)")
+    _check_matmul(k, int(r.integers(2, 6)), int(r.integers(2, 6)), int(r.integers(3, 9)), True,
+                  "jax.jit(explicit_matmul)(x, w)")
+    _check_matmul(k, int(r.integers(6, 10)), int(r.integers(6, 10)), int(r.integers(9, 14)), False,
+                  "explicit_matmul(x, w)")
+
+
+# --------------------------------------------------------------------------- global_mean
+
+def _check_mean(k, rows_per_device, cols, jit=False, primitives=False):
+    shape = (rows_per_device * DEVICES, cols)
+    # every row has its own offset, so the shards have different means
+    xh = (k.rng.normal(size=shape) + np.arange(shape[0])[:, None]).astype(np.float32)
+    what = (f"jax.jit of global_mean(x, mesh) for x of shape {shape}" if jit
+            else f"global_mean(x, mesh) for x of shape {shape}")
+    res = ag.call(_fixture(k, "global_mean_on"), Ref("global_mean"), xh, jit, primitives, what=what)
+    got = res["out"]
+    mean = xh.astype(np.float64).mean()
+    if np.shape(got) == () and np.isclose(float(np.asarray(got, np.float64)), DEVICES * mean, rtol=1e-4):
+        ag.fail("shard_map", f"{what} is {float(got):.4f}, {DEVICES} times the mean {mean:.4f}: `psum` adds "
+                             f"the {DEVICES} per-device means, so divide by the number of devices "
+                             "(or combine them with `jax.lax.pmean`).")
+    ag.check_close(got, np.float32(mean), what=what, rtol=1e-5, atol=1e-4, idea="shard_map")
+    if primitives:  # a kernel-side observation, checked only after the value
+        names = [str(n) for n in res.get("primitives") or []]
+        if not any(n.startswith("shard_map") for n in names):
+            ag.fail("shard_map", "the jaxpr of global_mean(x, mesh) has no `shard_map`: the exercise asks for "
+                                 "per-device code written with `jax.shard_map`, not for the compiler's "
+                                 "automatic partitioning.")
+        if not any(n.startswith(COLLECTIVES) for n in names):
+            ag.fail("shard_map", "the `shard_map` in global_mean(x, mesh) uses no collective: each device must "
+                                 "reduce its own shard, then a collective such as `jax.lax.psum` combines the "
+                                 "partial results across the mesh axis.")
+
+
+def test_global_mean(k):
+    r = k.rng
+    _check_mean(k, int(r.integers(4, 9)), int(r.integers(3, 7)), primitives=True)
+    _check_mean(k, 1, int(r.integers(2, 5)))
+    _check_mean(k, int(r.integers(2, 5)), int(r.integers(4, 8)), jit=True)
+
+
+# --------------------------------------------------------------------------- signature_key
+
+def _sample(rng):
+    """Arguments of every kind the exercise lists, in a fresh order, with values that differ:
+    ``[(wire value for the kernel, judge value builder, description)]``. Pairs that differ in
+    exactly one of shape, dtype, weak type and sharding are always present."""
+    import ml_dtypes
+
+    def pyfloat():
+        return float(np.round(rng.uniform(-9, 9), 3)) or 0.5
+
+    r0 = DEVICES * int(rng.integers(1, 4))          # sharded dimensions divide evenly
+    c0 = DEVICES * int(rng.integers(1, 3))
+    base = (r0, c0)
+    other = (r0 + DEVICES, c0) if rng.random() < 0.5 else (r0, c0 + DEVICES)
+    deep = (DEVICES, DEVICES * int(rng.integers(1, 3)), int(rng.integers(2, 4)))
+    arrays = [(base, "float32", ("data", None)), (base, "float32", ("data", None)),
+              (base, "float32", ()), (base, "float32", (None, "data")),
+              (base, "bfloat16", ("data", None)), (base, "int32", ("data", None)),
+              (other, "float32", ("data", None)), (deep, "float32", (None, "data")),
+              ((), "float32", ()), ((int(rng.integers(2, 20)),), "float32", ())]
+    dtypes = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16, "int32": np.int32}
+    items = []
+    seen = set()
+    for shape, dtype, spec in arrays:
+        values = (rng.normal(size=shape) * 4).astype(dtypes[dtype])
+        while values.tobytes() in seen:
+            values = (rng.normal(size=shape) * 4).astype(dtypes[dtype])
+        seen.add(values.tobytes())
+        shown = "[" + ",".join(map(str, shape)) + "]"
+        items.append((Sharded(values, spec), ("array", values, spec),
+                      f"a {dtype}{shown} jax.Array placed with {_spec_text(list(spec))}"))
+    b = bool(rng.integers(0, 2))
+    i1, i2 = (int(v) for v in rng.choice(np.arange(-50, 50), size=2, replace=False))
+    f1, f2 = pyfloat(), pyfloat()
+    while f2 == f1:
+        f2 = pyfloat()
+    s1, s2 = (np.float32(v) for v in rng.choice(np.arange(-40, 40), size=2, replace=False) / 4)
+    n1, n2 = (np.int32(v) for v in rng.choice(np.arange(-30, 30), size=2, replace=False))
+    for v in (b, not b, i1, i2, f1, f2, s1, s2, n1, n2):
+        kind = {bool: "Python bool", int: "Python int", float: "Python float"}.get(type(v))
+        shown = f"the {kind} {v!r}" if kind else f"np.{type(v).__name__}({v!r})"
+        items.append((v, ("scalar", v, None), shown))
+    return [items[i] for i in rng.permutation(len(items))]
+
+
+def _judge_value(jax, mesh, spec_value):
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    kind, value, spec = spec_value
+    if kind == "scalar":
+        return value
+    return jax.device_put(value, NamedSharding(mesh, P(*spec)))
+
+
+def _signature_truth(jax, args):
+    """Class labels: ``label[i] == label[j]`` exactly when a jitted one-argument function called
+    with ``args[i]`` and then ``args[j]`` compiles once, decided with compiles counted here.
+
+    ``every`` is one fresh jitted function called once with one argument of each class found so
+    far: a new argument that makes it compile is unlike all of them (a new class). Otherwise
+    the argument is tried against each class's first member with a fresh function of its own
+    (called with that member, then with the argument: one compile means the same class)."""
+    from autograder.compilation import CompileCounter
+
+    def fresh():
+        return jax.jit(lambda v: v)  # a new function: nothing of it compiled yet
+
+    def compiles(f, a):
+        with CompileCounter(fresh=False) as c:
+            jax.block_until_ready(f(a))
+        return c.compiles
+
+    def same(first, second):
+        f = fresh()
+        compiles(f, first)
+        return compiles(f, second) == 0
+
+    every, firsts, labels = fresh(), [], []
+    for i, a in enumerate(args):
+        if compiles(every, a) > 0:  # unlike every class so far (the first argument included)
+            firsts.append(i)
+            labels.append(len(firsts) - 1)
+            continue
+        # the likeliest class first: the one whose shape, dtype, weak type and sharding differ least
+        for label, j in sorted(enumerate(firsts), key=lambda p: len(_differences(jax, args[p[1]], a))):
+            if same(args[j], a):
+                labels.append(label)
+                break
+        else:  # never expected: `every` knew its signature but no class did; a class of its own
+            firsts.append(i)
+            labels.append(len(firsts) - 1)
+    return labels
+
+
+def _differences(jax, a, b) -> list:
+    ta, tb = jax.typeof(a), jax.typeof(b)
+    out = []
+    if ta.shape != tb.shape:
+        out.append("shape")
+    if ta.dtype != tb.dtype:
+        out.append("dtype")
+    if bool(ta.weak_type) != bool(tb.weak_type):
+        out.append("weak type")
+    sa = a.sharding if isinstance(a, jax.Array) else None
+    sb = b.sharding if isinstance(b, jax.Array) else None
+    if (sa is None) != (sb is None) or (sa is not None and sa != sb):
+        out.append("sharding")
+    return out
+
+
+def _said(diffs) -> str:
+    if not diffs:
+        return "they have the same shape, dtype, weak type and sharding and differ only in their values"
+    words = diffs[0] if len(diffs) == 1 else ", ".join(diffs[:-1]) + " and " + diffs[-1]
+    return f"they differ only in their {words}" if len(diffs) == 1 else f"they differ in their {words}"
+
+
+def test_signature_key(k):
+    jax = _judge_devices()
+    cpus = jax.devices("cpu")
+    if len(cpus) < DEVICES:
+        raise RuntimeError(f"the grader's process has {len(cpus)} CPU devices, the judge needs {DEVICES}")
+    from autograder.meshes import make_mesh
+
+    mesh = make_mesh((DEVICES,), ("data",), "auto", devices=list(cpus[:DEVICES]))
+    sample = _sample(k.rng)
+    res = ag.call(_fixture(k, "keys_equal"), Ref("signature_key"), [w for w, _, _ in sample],
+                  what="signature_key(x)")
+    n = len(sample)
+    equal, same_hash = res.get("equal") if isinstance(res, dict) else None, (res or {}).get("same_hash")
+    if not (isinstance(equal, list) and len(equal) == n and all(isinstance(r, list) and len(r) == n for r in equal)
+            and isinstance(same_hash, list) and len(same_hash) == n):
+        ag.fail("sharding_signature", "the keys of signature_key could not be compared.")
+    args = [_judge_value(jax, mesh, v) for _, v, _ in sample]
+    labels = _signature_truth(jax, args)
+    wrong = []
+    for i in range(n):
+        for j in range(n):
+            if bool(equal[i][j]) and not bool(same_hash[i][j]):
+                ag.fail("sharding_signature", f"signature_key gives equal keys to {sample[i][2]} and to "
+                                              f"{sample[j][2]} whose hashes differ: a key must be hashable "
+                                              "consistently (equal keys, equal hashes), as a dict key is.")
+            if bool(equal[i][j]) != (labels[i] == labels[j]):
+                wrong.append((i, j))
+    if not wrong:
+        return
+    i, j = min(wrong, key=lambda p: (len(_differences(jax, args[p[0]], args[p[1]])), p))
+    a, b = sample[i][2], sample[j][2]
+    said = _said(_differences(jax, args[i], args[j]))
+    if labels[i] == labels[j]:
+        ag.fail("sharding_signature",
+                f"signature_key gives different keys to {a} and to {b}, but a jitted function called with one "
+                f"and then the other compiles once: {said}. The key must hold nothing that jax.jit leaves "
+                "out of the compile signature.")
+    ag.fail("sharding_signature",
+            f"signature_key gives equal keys to {a} and to {b}, but a jitted function called with one and then "
+            f"the other compiles twice: {said}, and jax.jit puts that into the compile signature.")
