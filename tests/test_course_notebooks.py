@@ -140,3 +140,14 @@ def test_every_chapter_has_a_notebook():
     chapters = sorted(p.stem for p in (ROOT / "course").glob("*.ipynb"))
     solutions = sorted(p.name for p in (ROOT / "solutions").iterdir() if p.is_dir())
     assert set(solutions) <= set(chapters), f"chapters without a course notebook: {set(solutions) - set(chapters)}"
+
+
+def test_two_processes_give_the_one_process_result():
+    """Chapter 09's "Beyond one host": two jax.distributed processes ran, each saw 4 of the 8
+    global devices, and both ended with the parameters of the one-process run."""
+    path = ROOT / "course" / "09_sharding.ipynb"
+    nb = executed(path)
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert "process 0 of 2" in text and "process 1 of 2" in text, "the two processes did not both report"
+    assert text.count("equal the one-process run: True") == 2, \
+        "a process's parameters differ from the one-process run"

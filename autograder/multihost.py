@@ -1,8 +1,9 @@
 """One data-parallel SGD step, run by each of several processes (chapter 09, "Beyond one host").
 
-    python multihost_step.py DATA.npz PORT PROCESS_ID NUM_PROCESSES OUT.npz
+    python -m autograder.multihost DATA.npz PORT PROCESS_ID NUM_PROCESSES OUT.npz
 
-Every process runs this same file: it joins the others through `jax.distributed` on this machine
+It ships in the package (not beside the notebook) so that Colab, which opens a notebook alone,
+has it too. Every process runs this same module: it joins the others through `jax.distributed` on this machine
 (loopback), gets 4 CPU devices of its own, and then builds one mesh over *all* processes' devices.
 Each process reads the whole batch from DATA.npz but places only its own devices' rows; `jax.jit`
 runs the step on every device and averages the gradients across processes (gloo collectives).
