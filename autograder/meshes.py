@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 
-from .feedback import ExerciseFailure, _explain, call, fail, is_sharding_type_error  # noqa: F401
+from .feedback import ExerciseFailure, _explain, fail
 
 # Primitive-name prefixes of the collectives a shard_map body can use to combine its shards.
 COLLECTIVES = ("psum", "pmean", "pmax", "pmin", "all_gather", "all_reduce", "reduce_scatter",
@@ -153,12 +153,6 @@ def shard_map_fn():
     if fn is None:
         from jax.experimental.shard_map import shard_map as fn
     return fn
-
-
-def call_explicit(f, *args, what: str | None = None, **kwargs):
-    """Call learner code under explicit sharding; a ``ShardingTypeError`` becomes feedback that
-    names explicit sharding (as every check's :func:`autograder.feedback.call` does)."""
-    return call(f, *args, what=what or f"`{getattr(f, '__name__', 'the function')}`", **kwargs)
 
 
 def check_uses_collective(f, args, *, what=None):
