@@ -134,6 +134,7 @@ class Channel:
         self.limits = limits
         self.max_output = max_output
         self.broken = ""  # once set, every later request fails with it
+        self.test_deadline = None  # set by run_judge: one test's requests share its time limit
         self.requests = 0
 
     def request(self, payload: dict) -> dict:
@@ -146,16 +147,17 @@ class Channel:
                                      stop_on_error=False)
         self.requests += 1
         limit = self.timeout
-        if self.deadline is not None:
-            limit = max(1.0, min(limit, self.deadline - time.monotonic()))
+        for end in (self.deadline, self.test_deadline):  # the notebook's, the current test's
+            if end is not None:
+                limit = max(1.0, min(limit, end - time.monotonic()))
         end = time.monotonic() + limit
         replies, total, failed = [], 0, None
         while True:
             left = end - time.monotonic()
             if left <= 0:
                 self._stuck(msg_id)
-                raise ChannelError(f"Did not finish within {limit:.0f} s: an infinite loop or a very "
-                                   "slow answer?")
+                raise ChannelError(f"Did not finish within the time limit ({self.timeout:.0f} s per test, "
+                                   "and the notebook's own): an infinite loop or a very slow answer?")
             try:
                 msg = self._iopub(timeout=min(left, 1.0))
             except queue.Empty:
@@ -407,6 +409,9 @@ def run_judge(assignment_dir, kernel_client=None, *, grade_ids=None, kernel: Ker
     out = {}
     for gid in (grade_ids if grade_ids is not None else list(tests)):
         test = tests.get(gid)
+        channel = getattr(k, "channel", None)
+        if isinstance(channel, Channel):  # a test cell's time limit, as when tests ran in the kernel
+            channel.test_deadline = time.monotonic() + channel.timeout
         out[gid] = (verdict(test, k, gid) if test is not None else
                     f"Not graded: the grader's judge has no check for {gid}; please tell the course staff.")
     return out
