@@ -209,13 +209,16 @@ def _make_hub(names, state: Path, log_name: str, **env):
             pytest.fail(f"the hub did not answer on {the_hub.base}:\n{the_hub.log_tail()}")
         yield the_hub
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)  # the hub stops every server it started
+        pid_file = state / "private" / "jupyterhub.pid"
+        if proc.poll() is None and pid_file.exists():
+            os.kill(int(pid_file.read_text()), signal.SIGTERM)  # the hub stops every server it started
             try:
                 proc.wait(timeout=90)
             except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=30)
+                pass
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
         log.close()
 
 
