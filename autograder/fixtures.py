@@ -21,6 +21,117 @@ def matmul_tanh(a, b):
     return jnp.tanh(a @ b)
 
 
+
+# --------------------------------------------------------------------------- 01_phases
+# Functions given to ``primitive_names(f, *args)``; the judge traces the same function itself
+# (``jax.make_jaxpr``) and compares the top-level primitive names in order.
+
+def sin_sin_plus_cos(x):
+    """``sin(sin(x)) + cos(x)``: a primitive applied twice."""
+    import jax.numpy as jnp
+
+    return jnp.sin(jnp.sin(x)) + jnp.cos(x)
+
+
+def exp_times_minus(x, y):
+    """``exp(x) * y - x`` (two arguments)."""
+    import jax.numpy as jnp
+
+    return jnp.exp(x) * y - x
+
+
+def tanh_matmul_transpose(x):
+    """``tanh(x) @ x.T``."""
+    import jax.numpy as jnp
+
+    return jnp.tanh(x) @ x.T
+
+
+def identity(x):
+    """No primitive at all."""
+    return x
+
+
+def _cos_times(x):
+    import jax.numpy as jnp
+
+    return jnp.cos(x) * x
+
+
+def nested_jit(x):
+    """A jitted inner function called twice: at the top level, each call is one ``jit`` (or
+    ``pjit``) equation; its ``cos`` and ``mul`` live in the nested jaxpr."""
+    import jax
+    import jax.numpy as jnp
+
+    inner = jax.jit(_cos_times)
+    return jnp.sin(inner(x)) + inner(x)
+
+
+def cond_then_exp(x, p):
+    """``exp(cond(p > 0, sin, cos, x)) * 2``: the branches are nested jaxprs."""
+    import jax.numpy as jnp
+    from jax import lax
+
+    return jnp.exp(lax.cond(p > 0, jnp.sin, jnp.cos, x)) * 2
+
+
+def _cumsum_tanh_step(c, v):
+    import jax.numpy as jnp
+
+    c = c + v
+    return c, jnp.tanh(c)
+
+
+def scan_cumsum_tanh(xs):
+    """A ``lax.scan`` over the rows of ``xs``: the body is a nested jaxpr."""
+    import jax.numpy as jnp
+    from jax import lax
+
+    total, ys = lax.scan(_cumsum_tanh_step, jnp.zeros_like(xs[0]), xs)
+    return ys * total
+
+
+def with_constants(x):
+    """A NumPy constant captured at trace time (a constant, not an equation) and arrays built
+    inside (``iota``, ``broadcast_in_dim``); ``x`` has shape (3,)."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    w = np.linspace(-1.0, 1.0, 3).astype(np.float32)
+    return (x * w + jnp.arange(3.0)) @ jnp.ones((3,))
+
+
+# Kernel-side helpers for claims of 01_phases and 02_static_dynamic.
+
+_JIT_OF: dict = {}
+
+
+def jit_call(f, *args):
+    """``jax.jit`` of a wrapper of ``f`` of its own, made on the first call for this ``f`` and
+    reused after it: its first call traces afresh (a Python ``print`` in ``f`` shows a tracer
+    then) even if ``f`` was jitted before, later calls reuse the compiled program."""
+    import jax
+
+    hit = _JIT_OF.get(id(f))
+    if hit is None or hit[0] is not f:
+        hit = (f, jax.jit(lambda *a: f(*a)))
+        _JIT_OF[id(f)] = hit
+    return hit[1](*args)
+
+
+def sin_of_last(*args):
+    """``numpy.sin`` of the last argument (the values ``runtime_print`` must print, for the
+    ``check_prints_values`` claim on ``jit_call(runtime_print, x)``)."""
+    import numpy as np
+
+    return np.sin(np.asarray(args[-1], dtype=np.float64))
+
+
+def is_jitted(f):
+    """Whether ``f`` is a jitted function (it has ``lower``)."""
+    return bool(callable(getattr(f, "lower", None)))
+
 # --------------------------------------------------------------------------- 09_sharding
 # Fixtures that call a learner function themselves (the agent calls a fixture in place of a
 # notebook function when the judge sends ``Fixture(name)`` as the callee): they build the
