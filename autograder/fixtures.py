@@ -231,3 +231,150 @@ def keys_equal(f, xs):
     hashes = [hash(k) for k in keys]
     return {"equal": [[bool(a == b) for b in keys] for a in keys],
             "same_hash": [[ha == hb for hb in hashes] for ha in hashes]}
+
+
+# --------------------------------------------------------------------------- 06_async_dispatch
+# Fixtures that drive a learner's timer (``honest_time(f, *args, repeats)``) with functions
+# whose true cost is known here, and return what happened as data: the number the timer
+# reported, every call it made, when each result was first waited for, the time it took.
+
+def honest_timer_on(timer, args, repeats, first_s, cycle_s, compile_s):
+    """``timer(sim, *args[, repeats=repeats])`` for a fresh :class:`autograder.timing.
+    SimulatedDevice` (results ready only ``cycle_s`` seconds after the call returns, the first
+    call slow like a compile). Returns ``{"seconds": what the timer returned, "calls": repr of
+    each call's (args, kwargs), "waited": for each call, how many calls had been made when its
+    result was first waited for (None: never), "durations": each call's work in seconds}``."""
+    from .timing import SimulatedDevice
+
+    sim = SimulatedDevice(float(first_s), [float(c) for c in cycle_s], float(compile_s))
+    kwargs = {} if repeats is None else {"repeats": repeats}
+    seconds = timer(sim, *args, **kwargs)
+    if type(seconds).__module__.startswith("autograder"):  # e.g. f's own result handed back
+        seconds = f"a {type(seconds).__name__}"
+    return {"seconds": seconds, "calls": [repr(c)[:200] for c in sim.calls],
+            "waited": [r.waited_after_calls for r in sim.results],
+            "durations": [sim.duration(k) for k in range(len(sim.calls))]}
+
+
+def slow_compile_timed(timer, x, repeats, trace_s):
+    """``timer(jax.jit(work), x, repeats=repeats)`` for a fresh ``work`` (``sin(x) * 2``) that
+    sleeps ``trace_s`` seconds each time it is traced, a stand-in for a long compile.
+    Returns ``{"seconds": the timer's result, "traces": how often work was traced}``."""
+    import time
+
+    import jax
+    import jax.numpy as jnp
+
+    traced = []
+
+    def work(a):
+        traced.append(1)
+        time.sleep(float(trace_s))  # runs only while tracing
+        return jnp.sin(a) * 2
+
+    seconds = timer(jax.jit(work), x, repeats=repeats)
+    return {"seconds": seconds, "traces": len(traced)}
+
+
+def jit_traces(f, calls):
+    """``jax.jit`` of a counting wrapper of ``f`` called on each of ``calls`` (tuples of
+    positional arguments): ``{"outs": [each result], "traces": how often f's body ran}``."""
+    import jax
+
+    traced = []
+
+    def counted(*args):
+        traced.append(1)
+        return f(*args)
+
+    jitted = jax.jit(counted)
+    outs = [jax.block_until_ready(jitted(*args)) for args in calls]
+    return {"outs": outs, "traces": len(traced)}
+
+
+# --------------------------------------------------------------------------- 07_pytrees
+# A learner's pytree class (``Linear``) cannot cross the channel, so these fixtures build the
+# instances in the kernel from data (``Ref("Linear")`` and arrays) and return data: outputs,
+# leaves (a non-array leaf comes back as itself or as an opaque object), and treedef equality
+# compared here (treedefs do not cross the channel). A learner exception at a step is returned
+# as ``{"failed_at": step, "error": {type, mro, message}}`` with the steps done before it.
+
+def _error_data(exc):
+    try:
+        message = str(exc)
+    except Exception:  # noqa: BLE001 - a learner exception whose __str__ fails
+        message = ""
+    return {"type": type(exc).__name__[:200], "mro": [c.__name__[:200] for c in type(exc).__mro__][:12],
+            "message": message[:2000]}
+
+
+def linear_report(cls, w, b, activation, x, keyword):
+    """Build ``cls(w, b, activation)`` (by keyword if ``keyword``) and report, step by step:
+    ``out`` (layer(x)); ``leaves`` and ``self_leaf`` (the layer is its own only leaf: not
+    registered); ``structure`` (its treedef as text); the flatten/unflatten round trip
+    (``same_type``, ``same_structure``, ``back_out``); ``jit_out`` (a jitted apply);
+    the gradient of ``sum(layer(x) ** 2)`` under jit (``grad_leaves``, ``grad_same_structure``,
+    ``grad_structure``); ``map_same_structure`` (``jax.tree.map`` keeps the structure)."""
+    import jax
+    import jax.numpy as jnp
+
+    report = {}
+    step = "build"
+    try:
+        layer = cls(w=w, b=b, activation=activation) if keyword else cls(w, b, activation)
+        step = "out"
+        report["out"] = layer(x)
+        step = "leaves"
+        leaves, treedef = jax.tree.flatten(layer)
+        report["self_leaf"] = len(leaves) == 1 and leaves[0] is layer
+        report["leaves"] = leaves
+        report["structure"] = str(treedef)[:300]
+        step = "round_trip"
+        back = jax.tree.unflatten(treedef, leaves)
+        report["same_type"] = type(back) is type(layer)
+        report["same_structure"] = bool(jax.tree.structure(back) == treedef)
+        report["back_out"] = back(x)
+        step = "jit"
+        report["jit_out"] = jax.jit(lambda l, a: l(a))(layer, x)
+        step = "grad"
+        g = jax.jit(jax.grad(lambda l, a: jnp.sum(l(a) ** 2)))(layer, x)
+        report["grad_same_structure"] = bool(jax.tree.structure(g) == treedef)
+        report["grad_structure"] = str(jax.tree.structure(g))[:300]
+        report["grad_leaves"] = jax.tree.leaves(g)
+        step = "tree_map"
+        zero = jax.tree.map(lambda a: a * 0, layer)
+        report["map_same_structure"] = bool(jax.tree.structure(zero) == treedef)
+    except Exception as exc:  # noqa: BLE001 - learner code raised: data for the judge
+        report["failed_at"] = step
+        report["error"] = _error_data(exc)
+    return report
+
+
+def linear_structures(cls, w, b, x):
+    """Four layers: relu (w, b), relu (2w, b+1), tanh (w, b), tanh (w, 3b). Returns
+    ``relu_tanh_equal`` and ``relu_relu_equal`` (treedef equality), ``outs`` (each layer
+    through one jitted apply, in that order) and ``traces`` (how often that apply traced)."""
+    import jax
+
+    report = {}
+    step = "build"
+    try:
+        layers = [cls(w, b, "relu"), cls(w * 2, b + 1, "relu"), cls(w, b, "tanh"), cls(w, b * 3, "tanh")]
+        step = "structure"
+        s = [jax.tree.structure(layer) for layer in layers]
+        report["relu_tanh_equal"] = bool(s[0] == s[2])
+        report["relu_relu_equal"] = bool(s[0] == s[1])
+        step = "jit"
+        traced = []
+
+        def apply(layer, a):
+            traced.append(1)
+            return layer(a)
+
+        jitted = jax.jit(apply)
+        report["outs"] = [jax.block_until_ready(jitted(layer, x)) for layer in layers]
+        report["traces"] = len(traced)
+    except Exception as exc:  # noqa: BLE001
+        report["failed_at"] = step
+        report["error"] = _error_data(exc)
+    return report
