@@ -463,6 +463,10 @@ def test_release_fetch_submit_collect_autograde_feedback(released):
     assert "READABLE" not in out and out.count("denied") == 5, out
     assert f"jax {jax_version()} 3" in out, f"a learner's kernel lacks the course's JAX: {out}"
 
+    # A learner's server has no formgrader (the instructor's tools are switched off there).
+    status, _ = hub.request("GET", f"/user/{idle}/formgrader/api/assignments", hub.token(idle))
+    assert status == 404, f"a learner's server answers the formgrader API with HTTP {status}"
+
     # Several instructors may share the gradebook: the group can write it, nobody else can read it.
     gradebook = course_state / "gradebook" / "gradebook.db"
     mode = gradebook.stat().st_mode
