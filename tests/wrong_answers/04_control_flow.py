@@ -10,21 +10,21 @@ WRONG = {
 def clip_by_norm(x, max_norm):
     norm = jnp.sqrt(jnp.sum(x ** 2))
     return x * (max_norm / norm) if norm > max_norm else x  # still a Python decision
-''', "`clip_by_norm` used a traced value in a Python `if`", "control_flow"),
+''', "used a traced value in a Python `if`/`while`", "control_flow"),
         ('''
 def clip_by_norm(x, max_norm):
     norm = jnp.linalg.norm(x)
     return x * (max_norm / norm)  # also scales small vectors up
-''', "([3, 4], 10.0) (norm 5 <= max_norm 10, so it must come back unchanged) is wrong", "branches"),
+''', "It also scales vectors whose norm is already within max_norm", "branches"),
         ('''
 def clip_by_norm(x, max_norm):
     return jnp.clip(x, -max_norm, max_norm)  # clips each entry, not the norm
-''', "([3, 4], 1.0) (norm 5 > max_norm 1, so it must be scaled to norm max_norm) is wrong", "branches"),
+''', "It clips each entry; clip the vector's norm", "branches"),
         ('''
 def clip_by_norm(x, max_norm):
     norm = jnp.linalg.norm(x)
     return lax.cond(norm > max_norm, lambda: x / norm, lambda: x)  # forgets max_norm
-''', "random input #1 (norm", "branches"),
+''', "It scales x to norm 1; scale it to norm max_norm", "branches"),
     ],
     "collatz_steps": [
         ('''
@@ -67,7 +67,7 @@ def ema(xs, alpha):
     for t in range(1, xs.shape[0]):  # .at[] is fine, but the Python loop still unrolls
         ys = ys.at[t].set(alpha * xs[t] + (1 - alpha) * ys[t - 1])
     return ys
-''', "the jaxpr of ema grows with the length", "loops"),
+''', "the program of ema grows with the length of xs", "loops"),
         ('''
 def ema(xs, alpha):
     def step(prev, x):
