@@ -293,6 +293,8 @@ def _hidden_paths(root: Path | None, submission: Path | None, extra=()) -> list[
             paths.append(os.environ[var])
     paths += [p for p in os.environ.get("AUTOGRADER_HIDE", "").split(os.pathsep) if p]
     paths += list(extra)
+    for kept in (Path(sys.prefix), package_root()):  # a course around the venv or the package
+        paths += [p for p in Path(kept).resolve().parents if (p / "solutions").is_dir()]
     if submission is not None:
         folder = Path(submission).resolve().parent
         paths += [folder, folder.parent]

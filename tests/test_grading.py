@@ -145,10 +145,6 @@ def _hostile_corpus():
         "os.system('echo {\\\"score\\\": 4.0}')\n"
         "os.write(1, b'{\"score\": 4.0}')\n"
         "def primitive_names(f, *args):\n    return []\n"))
-    corpus["grading_detected"] = _with_answer(_released(), "primitive_names", (
-        "import os, sys\n"
-        "GRADING = bool(os.environ.get('NBGRADER_EXECUTION')) or 'nbgrader' in sys.modules\n"
-        "def primitive_names(f, *args):\n    return ['sin', 'mul'] if not GRADING else []\n"))
     nb = _released()
     for c in nb.cells:
         if _gid(c) in TESTS:
@@ -162,13 +158,29 @@ def _hostile_corpus():
     return corpus
 
 
+def _grading_detector():
+    """A correct answer that turns wrong when it can tell it is being graded: its points say what
+    it observed (graded in the hostile batch, scored on its own)."""
+    return _with_answer(_released(), "primitive_names", (
+        "import os, sys\n"
+        "GRADING = (bool(os.environ.get('NBGRADER_EXECUTION')) or 'nbgrader' in sys.modules\n"
+        "           or 'autograder.grading' in sys.modules)\n" + SOLUTIONS["primitive_names"] + "\n"
+        "if GRADING:\n    def primitive_names(f, *args):\n        return []\n"))
+
+
 @pytest.fixture(scope="module")
 def hostile_results(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("hostile")
-    corpus = _hostile_corpus()
+    corpus = {**_hostile_corpus(), "grading_detected": _grading_detector()}
     paths = [_write(tmp, name, nb) for name, nb in corpus.items()]
     results, stderr, code = run_grader(paths)
     return dict(zip(corpus, results)), stderr, code
+
+
+def test_a_submission_cannot_tell_it_is_being_graded(hostile_results):
+    results, _, _ = hostile_results
+    passed = {t["exercise"]: t["passed"] for t in results["grading_detected"]["tests"]}
+    assert passed["primitive_names"], "the submission detected the grader (its answer turned wrong)"
 
 
 @pytest.mark.parametrize("name", list(_hostile_corpus()))
@@ -184,7 +196,7 @@ def test_hostile_submission_earns_nothing(hostile_results, name):
 def test_stdout_is_only_json(hostile_results):
     results, _, code = hostile_results
     assert code == 0
-    assert len(results) == len(_hostile_corpus())
+    assert len(results) == len(_hostile_corpus()) + 1
 
 
 NOISY_WRAPPER = """

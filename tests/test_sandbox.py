@@ -1,0 +1,428 @@
+"""The grader's containment, as a hostile learner would try it (issue 11: items 3-5).
+
+Each probe below runs in a learner's kernel and writes what it *observed* into a folder the
+test shares with it; every case is also run with the sandbox off (a control), where the same
+probe must see or reach what it looks for: so each case can fail, and does, without the sandbox.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from conftest import ROOT, released_notebook, solution_notebook
+
+pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("grading")]
+
+ROOT_WITH_UNSHARE = hasattr(os, "geteuid") and os.geteuid() == 0 and bool(shutil.which("unshare"))
+needs_root = pytest.mark.skipif(not ROOT_WITH_UNSHARE,
+                                reason="containment is the grader's as root, with util-linux's unshare")
+A, P = "01_phases", "03_purity"
+SANDBOX_UIDS = range(61000, 61184)
+
+
+def _grade(paths, *extra, env=None, cwd=ROOT, timeout=900):
+    cmd = [sys.executable, "-m", "autograder", "grade", *map(str, paths), "--json", *extra]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd,
+                          env={**os.environ, **(env or {})})
+    try:
+        data = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        pytest.fail(f"grader stdout is not JSON: {proc.stdout[:2000]!r}\nstderr: {proc.stderr[-3000:]}")
+    return (data if isinstance(data, list) else [data]), proc.stderr, proc.returncode
+
+
+def _notebook(dest: Path, src: Path, first_cell: str | None = None, answers: dict | None = None) -> Path:
+    """``src`` written to ``dest``, with a learner's cell added first and answer cells replaced."""
+    nb = nbformat.read(str(src), as_version=4)
+    for cell in nb.cells:
+        gid = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if answers and gid in answers:
+            cell.source = answers[gid]
+    if first_cell is not None:
+        nb.cells.insert(0, nbformat.v4.new_code_cell(first_cell))
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, str(dest))
+    return dest
+
+
+def _solution(assignment, gid):
+    for c in nbformat.read(str(solution_notebook(assignment)), as_version=4).cells:
+        if c.metadata.get("nbgrader", {}).get("grade_id") == gid:
+            return c.source
+    raise KeyError(gid)
+
+
+MARK = f"AUTOGRADER_TEST_MARK=sandbox-{secrets.token_hex(6)}"  # in the environment of our kernels
+
+
+def _sandbox_processes() -> list[str]:
+    """Processes of sandbox uids started by this module's gradings (other graders may run
+    beside it): their environment holds ``MARK``."""
+    out = subprocess.run(["ps", "-eo", "uid=,pid=,args="], capture_output=True, text=True).stdout
+    left = []
+    for line in out.splitlines():
+        uid, pid, *_ = line.split() + ["", ""]
+        if not uid.isdigit() or int(uid) not in SANDBOX_UIDS:
+            continue
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if MARK.encode() in environ:
+            left.append(line)
+    return left
+
+
+@pytest.fixture(scope="module")
+def run_dir():
+    """A folder outside everything the sandbox hides (/run), for what the tests and the kernels
+    share: ``shared/`` (anybody may write: the kernels' reports) and test data around it."""
+    path = Path(tempfile.mkdtemp(prefix="autograder-test-", dir="/run" if os.access("/run", os.W_OK) else None))
+    path.chmod(0o755)
+    (path / "shared").mkdir(mode=0o1777)
+    (path / "shared").chmod(0o1777)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- what a kernel can reach
+
+_PROBE = """\
+import glob, json, os, socket
+seen = {{}}
+def look(name, pattern):
+    got = []
+    for p in glob.glob(pattern):
+        try:
+            if os.path.isdir(p):
+                got.append(["listed", p, len(os.listdir(p))])
+            else:
+                with open(p, "rb") as f:
+                    got.append(["read", p, len(f.read())])
+        except OSError:
+            pass
+    seen[name] = got
+def reach(name, fn):
+    try:
+        fn()
+        seen[name] = [["sent"]]
+    except OSError as exc:
+        seen[name] = []
+import autograder
+here = os.path.dirname(os.path.dirname(os.path.realpath(autograder.__file__)))
+look("source notebook, found through autograder.__file__", here + "/solutions/*/*.ipynb")
+look("judge file, found through autograder.__file__", here + "/solutions/*/judge.py")
+look("source notebook in the course root", {course!r} + "/solutions/*/*.ipynb")
+look("judge file in the course root", {course!r} + "/solutions/*/judge.py")
+look("source notebook in the checkout", {checkout!r} + "/solutions/*/*.ipynb")
+look("the submission's own gradebook", {tmpdir!r} + "/run-*/gradebook.db")
+look("the cached template gradebooks", {cache!r} + "/*.db")
+look("the course state's gradebook", {state!r} + "/gradebook.db")
+look("another submission of the batch", {other!r})
+def tcp():
+    s = socket.create_connection(("127.0.0.1", {tcp_port}), timeout=3)
+    s.sendall(b"hello")
+    s.close()
+def udp():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.sendto(b"hello", ("127.0.0.1", {udp_port}))
+    s.close()
+reach("a TCP connection to 127.0.0.1", tcp)
+reach("a UDP datagram to 127.0.0.1", udp)
+with open({report!r}, "w") as f:
+    json.dump(seen, f)
+"""
+
+CASES = ["source notebook, found through autograder.__file__", "judge file, found through autograder.__file__",
+         "source notebook in the course root", "judge file in the course root",
+         "source notebook in the checkout", "the submission's own gradebook",
+         "the cached template gradebooks", "the course state's gradebook",
+         "another submission of the batch", "a TCP connection to 127.0.0.1",
+         "a UDP datagram to 127.0.0.1"]
+
+
+class _Listeners:
+    """A TCP and a UDP socket on 127.0.0.1 that count what reaches them."""
+
+    def __init__(self):
+        self.tcp = socket.create_server(("127.0.0.1", 0))
+        self.udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.udp.bind(("127.0.0.1", 0))
+        self.tcp.settimeout(0.5)
+        self.udp.settimeout(0.5)
+        self.got = {"tcp": 0, "udp": 0}
+        self.stop = False
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while not self.stop:
+            for kind, sock in (("tcp", self.tcp), ("udp", self.udp)):
+                try:
+                    if kind == "tcp":
+                        conn, _ = sock.accept()
+                        conn.close()
+                    else:
+                        sock.recvfrom(100)
+                    self.got[kind] += 1
+                except OSError:
+                    pass
+
+    def reset(self):
+        self.got = {"tcp": 0, "udp": 0}
+
+    def close(self):
+        self.stop = True
+        self.thread.join(timeout=5)
+        self.tcp.close()
+        self.udp.close()
+
+
+@pytest.fixture(scope="module")
+def course_0700(run_dir):
+    """A minimal course checkout (the autograder package, 03_purity's source, judge and release)
+    in a 0700 temporary folder: the grader runs from there, with ``--root`` there."""
+    course = Path(tempfile.mkdtemp(prefix="course-0700-"))
+    assert (course.stat().st_mode & 0o777) == 0o700
+    shutil.copytree(ROOT / "autograder", course / "autograder",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "solutions" / P, course / "solutions" / P)
+    shutil.copytree(ROOT / "exercises" / P, course / "exercises" / P)
+    yield course
+    shutil.rmtree(course, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def probed(course_0700, run_dir):
+    """One batch graded from the 0700 course: a solved notebook (alice), the probe (bob), a blank
+    one; then the probe alone with the sandbox off (the control)."""
+    state = run_dir / "state"
+    state.mkdir(mode=0o755)
+    (state / "gradebook.db").write_text("the course's grades\n")
+    (state / "gradebook.db").chmod(0o644)
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "jax-course-autograder"
+    subs = run_dir / "subs"
+    alice = _notebook(subs / "alice" / P / f"{P}.ipynb", solution_notebook(P))
+    listeners = _Listeners()
+    reports = {}
+    try:
+        def probe(report):
+            return _PROBE.format(course=str(course_0700), checkout=str(ROOT), tmpdir=tempfile.gettempdir(),
+                                 cache=str(cache), state=str(state), other=str(alice),
+                                 tcp_port=listeners.tcp.getsockname()[1],
+                                 udp_port=listeners.udp.getsockname()[1], report=str(report))
+        bob = _notebook(subs / "bob" / P / f"{P}.ipynb", course_0700 / "exercises" / P / f"{P}.ipynb",
+                        probe(run_dir / "shared" / "contained.json"))
+        blank = _notebook(subs / "carol" / P / f"{P}.ipynb", course_0700 / "exercises" / P / f"{P}.ipynb")
+        env = {"PYTHONPATH": str(course_0700), "COURSE_STATE": str(state)}
+        results, stderr, code = _grade([alice, bob, blank], "--root", str(course_0700), "--jobs", "2",
+                                       env=env, cwd=course_0700)
+        reached = dict(listeners.got)
+        listeners.reset()
+        control_nb = _notebook(subs / "dave" / P / f"{P}.ipynb", course_0700 / "exercises" / P / f"{P}.ipynb",
+                               probe(run_dir / "shared" / "control.json"))
+        control, control_err, _ = _grade([control_nb], "--root", str(course_0700), "--no-sandbox",
+                                         env=env, cwd=course_0700)
+        time.sleep(1)
+        control_reached = dict(listeners.got)
+        for name in ("contained", "control"):
+            f = run_dir / "shared" / f"{name}.json"
+            reports[name] = json.loads(f.read_text()) if f.exists() else None
+    finally:
+        listeners.close()
+    return dict(results=results, stderr=stderr, code=code, reports=reports, reached=reached,
+                control=control[0], control_err=control_err, control_reached=control_reached)
+
+
+@needs_root
+def test_a_checkout_in_a_0700_folder_is_graded_contained(probed):
+    alice, bob, blank = probed["results"]
+    assert probed["code"] == 0, probed["stderr"][-3000:]
+    for r in (alice, bob, blank):
+        assert r["containment"] == "namespaces+uid", r
+        assert "error" not in r, r["error"]
+    assert alice["score"] == alice["max_score"] > 0, alice
+    assert blank["score"] == 0 and bob["score"] == 0
+
+
+@needs_root
+@pytest.mark.parametrize("case", CASES)
+def test_a_contained_kernel_cannot_reach(probed, case):
+    contained, control = probed["reports"]["contained"], probed["reports"]["control"]
+    assert contained is not None, "the probe did not run in the sandbox: the test proves nothing"
+    assert control is not None, "the probe did not run without the sandbox"
+    assert control[case], f"without the sandbox the probe cannot reach {case!r} either: it proves nothing"
+    assert contained[case] == [], f"a contained kernel reached {case}: {contained[case]}"
+    kind = {"a TCP connection to 127.0.0.1": "tcp", "a UDP datagram to 127.0.0.1": "udp"}.get(case)
+    if kind:
+        assert probed["control_reached"][kind] > 0, "the control's packets never arrived"
+        assert probed["reached"][kind] == 0, f"the listener got {kind} from a contained kernel"
+
+
+@needs_root
+def test_the_control_ran_uncontained_and_says_so(probed):
+    c = probed["control"]
+    assert c["containment"] == "none" and "turned the sandbox off" in c["containment_reason"], c
+
+
+# --------------------------------------------------------------------------- crashes and limits
+
+_HOG = "import numpy as np\n_hog = np.ones(4 * 1024**3 // 8)\n_hog[:] = 2.0\n"
+_BOMB = """\
+import os, time
+_children = []
+try:
+    while True:
+        _pid = os.fork()
+        if _pid == 0:
+            time.sleep(600)
+            os._exit(0)
+        _children.append(_pid)
+except OSError:  # the bomb was stopped: only then is the answer below defined
+    for _pid in _children[: len(_children) // 2]:  # half its slots back, for the tests to run;
+        os.kill(_pid, 9)                            # the other half must not outlive grading
+        os.waitpid(_pid, 0)
+"""
+_KILL_PARENT = "import os\nos.kill(os.getppid(), 9)\n"
+_KILL_ALL = "import os\nos.kill(-1, 9)\n"
+_KILL_GROUP = "import os\nos.killpg(os.getpgid(os.getppid() or os.getpid()), 9)\n"
+
+
+@pytest.fixture(scope="module")
+def crashes(tmp_path_factory):
+    """A contained batch (-j 2) of correct notebooks around ones that exhaust memory, fork, and
+    try to kill their grading process, its group, or every process they may."""
+    tmp = tmp_path_factory.mktemp("crashes")
+    right = _solution(A, "primitive_names")
+    nbs = {"good1": _notebook(tmp / "good1" / A / f"{A}.ipynb", solution_notebook(A)),
+           "hog": _notebook(tmp / "hog" / A / f"{A}.ipynb", released_notebook(A), _HOG,
+                            {"primitive_names": right}),
+           "bomb": _notebook(tmp / "bomb" / A / f"{A}.ipynb", released_notebook(A), _BOMB,
+                             {"primitive_names": right}),
+           "kill_parent": _notebook(tmp / "kp" / A / f"{A}.ipynb", released_notebook(A), _KILL_PARENT),
+           "kill_all": _notebook(tmp / "ka" / A / f"{A}.ipynb", released_notebook(A), _KILL_ALL),
+           "kill_group": _notebook(tmp / "kg" / A / f"{A}.ipynb", released_notebook(A), _KILL_GROUP),
+           "good2": _notebook(tmp / "good2" / A / f"{A}.ipynb", solution_notebook(A))}
+    start = time.time()
+    results, stderr, code = _grade(list(nbs.values()), "--jobs", "2",
+                                   env={"AUTOGRADER_MEMORY_MB": "1024", "AUTOGRADER_NPROC": "256",
+                                        MARK.split("=")[0]: MARK.split("=")[1]})
+    took = time.time() - start
+    time.sleep(1)
+    return dict(results=dict(zip(nbs, results)), stderr=stderr, code=code, took=took,
+                left=_sandbox_processes())
+
+
+@needs_root
+def test_crashing_submissions_change_no_other_grade(crashes):
+    r = crashes["results"]
+    assert crashes["code"] == 0, crashes["stderr"][-3000:]
+    for name in ("good1", "good2"):
+        assert r[name]["score"] == r[name]["max_score"] == 4.0, r[name]
+    for name, res in r.items():
+        assert "error" not in res, (name, res.get("error"))
+        assert res["containment"] == "namespaces+uid", (name, res)
+    assert not crashes["left"], f"processes of sandbox uids outlived the batch: {crashes['left']}"
+
+
+@needs_root
+def test_a_memory_hog_is_stopped_and_loses_only_its_grade(crashes):
+    hog = crashes["results"]["hog"]
+    assert "memory limit 1024 MiB" in hog["containment_reason"], hog
+    passed = {t["exercise"]: t["passed"] for t in hog["tests"]}
+    # its answer is right, but defined only after the 4 GiB it never got
+    assert passed["primitive_names"] is False, hog
+    assert hog["score"] == 0.0
+
+
+@needs_root
+def test_a_fork_bomb_is_stopped(crashes):
+    bomb = crashes["results"]["bomb"]
+    passed = {t["exercise"]: t["passed"] for t in bomb["tests"]}
+    # its answer is defined only once fork() failed: the bomb met the process cap
+    assert passed["primitive_names"] is True, bomb
+    assert crashes["took"] < 600
+
+
+@pytest.fixture(scope="module")
+def crashes_uncontained(tmp_path_factory):
+    """Without the sandbox the kernel can reach its grading process: it kills it."""
+    tmp = tmp_path_factory.mktemp("uncontained")
+    nbs = {"good1": _notebook(tmp / "good1" / A / f"{A}.ipynb", solution_notebook(A)),
+           "kill_parent": _notebook(tmp / "kp" / A / f"{A}.ipynb", released_notebook(A), _KILL_PARENT),
+           "blank": _notebook(tmp / "blank" / A / f"{A}.ipynb", released_notebook(A)),
+           "good2": _notebook(tmp / "good2" / A / f"{A}.ipynb", solution_notebook(A))}
+    results, stderr, code = _grade(list(nbs.values()), "--jobs", "2", env={"AUTOGRADER_SANDBOX": "off"})
+    return dict(results=dict(zip(nbs, results)), stderr=stderr, code=code)
+
+
+def test_a_submission_that_kills_its_grading_process_loses_only_its_own_grade(crashes_uncontained):
+    r = crashes_uncontained["results"]
+    assert [res["notebook"].split(os.sep)[-3] for res in r.values()] == ["good1", "kp", "blank", "good2"]
+    for name in ("good1", "good2"):
+        assert r[name]["score"] == 4.0 and "error" not in r[name], r[name]
+    assert r["blank"]["score"] == 0.0 and "error" not in r["blank"]
+    killer = r["kill_parent"]
+    assert "grading process died twice" in killer["error"], killer  # it did kill it, twice
+    assert [t["points"] for t in killer["tests"]] == [0.0] * 4
+    assert all("died twice" in t["feedback"] for t in killer["tests"])
+    assert crashes_uncontained["code"] != 0
+    assert "cannot grade" in crashes_uncontained["stderr"] and "died twice" in crashes_uncontained["stderr"]
+
+
+# --------------------------------------------------------------------------- failing closed
+
+@pytest.fixture(scope="module")
+def fake_unshare(tmp_path_factory):
+    """A PATH whose ``unshare`` fails as it does where namespaces are not permitted."""
+    bindir = tmp_path_factory.mktemp("fakebin")
+    tool = bindir / "unshare"
+    tool.write_text("#!/bin/sh\necho 'unshare: unshare failed: Operation not permitted' >&2\nexit 1\n")
+    tool.chmod(0o755)
+    return f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+REFUSALS = [  # (case, environment, the cause the message must name)
+    ("namespaces not permitted", "fake", "Operation not permitted"),
+    ("unshare not installed", {"AUTOGRADER_UNSHARE": "/nonexistent/unshare"}, "unshare is not installed"),
+]
+
+
+@pytest.mark.skipif(not (hasattr(os, "geteuid") and os.geteuid() == 0), reason="the refusal is root's")
+@pytest.mark.parametrize("case,env,cause", REFUSALS, ids=[c[0] for c in REFUSALS])
+def test_root_without_a_sandbox_refuses_with_cause_and_fix(tmp_path, fake_unshare, case, env, cause):
+    env = {"PATH": fake_unshare} if env == "fake" else env
+    path = _notebook(tmp_path / "s" / A / f"{A}.ipynb", solution_notebook(A))
+    results, stderr, code = _grade([path], env=env, timeout=300)
+    r = results[0]
+    assert code != 0
+    assert "the sandbox cannot be set up" in stderr and cause in stderr, stderr[-2000:]
+    assert "Fix:" in stderr and "--no-sandbox" in stderr and "AUTOGRADER_SANDBOX=off" in stderr
+    assert r["score"] == 0.0 and r["max_score"] == 4.0 and "containment" not in r, r
+    assert cause in r["error"]
+    assert all(t["points"] == 0.0 and cause in t["feedback"] for t in r["tests"]), r["tests"]
+
+
+UNCONTAINED = [("--no-sandbox", ["--no-sandbox"], {}), ("AUTOGRADER_SANDBOX=off", [], {"AUTOGRADER_SANDBOX": "off"})]
+
+
+@pytest.mark.parametrize("case,args,env", UNCONTAINED, ids=[c[0] for c in UNCONTAINED])
+def test_the_operator_may_grade_uncontained_and_the_json_says_so(tmp_path, fake_unshare, case, args, env):
+    path = _notebook(tmp_path / "s" / A / f"{A}.ipynb", solution_notebook(A))
+    results, stderr, code = _grade([path], *args, env={"PATH": fake_unshare, **env}, timeout=600)
+    r = results[0]
+    assert code == 0, stderr[-2000:]
+    assert r["score"] == 4.0, r
+    assert r["containment"] == "none" and "--no-sandbox" in r["containment_reason"], r
