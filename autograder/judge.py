@@ -419,6 +419,22 @@ def run_judge(assignment_dir, kernel_client=None, *, grade_ids=None, kernel: Ker
 
 # --------------------------------------------------------------------------- the grading step
 
+def _iopub_ready(kc, end: float) -> None:
+    """Wait until a new client's IOPub subscription receives messages (a kernel_info request's
+    busy/idle arrives): quicker than ``wait_for_ready``, which polls at fixed intervals."""
+    while time.monotonic() < end:
+        msg_id = kc.kernel_info()
+        stop = time.monotonic() + 0.25
+        while time.monotonic() < stop:
+            try:
+                msg = kc.get_iopub_msg(timeout=0.05)
+            except queue.Empty:
+                continue
+            if msg.get("parent_header", {}).get("msg_id") == msg_id:
+                return
+    raise ChannelError("The grader could not connect to the kernel.")
+
+
 def is_test_cell(cell) -> bool:
     meta = cell.get("metadata", {}).get("nbgrader", {}) or {}
     return cell.get("cell_type") == "code" and bool(meta.get("grade")) and not meta.get("solution")
@@ -480,7 +496,7 @@ class JudgeStep:
         def judge():
             kc = live.blocking_client()
             try:
-                kc.wait_for_ready(timeout=30)
+                _iopub_ready(kc, time.monotonic() + 30)
                 return run_judge(self.assignment_dir, kc, grade_ids=self.grade_ids,
                                  timeout=self.cell_timeout, deadline=live.deadline,
                                  alive=on_loop(manager.is_alive), interrupt=on_loop(manager.interrupt_kernel))
