@@ -71,7 +71,7 @@ def build_gradebook(source_path: Path, assignment: str, db_url: str):
 def cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     path = Path(base) / "jax-course-autograder"
-    path.mkdir(parents=True, exist_ok=True)
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)  # template gradebooks hold hidden tests
     return path
 
 

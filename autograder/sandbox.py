@@ -284,8 +284,10 @@ def _hidden_paths(root: Path | None, submission: Path | None, extra=()) -> list[
     """What a contained kernel must not see: the course, the package's checkout, the course state,
     temporary folders (other submissions' runs), the submission's own folders and ``extra`` (the
     folders of a batch's other submissions)."""
+    from .gradebook import cache_dir
+
     paths = [package_root(), tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm", "/run/lock",
-             "/dev/mqueue"]
+             "/dev/mqueue", cache_dir()]  # the template gradebooks hold the source's cells
     if root is not None:
         paths.append(root)
     for var in ("COURSE_STATE", "AUTOGRADER_COURSE_ROOT"):
