@@ -30,8 +30,9 @@ NOTES = """Why the figures are what they are:
   batch of 6 spreads that over 6 submissions, a class of 300 makes it vanish.
 - Per submission, the grader copies a cached gradebook, runs nbgrader's OverwriteCells,
   CheckCellMetadata and SaveAutoGrades (about 0.3 s of CPU) and a guard cell in the kernel,
-  and, as root, sets up the sandbox (a PID namespace and uid of its own: a few `setpriv`
-  calls, some milliseconds). It saves what the floor spends on a graceful kernel shutdown:
+  and, as root, sets up the sandbox (mount, PID and network namespaces, a uid and a memory
+  cgroup of its own: `unshare`, a launcher and a dozen `mount` calls, tens of milliseconds; a
+  probe kernel-less start once per process). It saves what the floor spends on a graceful kernel shutdown:
   once every reply is in, it kills the sandbox (or the kernel) at once.
 - In parallel, nbgrader is imported once, in the parent, before the workers fork.
 - `nbgrader autograde` pays its import once too, and per submission a gradebook update, its
