@@ -16,6 +16,23 @@ def primitive_names(f, *args):
     names = [eqn.primitive.name for eqn in jax.make_jaxpr(f)(*args).eqns]
     return list(dict.fromkeys(names))  # drops repeated primitives
 ''', "dropped the repeated primitives", "phases"),
+        ('''
+def primitive_names(f, *args):
+    names = []
+
+    def walk(jaxpr):  # also lists what is inside nested jaxprs (jit, cond, scan bodies)
+        for eqn in jaxpr.eqns:
+            names.append(eqn.primitive.name)
+            for param in eqn.params.values():
+                for sub in (param if isinstance(param, (list, tuple)) else [param]):
+                    if hasattr(sub, "eqns"):
+                        walk(sub)
+                    elif hasattr(sub, "jaxpr") and hasattr(sub.jaxpr, "eqns"):
+                        walk(sub.jaxpr)
+
+    walk(jax.make_jaxpr(f)(*args).jaxpr)
+    return names
+''', "from inside nested jaxprs", "phases"),
     ],
     "runtime_print": [
         ('''
@@ -65,5 +82,9 @@ def matmul_flops(n):
     analysis = analysis[0] if isinstance(analysis, (list, tuple)) else analysis
     return float(analysis["bytes accessed"])
 ''', "matmul_flops(16) is 3072.0", "cost"),
+        ('''
+def matmul_flops(n):
+    return 2.0 * n ** 3  # the textbook count, not what the compiled program reports
+''', "matmul_flops(1) is 2.0, but the compiled program's cost analysis reports 1.0", "cost"),
     ],
 }

@@ -1,0 +1,161 @@
+"""The judge of 01_phases (trusted: runs in the grader, never in the learner's kernel).
+
+One ``test_<name>(k)`` per graded test cell; ``k`` is an :class:`autograder.judge.Kernel`.
+
+- ``primitive_names``: the learner's function is given functions of :mod:`autograder.fixtures`
+  (``Fixture`` markers: repeats, two arguments, a nested jit, ``cond``, ``scan``, captured
+  constants) at arguments drawn from ``k.rng``; the reference is ``jax.make_jaxpr`` of the same
+  fixture, traced here, compared in order.
+- ``runtime_print``: values (eager and jitted) judged here; what is printed at run time is a
+  kernel-side claim (only the kernel sees its stdout).
+- ``scaled``: values (eager and jitted, fresh scales) judged here; one compile for four scales
+  and no global changed are claims.
+- ``matmul_flops``: compared with the cost analysis of the judge's own compile of the same
+  product (same JAX, same backend as the kernel). ``n = 1`` is always asked: there XLA's count
+  is not the textbook ``2 * n**3`` (on CPU, JAX 0.7.2 and 0.10.2, it reports 1.0), so an answer
+  that ignores the compiler fails.
+"""
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import autograder as ag
+from autograder import fixtures
+from autograder.jaxprs import primitives_in
+from autograder.wire import AsJax, Fixture, Ref, values
+
+
+def _f32(x):
+    return AsJax(np.asarray(x, np.float32))
+
+
+# --------------------------------------------------------------------------- primitive_names
+
+def _reference_names(fixture, args):
+    """(top-level names, names with the nested jaxprs' ones) of the fixture, traced here."""
+    closed = jax.make_jaxpr(getattr(fixtures, fixture))(*values(args))
+    return [e.primitive.name for e in closed.jaxpr.eqns], primitives_in(closed, nested=True)
+
+
+def _check_names(k, fixture, args, what):
+    """primitive_names(fixture, *args) in the kernel against the judge's own jaxpr; an answer
+    with the right primitives in another order, without the repeats, or with the primitives of
+    nested jaxprs, is told so."""
+    got = ag.call(k.fn("primitive_names"), Fixture(fixture), *args, what=what)
+    want, nested = _reference_names(fixture, args)
+    names = [str(n) for n in got] if isinstance(got, (list, tuple)) else None
+    if names is not None and names != want:
+        if sorted(names) == sorted(want):
+            ag.fail("phases", f"{what} is {names!r}: the right primitives in the wrong order, expected "
+                              f"{want!r}. List them in the order the jaxpr's equations appear "
+                              "(`jaxpr.eqns`), not sorted.")
+        if names == list(dict.fromkeys(want)):
+            ag.fail("phases", f"{what} is {names!r}, expected {want!r}: it dropped the repeated "
+                              "primitives, but a primitive applied twice is two equations of the jaxpr.")
+        inner = sorted(set(names) & (set(nested) - set(want)))
+        if inner:
+            ag.fail("phases", f"{what} is {names!r}, expected {want!r}: it lists {inner} from inside "
+                              "nested jaxprs (the body of a nested jit, cond or scan). A nested jaxpr is "
+                              "one equation of the top level (named `jit`, `cond`, `scan`...); list the "
+                              "top level's equations only.")
+    ag.check_equal(got, want, what=what, idea="phases")
+
+
+def test_primitive_names(k):
+    rng = k.rng
+    n = int(rng.integers(2, 6))
+    vec = lambda size=n: _f32(rng.normal(size=size))  # noqa: E731
+    # First: no repeats, not in alphabetical order (a sorted answer is told so); then repeats.
+    _check_names(k, "sin_times_two", (float(np.float32(rng.uniform(-2.0, 2.0))),),
+                 "primitive_names(f, x) for f(x) = jnp.sin(x) * 2")
+    _check_names(k, "sin_sin_plus_cos", (vec(),), "primitive_names(f, x) for f(x) = sin(sin(x)) + cos(x)")
+    cases = [
+        ("exp_times_minus", (float(np.float32(rng.normal())), float(np.float32(rng.normal()))),
+         "f(x, y) = exp(x) * y - x"),
+        ("tanh_matmul_transpose", (_f32(rng.normal(size=(int(rng.integers(2, 5)), n))),), "f(x) = tanh(x) @ x.T"),
+        ("identity", (vec(),), "f(x) = x"),
+        ("matmul_tanh", (_f32(rng.normal(size=(2, n))), _f32(rng.normal(size=(n, 3)))), "f(a, b) = tanh(a @ b)"),
+        ("nested_jit", (vec(),), "an f that calls a jitted function twice"),
+        ("cond_then_exp", (vec(), _f32(rng.choice([-1.0, 1.0]) * rng.uniform(0.5, 2.0))),
+         "an f with a lax.cond"),
+        ("scan_cumsum_tanh", (_f32(rng.normal(size=(int(rng.integers(2, 6)), n))),), "an f with a lax.scan"),
+        ("with_constants", (vec(3),), "an f with a captured NumPy constant"),
+    ]
+    for i in rng.permutation(len(cases)):
+        fixture, args, desc = cases[int(i)]
+        _check_names(k, fixture, args, f"primitive_names(f, ...) for {desc}")
+
+
+# --------------------------------------------------------------------------- runtime_print
+
+def _away_from_zero(rng, size):
+    """|x| in [1.6, 3]: then |sin(x)| < 1 < |x|, so printing x is never mistaken for sin(x)."""
+    return (rng.choice([-1.0, 1.0], size=size) * rng.uniform(1.6, 3.0, size=size)).astype(np.float32)
+
+
+def test_runtime_print(k):
+    # Kernel-side claim: under a jit of its own (traced afresh), each call prints sin(x) with
+    # that call's numbers. Only the kernel sees what is printed.
+    calls = [(Ref("runtime_print"), _f32(_away_from_zero(k.rng, 2))) for _ in range(3)]
+    k.claim("check_prints_values", Fixture("jit_call"), calls, Fixture("sin_of_last"),
+            what="jax.jit(runtime_print)")
+    # Values, judged here: eagerly and under jit, on fresh inputs.
+    ag.check_matches_reference(k.fn("runtime_print"), lambda x: np.sin(np.asarray(x, np.float64)) * 2,
+                               lambda rng: (rng.uniform(-3, 3, size=(3,)).astype(np.float32),), trials=2,
+                               seed=k.seed(), idea="runtime_values")
+
+
+# --------------------------------------------------------------------------- scaled
+
+def test_scaled(k):
+    scaled = k.fn("scaled")
+    x = k.rng.normal(size=(4,)).astype(np.float32)
+    s = float(np.float32(k.rng.uniform(2.5, 9.0)))  # never the given SCALE = 2.0
+    got = ag.call(scaled.jitted(), _f32(x), s,
+                  what=f"jax.jit(scaled)(x, {s:.4g}), which must scale by its `scale` argument,")
+    ag.check_close(got, x.astype(np.float64) * s,
+                   what=f"jax.jit(scaled)(x, {s:.4g}), which must scale by its `scale` argument,", idea="constants")
+    k.claim("check_globals_unchanged", "scaled", _f32(x), float(np.float32(k.rng.uniform(0.1, 9.0))),
+            what="`scaled`")  # kernel-side only
+    ag.check_matches_reference(scaled, lambda x, s: np.asarray(x, np.float64) * s,
+                               lambda rng: (rng.normal(size=(5,)).astype(np.float32),
+                                            float(np.float32(rng.uniform(0.1, 9.0)))),
+                               trials=3, seed=k.seed(), idea="constants")
+    scales = [float(np.float32(v)) for v in k.rng.uniform(-5.0, 9.0, size=4)]
+    k.claim("check_compiles", Fixture("jit_call"), [(Ref("scaled"), _f32(x), v) for v in scales], 1,
+            what="jax.jit(scaled)",
+            why="A new scale must be new runtime data, not a new constant baked in at trace time.")
+
+
+# --------------------------------------------------------------------------- matmul_flops
+
+def _reported_flops(n):
+    """The 'flops' of the cost analysis of the judge's own compiled n x n float32 product."""
+    spec = jax.ShapeDtypeStruct((n, n), jnp.float32)
+    analysis = jax.jit(lambda a, b: a @ b).lower(spec, spec).compile().cost_analysis()
+    analysis = analysis[0] if isinstance(analysis, (list, tuple)) else analysis
+    return float(analysis["flops"])
+
+
+def _check_flops(k, n):
+    got = ag.call(k.fn("matmul_flops"), n, what=f"matmul_flops({n})")
+    if not isinstance(got, (int, float)) or isinstance(got, bool):
+        ag.fail("cost", f"matmul_flops({n}) returned a {type(got).__name__}; return the number of FLOPs as a float.")
+    want = _reported_flops(n)
+    if float(got) != want:
+        textbook = ""
+        if float(got) == 2.0 * n ** 3:
+            textbook = (f" {float(got)!r} is the textbook count 2*n**3, but the compiler rewrites "
+                        "programs (for n = 1, XLA on CPU turns the product into one multiply, one FLOP): "
+                        "the exercise asks for what the compiled program reports, so compile it and "
+                        "read its count.")
+        ag.fail("cost", f"matmul_flops({n}) is {float(got)!r}, but the compiled program's cost analysis "
+                        f"reports {want!r} FLOPs: read the 'flops' entry of "
+                        "`.lower(...).compile().cost_analysis()`, where a multiply-add counts as two."
+                        + textbook)
+
+
+def test_matmul_flops(k):
+    extra = k.rng.choice(np.arange(2, 48), size=2, replace=False)
+    for n in [16, 1, *(int(v) for v in extra)]:
+        _check_flops(k, n)
