@@ -7,16 +7,19 @@ build those objects, call the learner's function and return data: the output's v
 its pieces live (device ids and index ranges), the spec in its type. Placements and values are
 checked here against references computed here, on inputs drawn from ``k.rng``.
 
-Kernel-side observations used: the primitive names of ``global_mean``'s jaxpr (``shard_map``
-and a collective), alongside its values; the pairwise equality of ``signature_key``'s keys,
-which are arbitrary hashable objects and so are compared in the kernel. The truth for
-``signature_key`` is decided here: a fresh jitted function called in this process, with the
-compiles counted, on the judge's own copies of the same arguments (8 CPU devices).
+``global_mean``'s traced program comes out of the kernel through ``jax.export``: the judge
+reads it (a ``shard_map``, a collective) and runs it on its own devices on new values.
+Kernel-side observations used: the pairwise equality of ``signature_key``'s keys, which are
+arbitrary hashable objects and so are compared in the kernel (they are the answer itself, as
+data). The truth for ``signature_key`` is decided here: fresh jitted functions called in this
+process, with the compiles counted, on the judge's own copies of the same arguments (8 CPU
+devices, asked for when this file loads).
 """
+import re
+
 import numpy as np
 
 import autograder as ag
-from autograder.meshes import COLLECTIVES
 from autograder.wire import AsJax, Fixture, Ref, Sharded
 
 DEVICES = 8
@@ -148,35 +151,86 @@ def test_explicit_matmul(k):
 
 # --------------------------------------------------------------------------- global_mean
 
-def _check_mean(k, rows_per_device, cols, jit=False, primitives=False):
+_MANUAL = re.compile(r"sdy\.manual_computation|@SPMDFullToShardShape|\"SPMDFullToShardShape\"")
+_COLLECTIVE_OPS = re.compile(r"stablehlo\.(all_reduce|all_gather|reduce_scatter|all_to_all|collective_permute|"
+                             r"collective_broadcast)\b")
+
+
+def _exported(data, what):
+    """The learner's exported program (base64 of ``jax.export``'s bytes), read here; host
+    callbacks are refused (no learner Python ever runs in the judge)."""
+    import base64
+
+    from jax import export
+
+    from autograder.judge import _CALLBACK, ChannelError, Exported
+
+    if not isinstance(data, str):
+        raise ChannelError(f"The exported program of {what} is missing.")
+    try:
+        exp = export.deserialize(bytearray(base64.b64decode(data, validate=True)))
+        program = Exported(exp, exp.mlir_module())
+    except Exception as exc:  # noqa: BLE001 - a forged or broken module
+        raise ChannelError(f"The exported program of {what} cannot be read ({type(exc).__name__}).") from None
+    if ([t for t in program.custom_calls() if _CALLBACK.search(t)] or getattr(exp, "ordered_effects", ())
+            or getattr(exp, "unordered_effects", ())):
+        ag.fail("purity", f"{what} calls back into Python from the compiled program; the grader only runs "
+                          "pure JAX programs.")
+    return program
+
+
+def _check_mean(k, rows_per_device, cols, jit=False, exported=False):
     shape = (rows_per_device * DEVICES, cols)
     # every row has its own offset, so the shards have different means
     xh = (k.rng.normal(size=shape) + np.arange(shape[0])[:, None]).astype(np.float32)
     what = (f"jax.jit of global_mean(x, mesh) for x of shape {shape}" if jit
             else f"global_mean(x, mesh) for x of shape {shape}")
-    res = ag.call(_fixture(k, "global_mean_on"), Ref("global_mean"), xh, jit, primitives, what=what)
-    got = res["out"]
+    res = ag.call(_fixture(k, "global_mean_on"), Ref("global_mean"), xh, jit, exported, what=what)
     mean = xh.astype(np.float64).mean()
+    _check_mean_value(res["out"], mean, what)
+    if exported:  # the traced program, read and run here
+        program = _exported(res.get("exported"), "global_mean(x, mesh)")
+        if not _MANUAL.search(program.text):
+            ag.fail("shard_map", "the program of global_mean(x, mesh) has no `shard_map`: the exercise asks for "
+                                 "per-device code written with `jax.shard_map`, not for the compiler's "
+                                 "automatic partitioning.")
+        if not _COLLECTIVE_OPS.search(program.text):
+            ag.fail("shard_map", "the `shard_map` in global_mean(x, mesh) uses no collective: each device must "
+                                 "reduce its own shard, then a collective such as `jax.lax.psum` combines the "
+                                 "partial results across the mesh axis.")
+        jax = _judge_devices()
+        from jax.sharding import NamedSharding, PartitionSpec as P
+
+        xh2 = (k.rng.normal(size=shape) * 3 + 1).astype(np.float32)  # new values, the same shape
+        try:
+            out = program.call(jax.device_put(xh2, NamedSharding(_judge_mesh(jax), P("data"))))
+        except Exception as exc:  # noqa: BLE001
+            ag.fail("shard_map", f"the program of global_mean(x, mesh), run by the grader on x of shape {shape}, "
+                                 f"failed ({type(exc).__name__}: {str(exc)[:200]}).")
+        _check_mean_value(np.asarray(out), xh2.astype(np.float64).mean(),
+                          f"the program of global_mean(x, mesh) run by the grader on new values of shape {shape}")
+
+
+def _check_mean_value(got, mean, what):
     if np.shape(got) == () and np.isclose(float(np.asarray(got, np.float64)), DEVICES * mean, rtol=1e-4):
         ag.fail("shard_map", f"{what} is {float(got):.4f}, {DEVICES} times the mean {mean:.4f}: `psum` adds "
                              f"the {DEVICES} per-device means, so divide by the number of devices "
                              "(or combine them with `jax.lax.pmean`).")
     ag.check_close(got, np.float32(mean), what=what, rtol=1e-5, atol=1e-4, idea="shard_map")
-    if primitives:  # a kernel-side observation, checked only after the value
-        names = [str(n) for n in res.get("primitives") or []]
-        if not any(n.startswith("shard_map") for n in names):
-            ag.fail("shard_map", "the jaxpr of global_mean(x, mesh) has no `shard_map`: the exercise asks for "
-                                 "per-device code written with `jax.shard_map`, not for the compiler's "
-                                 "automatic partitioning.")
-        if not any(n.startswith(COLLECTIVES) for n in names):
-            ag.fail("shard_map", "the `shard_map` in global_mean(x, mesh) uses no collective: each device must "
-                                 "reduce its own shard, then a collective such as `jax.lax.psum` combines the "
-                                 "partial results across the mesh axis.")
+
+
+def _judge_mesh(jax):
+    from autograder.meshes import make_mesh
+
+    cpus = jax.devices("cpu")
+    if len(cpus) < DEVICES:
+        raise RuntimeError(f"the grader's process has {len(cpus)} CPU devices, the judge needs {DEVICES}")
+    return make_mesh((DEVICES,), ("data",), "auto", devices=list(cpus[:DEVICES]))
 
 
 def test_global_mean(k):
     r = k.rng
-    _check_mean(k, int(r.integers(4, 9)), int(r.integers(3, 7)), primitives=True)
+    _check_mean(k, int(r.integers(4, 9)), int(r.integers(3, 7)), exported=True)
     _check_mean(k, 1, int(r.integers(2, 5)))
     _check_mean(k, int(r.integers(2, 5)), int(r.integers(4, 8)), jit=True)
 
@@ -301,12 +355,7 @@ def _said(diffs) -> str:
 
 def test_signature_key(k):
     jax = _judge_devices()
-    cpus = jax.devices("cpu")
-    if len(cpus) < DEVICES:
-        raise RuntimeError(f"the grader's process has {len(cpus)} CPU devices, the judge needs {DEVICES}")
-    from autograder.meshes import make_mesh
-
-    mesh = make_mesh((DEVICES,), ("data",), "auto", devices=list(cpus[:DEVICES]))
+    mesh = _judge_mesh(jax)
     sample = _sample(k.rng)
     res = ag.call(_fixture(k, "keys_equal"), Ref("signature_key"), [w for w, _, _ in sample],
                   what="signature_key(x)")

@@ -38,7 +38,7 @@ def explicit_matmul(x, w):
         ('''
 def global_mean(x, mesh):
     return jnp.mean(x)
-''', "the jaxpr of global_mean(x, mesh) has no `shard_map`", "shard_map"),
+''', "the program of global_mean(x, mesh) has no `shard_map`", "shard_map"),
         ('''
 def global_mean(x, mesh):
     # per-device means, but combined outside shard_map by the compiler, not by a collective
