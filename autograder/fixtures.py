@@ -393,3 +393,45 @@ def call_each(f, args_list):
     """``[f(*args) for args in args_list]`` in one request (05's ``bucket_length`` over every
     length 1..256: one round trip instead of 256). The judge still checks every value."""
     return [f(*args) for args in args_list]
+
+
+# --------------------------------------------------------------------------- 08_prng, 10_review
+
+_THREEFRY_JIT: dict = {}
+
+
+def threefry_jit_call(f, partitionable, *args):
+    """``jax.jit(f)(*args)`` with ``jax_threefry_partitionable`` set to ``partitionable`` for this
+    call only (put back after): ``jax.random.split(key, n)[i]`` depends on ``n`` when the flag is
+    off, so a function whose row keys come from one split shows it there. One jit wrapper per
+    ``f`` (the flag is part of its cache key: each setting traces once)."""
+    import jax
+
+    hit = _THREEFRY_JIT.get(id(f))
+    if hit is None or hit[0] is not f:
+        hit = (f, jax.jit(lambda *a: f(*a)))
+        _THREEFRY_JIT[id(f)] = hit
+    old = jax.config.jax_threefry_partitionable
+    jax.config.update("jax_threefry_partitionable", bool(partitionable))
+    try:
+        return jax.block_until_ready(hit[1](*args))
+    finally:
+        jax.config.update("jax_threefry_partitionable", old)
+
+
+_JIT_STATIC: dict = {}
+
+
+def jit_static(f, static_argnames, *args, **kwargs):
+    """``jax.jit(f, static_argnames=static_argnames)(*args, **kwargs)``, with one jit wrapper per
+    ``f`` and names, made on first use and reused after it (for compile-count and key-reuse
+    claims on a function with static keyword arguments, such as ``train``'s ``steps``)."""
+    import jax
+
+    names = tuple(str(n) for n in static_argnames)
+    key = (id(f), names)
+    hit = _JIT_STATIC.get(key)
+    if hit is None or hit[0] is not f:
+        hit = (f, jax.jit(f, static_argnames=names or None))
+        _JIT_STATIC[key] = hit
+    return hit[1](*args, **kwargs)
