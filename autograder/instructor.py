@@ -32,6 +32,7 @@ import html
 import json
 import os
 import re
+import shutil
 import sys
 import tempfile
 import zipfile
@@ -219,7 +220,19 @@ def _lazy_alembic_version() -> None:
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    """Write ``path`` so that a concurrent reader sees the old file or the new one, never a part."""
+    """Write ``path`` so that a concurrent reader sees the old file or the new one, never a part.
+
+    A target that exists and is not a regular file (``/dev/stdout``, a pipe) is written directly."""
+    import stat
+
+    try:
+        special = not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        special = False
+    if special:
+        with open(path, "wb") as fh:
+            fh.write(data)
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
@@ -293,13 +306,27 @@ def submissions(course: Course, assignments=None):
 def _record(course: Course, student: str, assignment: str, result: dict) -> None:
     """One submission's grades into the gradebook, all or nothing (a rerun rewrites the same rows)."""
     source = source_notebook(assignment, course.root)
+    timestamp = submitted_timestamp(course, student, assignment)
     with course_gradebook(course.db_url) as gb:
         gb.update_or_create_student(student)
-        gb.update_or_create_submission(assignment, student)
+        # nbgrader's formgrader counts a submission as autograded only when the gradebook's
+        # timestamp is the one in submitted/<student>/<assignment>/timestamp.txt
+        gb.update_or_create_submission(assignment, student, timestamp=timestamp)
         for t in result["tests"]:
             grade = gb.find_grade(t["grade_id"], source.stem, assignment, student)
             grade.auto_score = float(t["points"])
             grade.needs_manual_grade = False
+
+
+def submitted_timestamp(course: Course, student: str, assignment: str):
+    """The submission's time from nbgrader's ``timestamp.txt`` (as nbgrader parses it), or None."""
+    from nbgrader.utils import parse_utc
+
+    path = course.submitted / student / assignment / "timestamp.txt"
+    try:
+        return parse_utc(path.read_text().strip())
+    except (OSError, ValueError, OverflowError):
+        return None
 
 
 def _fingerprint(course: Course, notebook: Path, assignment: str, limits: dict) -> str:
@@ -415,6 +442,12 @@ section that teaches it.</p></body></html>"""
         out = course.feedback / student / assignment / f"{assignment}.html"
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(page, encoding="utf-8")
+        # nbgrader's release_feedback releases a page only beside the submission's timestamp and
+        # secret (its own generate_feedback copies them too)
+        for name in ("timestamp.txt", "submission_secret.txt"):
+            submitted = course.submitted / student / assignment / name
+            if submitted.is_file():
+                shutil.copyfile(submitted, out.parent / name)
         pages.append(out)
     return pages
 
@@ -503,5 +536,5 @@ def _run(args, course: Course) -> int:
         print(f"wrote {len(pages)} feedback page(s) under {course.feedback}")
     elif args.command == "export":
         out = export(course, Path(args.out) if args.out else course.state / "grades.csv")
-        print(f"wrote {out}")
+        print(f"wrote {out}", file=sys.stderr)  # stdout may be the CSV itself (--out /dev/stdout)
     return 0

@@ -13,6 +13,7 @@ from conftest import ROOT, released_notebook, solution_notebook
 
 pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("instructor")]
 A = "01_phases"
+TIMESTAMP = "2026-11-30 17:05:09.123456 UTC"
 
 
 def _cli(*args):
@@ -36,6 +37,9 @@ def course(tmp_path_factory):
     (lms / "notes.txt").write_text("not a submission")
     state = tmp / "state"
     collected = _cli("collect", lms, "--assignment", A, "--state", state)
+    # what nbgrader's exchange collect leaves beside a submission
+    (state / "submitted" / "alice" / A / "timestamp.txt").write_text(TIMESTAMP)
+    (state / "submitted" / "alice" / A / "submission_secret.txt").write_text("s3cret")
     _cli("autograde", "--state", state)
     _cli("feedback", "--state", state)
     _cli("export", "--state", state)
@@ -81,3 +85,29 @@ def test_feedback_pages_show_messages_not_hidden_tests(course):
 def test_autograded_notebooks_for_the_formgrader(course):
     state, _ = course
     assert (state / "autograded" / "alice" / A / f"{A}.ipynb").exists()
+
+
+def test_gradebook_keeps_nbgraders_submission_timestamp(course):
+    """The formgrader counts a submission as autograded only when the gradebook's timestamp is
+    the one in submitted/<student>/<assignment>/timestamp.txt."""
+    from nbgrader.api import Gradebook
+    from nbgrader.utils import parse_utc
+
+    state, _ = course
+    with Gradebook(f"sqlite:///{state / 'gradebook.db'}") as gb:
+        stamp = gb.find_submission(A, "alice").timestamp
+    assert stamp is not None and parse_utc(stamp) == parse_utc(TIMESTAMP)
+
+
+def test_feedback_pages_carry_what_release_feedback_needs(course):
+    state, _ = course
+    folder = state / "feedback" / "alice" / A
+    assert (folder / "timestamp.txt").read_text() == TIMESTAMP
+    assert (folder / "submission_secret.txt").read_text() == "s3cret"
+
+
+def test_export_to_standard_output(course):
+    state, _ = course
+    out = _cli("export", "--state", state, "--out", "/dev/stdout").stdout
+    rows = list(csv.DictReader(out.splitlines()))
+    assert {r["student"] for r in rows} == {"alice", "alicetwin", "bob", "carol", "dave"}
