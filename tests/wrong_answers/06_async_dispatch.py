@@ -44,6 +44,16 @@ def honest_time(f, *args, repeats=5):
     jax.block_until_ready(outs)
     return (time.perf_counter() - start) / repeats
 ''', "made call #6 before waiting for the result of call #2", "timing"),
+        ('''
+def honest_time(f, *args, repeats=3):  # the contract's default is 5 timed calls
+    jax.block_until_ready(f(*args))
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(f(*args))
+        times.append(time.perf_counter() - start)
+    return float(statistics.median(times))
+''', "expected 5 timed calls after at least one untimed warm-up call", "timing"),
     ],
     "train_losses": [
         ('''
@@ -80,6 +90,14 @@ def train_losses(params, batches):
         losses.append(loss)
     return losses  # a list of scalars, not one array
 ''', "returned list of shape None; return the losses as one array of shape (6,)", "async"),
+        ('''
+def train_losses(params, batches):
+    def body(p, batch):
+        _, loss = sgd_step(params, batch)  # the initial params at every step: nothing is learned
+        return p, loss
+    _, losses = jax.lax.scan(body, params, batches)
+    return losses
+''', "(the loss `sgd_step` returns at each step) is wrong", "numerics"),
     ],
     "fused_update": [
         ('''

@@ -1,0 +1,225 @@
+"""The judge of 06_async_dispatch (trusted: runs in the grader, never in the learner's kernel).
+
+One ``test_<name>(k)`` per graded test cell; ``k`` is an :class:`autograder.judge.Kernel`.
+
+- ``honest_time`` takes a function, so the judge hands it fixtures of :mod:`autograder.fixtures`
+  whose true cost is known here: a function slow to trace under ``jax.jit`` (compilation must
+  stay out of the number), and :class:`autograder.timing.SimulatedDevice` functions whose
+  results are ready only some time after the call returns (the work must be counted, each
+  timed call waited for before the next). The number the timer returns is checked here
+  against the known durations; the calls made and when each result was waited for come back
+  as data from the kernel; the time the whole request took is measured here (a timer that
+  waits for each timed result, one at a time, cannot finish before their work is done).
+- ``train_losses``: values against the judge's own copy of the SGD math, on fresh data and
+  step counts, eagerly and under ``jax.jit`` (the agent's jit: tracing fails on ``float()``,
+  ``.item()`` or ``np.asarray`` of a traced loss), an array of shape ``(steps,)``; the
+  transfer guard is a kernel-side claim (it fires on GPU/TPU only).
+- ``fused_update``: values against a NumPy reference on fresh inputs and learning rates; one
+  dispatch per call and no recompile for a new learning rate are kernel-side claims
+  (``check_single_dispatch``): ``jax.export`` jits what it exports, so it cannot tell one
+  program from three.
+"""
+import math
+import numbers
+import time
+
+import numpy as np
+
+import autograder as ag
+from autograder.feedback import explain_error
+from autograder.judge import LearnerError
+from autograder.wire import AsJax, Fixture, Opaque, Ref, as_jax
+
+
+def _via(k, fixture):
+    """A fixture of autograder.fixtures called in the kernel; a learner error becomes feedback
+    that names its idea (a missing function stays a NameError: "not defined")."""
+    def run(*args, what):
+        try:
+            return k.call(Fixture(fixture), *args)
+        except LearnerError as exc:
+            if isinstance(exc, NameError):
+                raise
+            raise explain_error(exc.kernel_mro or [type(exc).__name__], str(exc), what) from None
+    return run
+
+
+# --------------------------------------------------------------------------- honest_time
+
+def _as_seconds(value, label):
+    """The timer's result as a float, or a failure that says what it returned."""
+    if isinstance(value, np.ndarray) and value.shape == () and value.dtype.kind in "iuf":
+        value = float(value)
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
+        shown = repr(value) if not isinstance(value, str) else value
+        kind = value.type if isinstance(value, Opaque) else type(value).__name__
+        ag.fail("timing", f"{label} returned {kind} {shown:.80}; return the median number of seconds "
+                          "as a Python float.")
+    value = float(value)
+    if not math.isfinite(value) or value < 0:
+        ag.fail("timing", f"{label} returned {value!r}; a duration is a finite, non-negative number of seconds.")
+    return value
+
+
+def _simulated(k, args, repeats, first_s, cycle_s, compile_s):
+    """Run the learner's timer on a SimulatedDevice; (label, seconds, report, wall seconds)."""
+    shown = f"honest_time(f, {', '.join(map(repr, args))}{'' if repeats is None else f', repeats={repeats}'})"
+    start = time.perf_counter()
+    report = _via(k, "honest_timer_on")(Ref("honest_time"), tuple(args), repeats, first_s, list(cycle_s),
+                                        compile_s, what=shown)
+    wall = time.perf_counter() - start
+    seconds = _as_seconds(report.get("seconds"), shown)
+    calls, waited = report.get("calls"), report.get("waited")
+    if not (isinstance(calls, list) and isinstance(waited, list) and len(calls) == len(waited)):
+        raise ag.ExerciseFailure("timing", f"{shown}: the grader could not read back the calls it made.")
+    expected = repr((tuple(args), {}))
+    for i, c in enumerate(calls):
+        if c != expected:
+            ag.fail("timing", f"{shown} called f as {c} on call #{i + 1}; every call must be f(*args), "
+                              f"here f{tuple(args)!r}.")
+    return shown, seconds, calls, waited, wall
+
+
+def _duration(k, first_s, cycle_s):
+    return first_s if k == 0 else cycle_s[(k - 1) % len(cycle_s)]
+
+
+def test_honest_time(k):
+    # A real jitted function whose first call spends trace_s tracing (the visible test's idea).
+    trace_s = 0.5
+    x = AsJax(k.rng.normal(size=int(k.rng.integers(500, 1500))).astype(np.float32))
+    label = "honest_time(jax.jit(f), x, repeats=3)"
+    start = time.perf_counter()
+    report = _via(k, "slow_compile_timed")(Ref("honest_time"), x, 3, trace_s, what=label)
+    wall = time.perf_counter() - start
+    got = _as_seconds(report.get("seconds"), label)
+    if wall < trace_s or not report.get("traces"):
+        ag.fail("timing", f"{label} never called f: an honest timer calls the function it times.")
+    if got > trace_s / 2:
+        ag.fail("timing", f"{label} reported {got:.3f} s for a function whose first call spends {trace_s} s "
+                          "tracing and compiling and whose later calls take microseconds: the first call "
+                          "must be an untimed warm-up.")
+
+    args = (str(k.rng.choice(["x", "batch", "w"])), int(k.rng.integers(1, 100)))
+    # 1. One timed call: the warm-up must absorb the slow first call.
+    shown, got, calls, _, _ = _simulated(k, args, 1, 0.005, [0.03], 0.4)
+    if len(calls) < 2:
+        ag.fail("timing", f"{shown} called f {len(calls)} time(s); with repeats=1 an honest timer calls it "
+                          "at least twice: one untimed warm-up call (which pays for tracing and compiling), "
+                          "then the timed one.")
+    if got >= 0.3:
+        ag.fail("timing", f"{shown} reported {got:.3f} s, but only the first call is slow (0.4 s of "
+                          "'compiling'); the warm-up call must stay out of the timing.")
+    # 2. Every timed result waited for, one at a time; the median of the timed calls.
+    first_s, cycle_s = 0.005, [0.02, 0.06, 0.06, 0.3]
+    for repeats in (None, 3, 7):
+        n = 5 if repeats is None else repeats
+        arg = (round(float(k.rng.uniform(0.5, 9.5)), 2),)
+        shown, got, calls, waited, wall = _simulated(k, arg, repeats, first_s, cycle_s, 0.2)
+        if len(calls) < n + 1:
+            ag.fail("timing", f"{shown} called f {len(calls)} time(s); expected {n} timed calls after at "
+                              "least one untimed warm-up call.")
+        timed = range(len(calls) - n, len(calls))
+        for i in timed:
+            if waited[i] is None:
+                ag.fail("timing", f"{shown} never waited for the result of call #{i + 1}: without "
+                                  "`jax.block_until_ready` a timer measures only how long dispatch takes, "
+                                  "not the work.")
+            if waited[i] != i + 1:
+                ag.fail("timing", f"{shown} made call #{waited[i]} before waiting for the result of call "
+                                  f"#{i + 1}; block on each timed result before stopping the clock, or the "
+                                  "calls overlap and the timing is not one call's.")
+        durations = [_duration(i, first_s, cycle_s) for i in timed]
+        if wall < sum(durations):  # measured here: the timed calls' work, one after another
+            ag.fail("timing", f"{shown} finished in {wall:.3f} s, but the work of its {n} timed calls takes "
+                              f"{sum(durations):.3f} s one after another: it did not wait for each result "
+                              "before the next call.")
+        if got < 0.01:
+            ag.fail("timing", f"{shown} reported {got * 1e3:.2f} ms, but each call's work takes at least "
+                              "20 ms; stop the clock only after the result is ready.")
+        if not 0.05 <= got <= 0.085:
+            ag.fail("timing", f"{shown} reported {got:.3f} s; the timed calls took about "
+                              f"{', '.join(f'{d:.2f}' for d in durations)} s, whose median is 0.06 s. Report "
+                              "the median of the `repeats` timed calls (not the mean, minimum or total): one "
+                              "slow outlier must not move it.")
+
+
+# --------------------------------------------------------------------------- train_losses
+
+def _reference_losses(params, batches):
+    """The judge's own copy of the notebook's sgd_step (MSE of x @ w + b, learning rate 0.1),
+    in float64: the loss before each step."""
+    w, b = np.asarray(params["w"], np.float64), float(params["b"])
+    losses = []
+    for x, y in zip(np.asarray(batches["x"], np.float64), np.asarray(batches["y"], np.float64)):
+        r = x @ w + b - y
+        losses.append(np.mean(r ** 2))
+        w, b = w - 0.1 * 2 * x.T @ r / len(y), b - 0.1 * 2 * np.mean(r)
+    return np.array(losses)
+
+
+def _data(rng, steps, batch=8, d=3):
+    params = {"w": (rng.normal(size=d) * 0.1).astype(np.float32), "b": np.float32(rng.normal() * 0.1)}
+    x = rng.normal(size=(steps, batch, d)).astype(np.float32)
+    y = (x @ rng.normal(size=d) + rng.uniform(-1, 1) + 0.1 * rng.normal(size=(steps, batch))).astype(np.float32)
+    return params, {"x": x, "y": y}
+
+
+def _as_async(exc, label):
+    """A traced loss converted to Python or NumPy is a hidden host sync (idea: async)."""
+    return explain_error([c.__name__ for c in type(exc).__mro__], str(exc), label, concrete_idea="async")
+
+
+def _check_losses(f, params, batches, label, what):
+    steps = batches["x"].shape[0]
+    got = ag.call(f, as_jax(params), as_jax(batches), what=label, translate=_as_async)
+    if not isinstance(got, np.ndarray) or got.shape != (steps,):
+        ag.fail("async", f"{label} returned {type(got).__name__} of shape {getattr(got, 'shape', None)}; "
+                         f"return the losses as one array of shape ({steps},), stacked on the device.")
+    ag.check_close(got, _reference_losses(params, batches),
+                   what=f"{what} (the loss `sgd_step` returns at each step)", rtol=1e-3, atol=1e-5)
+    return got
+
+
+def test_train_losses(k):
+    train_losses = k.fn("train_losses")
+    jitted = train_losses.jitted()
+    p, b = _data(k.rng, 6)
+    got = _check_losses(train_losses, p, b, "train_losses(params, batches) over 6 steps",
+                        "train_losses(params, batches) over 6 steps")
+    # Under jax.jit the losses are traced: float(), .item() or np.asarray on them fails to trace.
+    _check_losses(jitted, p, b, "tracing train_losses under jax.jit", "jax.jit(train_losses) over 6 steps")
+    if not getattr(got, "is_jax", False):
+        ag.fail("async", "train_losses returned a NumPy array: the losses were copied to the host inside "
+                         "it. Return the jax.Array of losses and let the caller decide when to transfer.")
+    k.claim("check_no_host_transfer", "train_losses", (as_jax(p), as_jax(b)), what="train_losses")
+    for steps in sorted(int(s) for s in k.rng.choice(np.arange(2, 21), size=2, replace=False)):
+        p, b = _data(k.rng, steps)
+        _check_losses(train_losses, p, b, f"train_losses over {steps} steps", f"train_losses over {steps} steps")
+        _check_losses(jitted, p, b, "jax.jit(train_losses)", f"jax.jit(train_losses) over {steps} steps")
+
+
+# --------------------------------------------------------------------------- fused_update
+
+def _reference_update(w, x, y, lr):
+    w, x, y = (np.asarray(a.value if isinstance(a, AsJax) else a, np.float64) for a in (w, x, y))
+    return w - lr * 2 * x.T @ (x @ w - y) / len(y)
+
+
+def _update_args(rng, lr, n=16, d=4):
+    w, x, y = (rng.normal(size=s).astype(np.float32) for s in (d, (n, d), n))
+    return AsJax(w), AsJax(x), AsJax(y), lr
+
+
+def test_fused_update(k):
+    fused_update = k.fn("fused_update")
+    a = _update_args(k.rng, 0.1)
+    ag.check_close(ag.call(fused_update, *a, what="fused_update(w, x, y, 0.1)"), _reference_update(*a),
+                   what="fused_update(w, x, y, 0.1), one step of w - lr * (the gradient of the mean squared "
+                        "error),", rtol=1e-4, atol=1e-5)
+    # One compiled program per call, none recompiled for new values: only the kernel sees dispatches.
+    lr2 = round(float(k.rng.uniform(0.15, 0.5)), 3)
+    k.claim("check_single_dispatch", "fused_update", [a, _update_args(k.rng, lr2)], what="fused_update")
+    ag.check_matches_reference(fused_update, _reference_update,
+                               lambda rng: _update_args(rng, float(rng.uniform(0.01, 1.0))),
+                               trials=3, seed=k.seed(), rtol=1e-4, atol=1e-5, what="`fused_update`")
