@@ -58,6 +58,10 @@ def sgd_update(params, grads, lr):
     step = float(lr)  # needs a concrete learning rate: breaks under jit
     return jax.tree.map(lambda p, g: p - step * g, params, grads)
 ''', "jax.jit(sgd_update) needed the concrete value of a traced array", "static"),
+        ('''
+def sgd_update(params, grads, lr):
+    return jax.tree.map(lambda p, g: p - 0.1 * g, params, grads)  # the learning rate of the example, always
+''', "sgd_update on {'b': *, 'w': *}['b'] is wrong", "pytrees"),
     ],
     "Linear": [
         ('''
@@ -124,5 +128,21 @@ class Linear:
     def tree_unflatten(cls, activation, children):
         return cls(*children, activation)
 ''', "Linear(w, b, 'relu')(x), relu(x @ w + b), is wrong", "numerics"),
+        ('''
+@jax.tree_util.register_pytree_node_class
+class Linear:
+    def __init__(self, w, b, activation):
+        self.w, self.b, self.activation = w, b, activation
+
+    def __call__(self, x):
+        return ACTIVATIONS[self.activation](x @ self.w + self.b)
+
+    def tree_flatten(self):
+        return (self.w, self.b), self.activation
+
+    @classmethod
+    def tree_unflatten(cls, activation, children):
+        return cls(*children, "relu")  # the aux data is ignored: every rebuilt layer is a relu
+''', "unflattening Linear(w, b, 'tanh') gave a layer with another tree structure", "custom_pytrees"),
     ],
 }

@@ -1,0 +1,288 @@
+"""The judge of 07_pytrees (trusted: runs in the grader, never in the learner's kernel).
+
+One ``test_<name>(k)`` per graded test cell; ``k`` is an :class:`autograder.judge.Kernel`.
+Trees of dicts, lists, tuples and ``None`` cross the channel as themselves, so
+``tree_l2_norm`` and ``sgd_update`` are called on trees drawn here and their results compared
+with NumPy references computed here (structure included), eagerly and under ``jax.jit``.
+``sgd_update``'s inputs are read back after the call (a write into the caller's dict shows),
+and its jitted traces over new values and learning rates are counted by a fixture, with the
+outputs checked here.
+
+A ``Linear`` instance cannot cross the channel (a learner class), so fixtures of
+:mod:`autograder.fixtures` build the layers in the kernel from arrays drawn here and return
+data: outputs (direct, after a flatten/unflatten round trip, jitted), leaves (a string child
+comes back as a string, an unregistered layer as an opaque object), the gradient's leaves;
+all compared here with references computed here. Kernel-side observations: treedef equality
+(relu vs tanh, new arrays), the trace count of one jitted apply over four layers, and the
+round trip's type.
+"""
+import numpy as np
+
+import autograder as ag
+from autograder.feedback import explain_error
+from autograder.judge import LearnerError
+from autograder.pytrees import call_on_tree, describe
+from autograder.wire import AsJax, Fixture, Opaque, Ref, values
+
+
+def _fixture(k, name):
+    """A fixture of autograder.fixtures called in the kernel (a missing notebook name stays a
+    NameError: "not defined")."""
+    def run(*args, what):
+        try:
+            return k.call(Fixture(name), *args)
+        except LearnerError as exc:
+            if isinstance(exc, NameError):
+                raise
+            raise explain_error(exc.kernel_mro or [type(exc).__name__], str(exc), what) from None
+    return run
+
+
+def _f32(rng, *shape):
+    return AsJax(rng.normal(size=shape).astype(np.float32))
+
+
+def _np(tree):
+    """A tree of markers as float64 NumPy leaves (None stays an empty subtree)."""
+    import jax
+
+    return jax.tree.map(lambda a: np.asarray(values(a), np.float64), tree)
+
+
+def _leaves(tree):
+    import jax
+
+    return jax.tree.leaves(_np(tree))
+
+
+# --------------------------------------------------------------------------- tree_l2_norm
+
+def _norm(tree):
+    return np.sqrt(sum(np.sum(x ** 2) for x in _leaves(tree)))
+
+
+def _check_norm(f, tree, label):
+    got = call_on_tree(f, tree, what=label)
+    where = f"{label} on {describe(tree)}"
+    if np.shape(got) != ():
+        ag.fail("pytrees", f"{label} on {describe(tree)} returned shape {np.shape(got)}; the norm of a whole "
+                           "tree is one scalar.")
+    try:
+        ag.check_close(got, _norm(tree), what=where)
+    except ag.ExerciseFailure as exc:
+        leaves = _leaves(tree)
+        for alt, hint in ((sum(np.sqrt(np.sum(x ** 2)) for x in leaves),
+                           "It adds the leaves' norms; the global norm is the square root of the sum of "
+                           "every leaf's squared entries."),
+                          (np.sqrt(sum(np.sum(x) ** 2 for x in leaves)),
+                           "It squares each leaf's sum instead of summing each leaf's squared entries.")):
+            if isinstance(got, (float, np.floating, np.ndarray)) and np.isclose(float(got), alt, rtol=1e-4):
+                ag.fail("numerics", f"{exc.detail} {hint}")
+        raise
+
+
+def test_tree_l2_norm(k):
+    f = k.fn("tree_l2_norm")
+    r = lambda *s: _f32(k.rng, *s)  # noqa: E731
+    trees = [
+        {"w": r(2, 3), "b": r(2)},
+        {"layer1": {"w": r(2, 2), "b": r(2)}, "scale": [r(3), (r(1),)]},
+        (r(3), {"a": r(2, 3), "b": [r(2), r()]}),
+        {"encoder": [{"w": r(2, 3), "b": None}, {"w": r(2, 2), "b": r(2)}], "step": None},
+        r(2, 2),
+        {"deep": ((([r(2, 1, 3)],),),)},
+    ]
+    for tree in trees:
+        _check_norm(f, tree, "tree_l2_norm")
+        _check_norm(f.jitted(), tree, "jax.jit(tree_l2_norm)")
+
+
+# --------------------------------------------------------------------------- sgd_update
+
+def _sgd(params, grads, lr):
+    import jax
+
+    return jax.tree.map(lambda p, g: p - lr * g, _np(params), _np(grads))
+
+
+def _like(rng, tree):
+    """New values, same structure."""
+    import jax
+
+    return jax.tree.map(lambda a: AsJax(rng.normal(size=np.shape(a.value)).astype(np.float32)), tree)
+
+
+def _untouched(k, params, grads, lr):
+    """sgd_update must leave the trees it is given as they were (read back after the call)."""
+    import jax
+
+    try:
+        _, after = k.call_keep_args("sgd_update", params, grads, lr)
+    except LearnerError:
+        return  # the error is reported by the value checks, with its label
+    for i, sent in enumerate((params, grads)):
+        got = after[i] if isinstance(after, tuple) and len(after) > i else None
+        sent_leaves, sent_def = jax.tree_util.tree_flatten_with_path(_np(sent))
+        try:
+            got_leaves, got_def = jax.tree_util.tree_flatten_with_path(got)
+        except Exception:  # noqa: BLE001 - not a tree the judge can read
+            got_leaves, got_def = [], None
+        changed = [jax.tree_util.keystr(p) or "(the root)" for (p, a), (_, b) in zip(sent_leaves, got_leaves)
+                   if np.shape(a) != np.shape(b) or not np.array_equal(np.asarray(b, np.float64), a)]
+        if got_def != sent_def or changed:
+            ag.fail("tree_state", f"sgd_update changed its argument #{i + 1} in place "
+                                  f"({', '.join(changed[:4]) or 'its structure'}); return a new pytree "
+                                  "(`jax.tree.map` builds one) and leave the old state untouched.")
+
+
+def _check_sgd(f, params, grads, lr, label):
+    got = call_on_tree(f, params, grads, lr, what=label)
+    ag.check_close(got, _sgd(params, grads, lr), what=f"{label} on {describe(params)}", idea="pytrees")
+
+
+def test_sgd_update(k):
+    f = k.fn("sgd_update")
+    r = lambda *s: _f32(k.rng, *s)  # noqa: E731
+    lr = round(float(k.rng.uniform(0.02, 0.5)), 3)
+    params, grads = {"w": r(2, 3), "b": r(3)}, {"w": r(2, 3), "b": r(3)}
+    _untouched(k, params, grads, lr)
+    _check_sgd(f, params, grads, lr, "sgd_update")
+    _check_sgd(f.jitted(), params, grads, lr, "jax.jit(sgd_update)")
+    trees = [
+        [{"w": r(2, 3), "b": r(3)}, {"w": r(3, 2), "b": r(2)}],
+        {"encoder": ({"w": r(3, 2), "b": None}, r(2)), "decoder": [r(2, 3)]},
+        r(3),
+    ]
+    for p in trees:
+        g = _like(k.rng, p)
+        lr = round(float(k.rng.uniform(0.01, 0.2)), 3)
+        _untouched(k, p, g, lr)
+        _check_sgd(f, p, g, lr, "sgd_update")
+        _check_sgd(f.jitted(), p, g, lr, "jax.jit(sgd_update)")
+    # One trace for new values and new learning rates of the same structure.
+    p = trees[0]
+    calls = [(_like(k.rng, p), _like(k.rng, p), lr) for lr in (0.1, 0.01, 0.5)]
+    report = _fixture(k, "jit_traces")(Ref("sgd_update"), calls, what="jax.jit(sgd_update)")
+    outs = report.get("outs") if isinstance(report, dict) else None
+    for i, (pp, gg, lr) in enumerate(calls):
+        ag.check_close(outs[i] if isinstance(outs, list) and len(outs) > i else None, _sgd(pp, gg, lr),
+                       what=f"jax.jit(sgd_update) with learning rate {lr}", idea="pytrees")
+    traces = report.get("traces")
+    if traces != 1:
+        ag.fail("recompiles", f"jax.jit(sgd_update) traced {traces} times over {len(calls)} calls with new "
+                              "values and a new learning rate of the same structure; it must reuse the "
+                              "compiled program (the learning rate is a traced value, not static).")
+
+
+# --------------------------------------------------------------------------- Linear
+
+_ACTS = {"relu": lambda y: np.maximum(y, 0), "tanh": np.tanh, "identity": lambda y: y}
+_DACTS = {"relu": lambda z: (z > 0).astype(np.float64), "tanh": lambda z: 1 - np.tanh(z) ** 2,
+          "identity": np.ones_like}
+
+
+def _expected(w, b, act, x):
+    return _ACTS[act](_np(x) @ _np(w) + _np(b))
+
+
+def _raise_at(report, step, label):
+    """The learner's exception at ``step`` of a fixture's report, as feedback naming its idea."""
+    if isinstance(report, dict) and report.get("failed_at") == step:
+        err = report.get("error") if isinstance(report.get("error"), dict) else {}
+        mro = [str(n) for n in err.get("mro") or []] or [str(err.get("type") or "Exception")]
+        raise explain_error(mro, str(err.get("message") or ""), label)
+
+
+def _check_leaves(leaves, self_leaf, w, b, what):
+    """The judge-side port of autograder.pytrees.check_leaves, on the leaves as data."""
+    if self_leaf:
+        ag.fail("custom_pytrees", f"{what} is a single opaque leaf to JAX: its class is not registered as a "
+                                  "pytree node, so `jax.jit` and `jax.grad` cannot look inside it. Register it "
+                                  "(`jax.tree_util.register_pytree_node_class` or `register_dataclass`).")
+    leaves = leaves if isinstance(leaves, list) else []
+    odd = [x for x in leaves if not isinstance(x, np.ndarray)]
+    if odd:
+        kind = odd[0].type if isinstance(odd[0], Opaque) else type(odd[0]).__name__
+        ag.fail("custom_pytrees", f"the leaves of {what} include {odd[0]!r} ({kind}): configuration such as a "
+                                  "string must be static aux data, returned beside the children by "
+                                  "tree_flatten, not a child.")
+    expected = [_np(w), _np(b)]
+    if len(leaves) != len(expected):
+        ag.fail("custom_pytrees", f"{what} has {len(leaves)} leaves, expected {len(expected)} (the arrays it "
+                                  "holds): tree_flatten must return exactly the arrays as children.")
+    for leaf in leaves:
+        match = next((i for i, e in enumerate(expected)
+                      if np.shape(e) == np.shape(leaf) and np.allclose(np.asarray(leaf, np.float64), e)), None)
+        if match is None:
+            ag.fail("custom_pytrees", f"{what} has a leaf of shape {np.shape(leaf)} that is none of the arrays "
+                                      "it was built from: tree_flatten must return the arrays themselves.")
+        expected.pop(match)
+
+
+def _check_layer(k, w, b, x, act, keyword):
+    label = f"Linear(w, b, {act!r})"
+    built = f"Linear(w=w, b=b, activation={act!r})" if keyword else label
+    rep = _fixture(k, "linear_report")(Ref("Linear"), w, b, act, x, keyword, what=built)
+    want = _expected(w, b, act, x)
+    _raise_at(rep, "build", built)
+    _raise_at(rep, "out", f"{label}(x)")
+    ag.check_close(rep.get("out"), want, what=f"{label}(x), {act}(x @ w + b),")
+    _raise_at(rep, "leaves", f"jax.tree.flatten({label})")
+    _check_leaves(rep.get("leaves"), rep.get("self_leaf"), w, b, label)
+    _raise_at(rep, "round_trip", f"the flatten/unflatten round trip of {label}")
+    if rep.get("same_type") is not True:
+        ag.fail("custom_pytrees", f"unflattening {label} gave another kind of object; tree_unflatten must "
+                                  "rebuild the same kind of layer.")
+    if rep.get("same_structure") is not True:
+        ag.fail("custom_pytrees", f"unflattening {label} gave a layer with another tree structure (another "
+                                  "activation?): tree_unflatten must rebuild the layer from the aux data and "
+                                  "the children it is given.")
+    back = np.asarray(rep.get("back_out"), np.float64) if isinstance(rep.get("back_out"), np.ndarray) else None
+    if back is None or back.shape != want.shape or not np.allclose(back, want, rtol=1e-4, atol=1e-5):
+        ag.fail("custom_pytrees", f"{label} rebuilt by jax.tree.unflatten computes something else: the round "
+                                  "trip lost the activation or mixed up w and b. tree_unflatten gets the aux "
+                                  "data and the children back; rebuild the layer from both.")
+    _raise_at(rep, "jit", f"jax.jit(lambda layer, x: layer(x))({label}, x)")
+    ag.check_close(rep.get("jit_out"), want, what=f"the jitted {label}'s output")
+    _raise_at(rep, "grad", f"jax.jit(jax.grad(loss))({label}, x)")
+    if rep.get("grad_same_structure") is not True:
+        ag.fail("custom_pytrees", f"the gradient of a loss with respect to {label} has structure "
+                                  f"{rep.get('grad_structure')}, not the layer's own.")
+    z = _np(x) @ _np(w) + _np(b)
+    dz = 2 * _ACTS[act](z) * _DACTS[act](z)  # d sum(act(z) ** 2) / dz, by hand
+    grads = rep.get("grad_leaves") if isinstance(rep.get("grad_leaves"), list) else []
+    by_shape = {np.shape(v): v for v in grads}
+    ag.check_close(by_shape.get(np.shape(_np(w))), _np(x).T @ dz, what=f"the gradient for w of {label}")
+    ag.check_close(by_shape.get(np.shape(_np(b))), dz.sum(axis=0), what=f"the gradient for b of {label}")
+    _raise_at(rep, "tree_map", f"jax.tree.map over {label}")
+    if rep.get("map_same_structure") is not True:
+        ag.fail("custom_pytrees", f"jax.tree.map over {label} changed its structure.")
+
+
+def test_Linear(k):
+    d_in, d_out = int(k.rng.integers(2, 5)), int(k.rng.integers(2, 4))
+    w, b, x = _f32(k.rng, d_in, d_out), _f32(k.rng, d_out), _f32(k.rng, 5, d_in)
+    _check_layer(k, w, b, x, "relu", keyword=False)
+    for act in ("tanh", "identity"):
+        _check_layer(k, w, b, x, act, keyword=True)
+    # activation is static: part of the treedef, and of the compile signature
+    rep = _fixture(k, "linear_structures")(Ref("Linear"), w, b, x, what="Linear(w, b, activation)")
+    _raise_at(rep, "build", "Linear(w, b, activation)")
+    _raise_at(rep, "structure", "jax.tree.structure(Linear(w, b, activation))")
+    if rep.get("relu_tanh_equal") is not False:
+        ag.fail("custom_pytrees", "Linear(w, b, 'relu') and Linear(w, b, 'tanh') have the same tree structure: "
+                                  "the activation must be static aux data, part of the treedef.")
+    if rep.get("relu_relu_equal") is not True:
+        ag.fail("custom_pytrees", "two relu layers with different arrays of the same shapes have different tree "
+                                  "structures: the arrays must be children, not aux data.")
+    _raise_at(rep, "jit", "the jitted layer")
+    wn, bn = _np(w), _np(b)
+    layers = [(wn, bn, "relu"), (2 * wn, bn + 1, "relu"), (wn, bn, "tanh"), (wn, 3 * bn, "tanh")]
+    outs = rep.get("outs") if isinstance(rep.get("outs"), list) else []
+    for i, (lw, lb, act) in enumerate(layers):
+        ag.check_close(outs[i] if len(outs) > i else None, _ACTS[act](_np(x) @ lw + lb),
+                       what=f"the jitted layer #{i + 1} ({act})")
+    if rep.get("traces") != 2:
+        ag.fail("custom_pytrees", f"calling a jitted function on two relu and two tanh layers traced it "
+                                  f"{rep.get('traces')} time(s), expected 2: one program per activation "
+                                  "(static), none per new array values (children).")
