@@ -40,8 +40,38 @@ def _judge_devices():
 _judge_devices()
 
 
-def _fixture(k, name):
-    return lambda *args: k.call(Fixture(name), *args)
+# What each fixture's reply must hold: a key and a check of its value.
+_SHAPES = {
+    "shard_rows_on": {"out": None, "placement": None, "mesh": "ids", "out_mesh": None},
+    "explicit_matmul_on": {"out": None, "placement": None, "mesh": "ids", "type_spec": None, "type": None,
+                           "mesh_shape": "ids"},
+    "global_mean_on": {"out": None},
+    "keys_equal": {"equal": None, "same_hash": None},
+}
+
+
+def _unhashable(exc, label):
+    if isinstance(exc, TypeError) and "unhashable" in str(exc):
+        return ag.ExerciseFailure("sharding_signature", f"{label} returned a value that cannot be hashed "
+                                  f"({str(exc)[:100]}): return a hashable key, such as a tuple (not a list "
+                                  "or an array), so it can index a cache as jax.jit's signature does.")
+    return None
+
+
+def _fixture(k, name, *args, what):
+    """``k.call(Fixture(name), *args)`` through ``ag.call`` (a learner error names its idea); a
+    reply without the fields the fixture returns is the kernel's fault, never a judge bug."""
+    from autograder.judge import ChannelError
+
+    res = ag.call(lambda *a: k.call(Fixture(name), *a), *args, what=what, translate=_unhashable)
+    shape = _SHAPES[name]
+    ok = isinstance(res, dict) and all(key in res for key in shape) and all(
+        isinstance(res[key], list) and all(type(v) is int for v in res[key])
+        for key, kind in shape.items() if kind == "ids")
+    if not ok:
+        raise ChannelError("The kernel's reply does not have the form the grader's fixture gives; was the "
+                           "kernel's machinery changed by a cell?")
+    return res
 
 
 def _spec_text(spec) -> str:
@@ -82,7 +112,7 @@ def _same_placement(got, expected) -> bool:
 # --------------------------------------------------------------------------- shard_rows
 
 def _check_rows(k, x, order, what):
-    res = ag.call(_fixture(k, "shard_rows_on"), Ref("shard_rows"), x, list(order), what=what)
+    res = _fixture(k, "shard_rows_on", Ref("shard_rows"), x, list(order), what=what)
     out = res["out"]
     _is_array(out, what, "sharding")
     if res.get("out_mesh") is not None and res["out_mesh"] != res["mesh"]:
@@ -119,7 +149,7 @@ def _check_matmul(k, rows, inner, cols, jit, what):
     d, m = 2, DEVICES // 2  # mesh_shape(8, 2)
     xh = k.rng.normal(size=(rows * d, inner * m)).astype(np.float32)
     wh = k.rng.normal(size=(inner * m, cols)).astype(np.float32)
-    res = ag.call(_fixture(k, "explicit_matmul_on"), Ref("explicit_matmul"), xh, wh, jit, what=what)
+    res = _fixture(k, "explicit_matmul_on", Ref("explicit_matmul"), xh, wh, jit, what=what)
     out = res["out"]
     _is_array(out, what, "explicit_sharding")
     hint = " Under explicit axes the output's sharding is part of its type: ask for it with `out_sharding=P('data', None)`."
@@ -185,7 +215,7 @@ def _check_mean(k, rows_per_device, cols, jit=False, exported=False):
     xh = (k.rng.normal(size=shape) + np.arange(shape[0])[:, None]).astype(np.float32)
     what = (f"jax.jit of global_mean(x, mesh) for x of shape {shape}" if jit
             else f"global_mean(x, mesh) for x of shape {shape}")
-    res = ag.call(_fixture(k, "global_mean_on"), Ref("global_mean"), xh, jit, exported, what=what)
+    res = _fixture(k, "global_mean_on", Ref("global_mean"), xh, jit, exported, what=what)
     mean = xh.astype(np.float64).mean()
     _check_mean_value(res["out"], mean, what)
     if exported:  # the traced program, read and run here
@@ -357,13 +387,15 @@ def test_signature_key(k):
     jax = _judge_devices()
     mesh = _judge_mesh(jax)
     sample = _sample(k.rng)
-    res = ag.call(_fixture(k, "keys_equal"), Ref("signature_key"), [w for w, _, _ in sample],
+    res = _fixture(k, "keys_equal", Ref("signature_key"), [w for w, _, _ in sample],
                   what="signature_key(x)")
     n = len(sample)
-    equal, same_hash = res.get("equal") if isinstance(res, dict) else None, (res or {}).get("same_hash")
-    if not (isinstance(equal, list) and len(equal) == n and all(isinstance(r, list) and len(r) == n for r in equal)
-            and isinstance(same_hash, list) and len(same_hash) == n):
-        ag.fail("sharding_signature", "the keys of signature_key could not be compared.")
+    equal, same_hash = res["equal"], res["same_hash"]
+    if not all(isinstance(m, list) and len(m) == n and all(isinstance(r, list) and len(r) == n for r in m)
+               for m in (equal, same_hash)):
+        from autograder.judge import ChannelError
+
+        raise ChannelError("The kernel's comparison of the keys of signature_key is malformed.")
     args = [_judge_value(jax, mesh, v) for _, v, _ in sample]
     labels = _signature_truth(jax, args)
     wrong = []
