@@ -24,7 +24,7 @@ def positive_mean(x):
 def positive_mean(x):
     idx = jnp.nonzero(x.ravel() > 0, size=x.size)[0]  # pads with index 0, a real entry
     return jnp.mean(x.ravel()[idx])
-''', "the mean of its positive entries 1 and 3, is wrong: at index () it is np.float32(1.5)", "shapes"),
+''', "It averages the padding too: `jnp.nonzero(..., size=...)` pads with index 0", "shapes"),
     ],
     "masked_sequence_sum": [
         ('''
@@ -60,6 +60,10 @@ def first_k_positive(x, k):
 def first_k_positive(x, k):
     return jnp.nonzero(x >= 0, size=k, fill_value=-1)[0]  # counts zeros as positive
 ''', "It counts zeros as positive", "dynamic_shapes"),
+        ('''
+def first_k_positive(x, k):
+    return jnp.where(x > 0, jnp.arange(x.shape[0]), -1)  # a fixed shape, but x's length, not k
+''', "returns shape(s) [(5,)], expected one array of shape (2,)", "shapes"),
     ],
     "bucket_length": [
         ('''
@@ -74,5 +78,9 @@ def bucket_length(n):
 def bucket_length(n):
     return max(16, n)  # only short sequences are bucketed
 ''', "bucket_length(17), the smallest bucket that holds 17, is 17, expected 32", "bucketing"),
+        ('''
+def bucket_length(n):
+    return BUCKETS[-1]  # holds every n in one compile, but pads a 1-token sequence to 256
+''', "It holds 1 but is not the smallest bucket that does", "bucketing"),
     ],
 }

@@ -1,0 +1,237 @@
+"""The judge of 05_shapes (trusted: runs in the grader, never in the learner's kernel).
+
+One ``test_<name>(k)`` per graded test cell; ``k`` is an :class:`autograder.judge.Kernel`.
+Fixed shapes are checked on the learner's traced program exported into the judge
+(``k.export`` at abstract shapes: a shape that depends on the data cannot be exported, and the
+exported program's output shape must follow from the input shapes; one exported program per
+input shape, with the data as traced arguments, is one compile for any data of that shape).
+Values are compared judge-side with NumPy references computed here, under ``jax.jit`` in the
+kernel, on inputs drawn from ``k.rng`` (fresh at every grading). ``bucket_length`` is checked
+for every length 1..256; the compile count of the chapter's kernel over those lengths is a
+kernel-side claim, an extra only.
+"""
+import numpy as np
+
+import autograder as ag
+from autograder.judge import LearnerError
+from autograder.shapes import _data_dependent_shape
+from autograder.wire import AsJax, Fixture, Ref, Spec
+
+BUCKETS = (16, 32, 64, 128, 256)
+
+
+def _f32(x):
+    return AsJax(np.asarray(x, np.float32))
+
+
+def _i32(x):
+    return AsJax(np.asarray(x, np.int32))
+
+
+def _fixed_shapes(k, name, specs, out_shape, static_argnames=(), kwargs=None):
+    """Export ``jax.jit(name)`` at ``specs``: every shape must follow from the input shapes, and
+    the output's shape must be ``out_shape``."""
+    try:
+        exported = k.export(name, *specs, static_argnames=static_argnames, **(kwargs or {}))
+    except LearnerError as exc:
+        if _data_dependent_shape(exc):
+            first_line = (str(exc).strip().splitlines() or [""])[0][:200]
+            ag.fail("dynamic_shapes",
+                    f"under jax.jit, {name} asked for a shape that depends on the values of its inputs "
+                    f"({type(exc).__name__}: {first_line}); every shape must follow from the input shapes "
+                    "alone: keep the full shape and mask with `jnp.where`, or use "
+                    "`jnp.nonzero(..., size=..., fill_value=...)`.")
+
+        def again():
+            raise exc
+        return ag.call(again, what=f"jax.jit({name})")
+    shapes = [tuple(a.shape) for a in exported.exported.out_avals]
+    if shapes != [tuple(out_shape)]:
+        ag.fail("shapes", f"under jax.jit, {name} at input shapes {[tuple(s.shape) for s in specs]} returns "
+                          f"shape(s) {shapes}, expected one array of shape {tuple(out_shape)}.")
+    return exported
+
+
+# --------------------------------------------------------------------------- positive_mean
+
+def _positive_mean_reference(x):
+    x = np.asarray(x, np.float64)
+    return x[x > 0].mean() if (x > 0).any() else 0.0
+
+
+def _check_mean(got, x, what):
+    """got against the mean of x's positive entries; the usual mistakes are told which."""
+    x = np.asarray(x, np.float64)
+    try:
+        ag.check_close(got, _positive_mean_reference(x), what=what, idea="shapes")
+    except ag.ExerciseFailure as exc:
+        if np.shape(got) == ():
+            g = float(got)
+            flat = x.ravel()
+            idx = np.concatenate([np.flatnonzero(flat > 0), np.zeros(int(np.sum(flat <= 0)), np.int64)])
+            if np.isclose(g, np.sum(np.where(x > 0, x, 0.0)) / x.size, rtol=1e-4):
+                ag.fail("shapes", f"{exc.detail} It divides by the number of all entries: a masked mean "
+                                  "divides by the number of entries the mask keeps (`jnp.sum(mask)`).")
+            if np.isclose(g, flat[idx].mean(), rtol=1e-4):
+                ag.fail("shapes", f"{exc.detail} It averages the padding too: `jnp.nonzero(..., size=...)` "
+                                  "pads with index 0, a real entry; mask with `jnp.where` and divide by the "
+                                  "number of positive entries.")
+        raise
+
+
+def test_positive_mean(k):
+    positive_mean = k.fn("positive_mean").jitted()
+    # One program per shape: exported with the data traced, a scalar out.
+    _fixed_shapes(k, "positive_mean", [Spec((4,), "float32")], ())
+    _fixed_shapes(k, "positive_mean", [Spec((3, 4), "float32")], ())
+    # Under jit only, and two shapes only: each new shape compiles.
+    for none in (-k.rng.uniform(0.0, 2.0, size=4).astype(np.float32),
+                 -k.rng.uniform(0.1, 2.0, size=(3, 4)).astype(np.float32)):
+        none[0] = 0.0  # a zero is not positive either
+        got = np.asarray(ag.call(positive_mean, _f32(none), what="jax.jit(positive_mean)"))
+        if got.shape != () or not np.isfinite(got) or got != 0.0:
+            ag.fail("shapes", f"jax.jit(positive_mean) on an input with no positive entry returned "
+                              f"{got!r}, expected 0.0 (watch out for 0 / 0).")
+    for trial, shape in enumerate([(4,), (3, 4), (3, 4), (4,)]):
+        x = k.rng.normal(size=shape).astype(np.float32)
+        i, j = k.rng.permutation(x.size)[:2]
+        x.flat[i], x.flat[j] = abs(x.flat[i]) + 0.5, -abs(x.flat[j]) - 0.5  # some positive, some not
+        _check_mean(ag.call(positive_mean, _f32(x), what="jax.jit(positive_mean)"), x,
+                    f"jax.jit(positive_mean)'s result on random input #{trial + 1}")
+
+
+# --------------------------------------------------------------------------- masked_sequence_sum
+
+def _masked_sum_reference(tokens, lengths):
+    tokens = np.asarray(tokens, np.float64)
+    return np.array([tokens[i, :int(n)].sum() for i, n in enumerate(lengths)])
+
+
+def _check_sums(got, tokens, lengths, what):
+    """got against the masked sums; the usual masking mistakes are told which."""
+    try:
+        ag.check_close(got, _masked_sum_reference(tokens, lengths), what=what, idea="shapes")
+    except ag.ExerciseFailure as exc:
+        t, n = np.asarray(tokens, np.float64), np.asarray(lengths)
+        g = np.asarray(got, np.float64) if np.shape(got) == n.shape else None
+        pos = np.arange(t.shape[1])[None, :]
+
+        def close(want):
+            return g is not None and np.allclose(g, want, rtol=1e-4, atol=1e-4)
+
+        if g is not None and np.any(n == 0) and not np.allclose(g[n == 0], 0.0):
+            ag.fail("shapes", f"{exc.detail} A row of length 0 must sum to 0.")
+        if close(np.sum(np.where(pos <= n[:, None], t, 0.0), axis=1)):
+            ag.fail("shapes", f"{exc.detail} It also sums position lengths[i], the first padding entry: "
+                              "keep the positions with `position < length`.")
+        if close(t.sum(axis=1)):
+            ag.fail("shapes", f"{exc.detail} It sums the padding too: mask the positions at or beyond "
+                              "each row's length.")
+        raise
+
+
+def _padded(rng, batch, max_len, lengths):
+    tokens = rng.normal(size=(batch, max_len)).astype(np.float32)
+    tokens += 5.0 * (np.arange(max_len) >= np.asarray(lengths)[:, None])  # odd padding values
+    return tokens, np.asarray(lengths, np.int32)
+
+
+def test_masked_sequence_sum(k):
+    masked_sum = k.fn("masked_sequence_sum").jitted()
+    # One program per shape: exported with tokens and lengths traced, one sum per row out.
+    _fixed_shapes(k, "masked_sequence_sum", [Spec((2, 4), "float32"), Spec((2,), "int32")], (2,))
+    _fixed_shapes(k, "masked_sequence_sum", [Spec((3, 8), "float32"), Spec((3,), "int32")], (3,))
+    # First every row with some padding (no empty row), then empty and full rows.
+    tokens, lengths = _padded(k.rng, 2, 4, k.rng.integers(1, 3, size=2))  # 2 or 3 padding entries
+    _check_sums(ag.call(masked_sum, _f32(tokens), _i32(lengths), what="jax.jit(masked_sequence_sum)"),
+                tokens, lengths, f"jax.jit(masked_sequence_sum) with lengths {lengths.tolist()}")
+    # Under jit only, and two shapes only: each new shape compiles.
+    for trial, (batch, max_len) in enumerate([(2, 4), (3, 8), (3, 8), (2, 4)]):
+        lengths = k.rng.integers(0, max_len + 1, size=batch)
+        lengths[0], lengths[-1] = 0, max_len  # an empty row and a full one
+        tokens, lengths = _padded(k.rng, batch, max_len, lengths)
+        _check_sums(ag.call(masked_sum, _f32(tokens), _i32(lengths), what="jax.jit(masked_sequence_sum)"),
+                    tokens, lengths, f"jax.jit(masked_sequence_sum)'s result on random input #{trial + 1}")
+
+
+# --------------------------------------------------------------------------- first_k_positive
+
+def _first_k_reference(x, k):
+    idx = np.flatnonzero(np.asarray(x) > 0)[:k]
+    return np.concatenate([idx, -np.ones(k - len(idx), np.int64)]).astype(np.int32)
+
+
+def _check_first(got, x, k, what):
+    """got against the reference; padding with another value, or counting zeros, is told so."""
+    want = _first_k_reference(x, k)
+    try:
+        ag.check_close(got, want, what=what, idea="dynamic_shapes")
+    except ag.ExerciseFailure as exc:
+        g = np.asarray(got) if np.shape(got) == want.shape else None
+        if g is not None and np.any(want < 0) and np.array_equal(g[want >= 0], want[want >= 0]):
+            ag.fail("dynamic_shapes", f"{exc.detail} It pads with {g[want < 0][0]!r} where there are fewer than "
+                                      "k positive entries; pad with -1 (`fill_value=-1`), never a valid index.")
+        if g is not None and np.array_equal(g, _first_k_reference(np.asarray(x) + (np.asarray(x) == 0), k)):
+            ag.fail("dynamic_shapes", f"{exc.detail} It counts zeros as positive: keep the entries `> 0`.")
+        raise
+
+
+def test_first_k_positive(k):
+    first_k = k.fn("first_k_positive", static_argnames=("k",)).jitted()
+    # One program per k: exported with the data traced, k indices out.
+    for kk in (2, 4):
+        _fixed_shapes(k, "first_k_positive", [Spec((5,), "float32")], (kk,), static_argnames=("k",), kwargs={"k": kk})
+    # Under jit only, at one shape and the two k above: each new shape or k compiles again.
+    neg = -k.rng.uniform(0.5, 3.0, size=5).astype(np.float32)
+    _check_first(ag.call(first_k, _f32(neg), k=4, what="jax.jit(first_k_positive)"), neg, 4,
+                 f"first_k_positive({np.round(neg.astype(np.float64), 3).tolist()}, k=4) (no positive entry)")
+    for trial in range(6):
+        x = k.rng.integers(-3, 4, size=5).astype(np.float32)
+        if trial == 0:  # a zero before a positive entry, and fewer positive entries than k
+            x = k.rng.integers(-3, 1, size=5).astype(np.float32)
+            x[int(k.rng.integers(0, 3))] = 0.0
+            x[int(k.rng.integers(3, 5))] = float(k.rng.integers(1, 4))
+        kk = 4 if trial == 0 else int(k.rng.choice([2, 4]))  # fewer or more positive entries than k
+        _check_first(ag.call(first_k, _f32(x), k=kk, what="jax.jit(first_k_positive)"), x, kk,
+                     f"first_k_positive({x.tolist()}, k={kk})")
+
+
+# --------------------------------------------------------------------------- bucket_length
+
+def _bucket_reference(n):
+    return min(b for b in BUCKETS if b >= n)
+
+
+def test_bucket_length(k):
+    # Every length in one request (the fixture calls bucket_length once per n in the kernel);
+    # if some n raised, one request per n, so that the feedback names the first n that fails.
+    try:
+        got = k.call(Fixture("call_each"), Ref("bucket_length"), [(n,) for n in range(1, 257)])
+    except LearnerError:
+        got = None
+    if not isinstance(got, list) or len(got) != 256:
+        bucket_length = k.fn("bucket_length")
+        got = (ag.call(bucket_length, n, what=f"bucket_length({n})") for n in range(1, 257))
+    lengths = {}
+    for n, b in zip(range(1, 257), got):
+        try:
+            ag.check_equal(b, _bucket_reference(n), what=f"bucket_length({n}), the smallest bucket that holds {n},",
+                           idea="bucketing")
+        except ag.ExerciseFailure as exc:
+            if isinstance(b, (int, np.integer)) and int(b) in BUCKETS and int(b) >= n:
+                ag.fail("bucketing", f"{exc.detail} It holds {n} but is not the smallest bucket that does: "
+                                     "every extra padded position is wasted work.")
+            raise
+        lengths[n] = int(b)
+    # The chapter's kernel over lengths from 1 to 256 (every bucket's edges and random ones),
+    # padded here to the learner's buckets: at most 5 compiles (a kernel-side claim, an extra:
+    # the values above already fix the shapes).
+    ns = sorted({1, 16, 17, 32, 33, 64, 65, 128, 129, 256} | {int(n) for n in k.rng.integers(1, 257, size=22)})
+    calls = []
+    for n in ns:
+        tokens = np.zeros(lengths[n], np.float32)
+        tokens[:n] = k.rng.normal(size=n)
+        calls.append(((Ref("kernel"), tokens, np.arange(lengths[n]) < n), {}))
+    k.claim("check_compiles_at_most", Fixture("jit_call"), calls, 5,
+            what=f"jax.jit(kernel) over {len(ns)} lengths from 1 to 256",
+            why="Pad every length to one of a few buckets.")
