@@ -155,10 +155,12 @@ def kernel_limits(cpu_seconds: int, box: Sandbox | None = None):
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         if contained:
             resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
-            if cgroup:
+            try:
+                if not cgroup:
+                    raise OSError("no memory cgroup")
                 with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
                     f.write(str(os.getpid()))
-            else:
+            except OSError:  # never without a memory limit
                 resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
     return apply
 
@@ -251,6 +253,8 @@ def memory_cgroup(uid: int) -> tuple[str | None, str]:
     """A new memory cgroup (v1, or v2 with the memory controller) below the grader's own, limited
     to ``AUTOGRADER_MEMORY_MB``; returns (its folder or None, how memory is limited)."""
     mb = memory_limit_mb()
+    if os.environ.get("AUTOGRADER_MEMORY_CGROUP", "").lower() in ("0", "off", "no", "false"):
+        return None, f"memory limit {mb} MiB per process (RLIMIT_DATA: memory cgroups turned off)"
     name = f"autograder-{uid}-{os.getpid()}"
     limit = str(mb << 20)
     v1 = Path("/sys/fs/cgroup/memory")

@@ -307,10 +307,11 @@ def crashes(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("crashes")
     right = _solution(A, "primitive_names")
     nbs = {"good1": _notebook(tmp / "good1" / A / f"{A}.ipynb", solution_notebook(A)),
-           "hog": _notebook(tmp / "hog" / A / f"{A}.ipynb", released_notebook(A), _HOG,
-                            {"primitive_names": right}),
-           "bomb": _notebook(tmp / "bomb" / A / f"{A}.ipynb", released_notebook(A), _BOMB,
-                             {"primitive_names": right}),
+           # the answers are right, but come after the hog (the bomb) in the same cell
+           "hog": _notebook(tmp / "hog" / A / f"{A}.ipynb", released_notebook(A), None,
+                            {"primitive_names": _HOG + right}),
+           "bomb": _notebook(tmp / "bomb" / A / f"{A}.ipynb", released_notebook(A), None,
+                             {"primitive_names": _BOMB + right}),
            "kill_parent": _notebook(tmp / "kp" / A / f"{A}.ipynb", released_notebook(A), _KILL_PARENT),
            "kill_all": _notebook(tmp / "ka" / A / f"{A}.ipynb", released_notebook(A), _KILL_ALL),
            "kill_group": _notebook(tmp / "kg" / A / f"{A}.ipynb", released_notebook(A), _KILL_GROUP),
@@ -337,14 +338,35 @@ def test_crashing_submissions_change_no_other_grade(crashes):
     assert not crashes["left"], f"processes of sandbox uids outlived the batch: {crashes['left']}"
 
 
+@pytest.fixture(scope="module")
+def rlimit_batch(tmp_path_factory):
+    """Where no memory cgroup can be made: a correct notebook (JAX under RLIMIT_DATA) and a hog."""
+    tmp = tmp_path_factory.mktemp("rlimit")
+    nbs = [_notebook(tmp / "good" / A / f"{A}.ipynb", solution_notebook(A)),
+           _notebook(tmp / "hog" / A / f"{A}.ipynb", released_notebook(A), None,
+                     {"primitive_names": _HOG + _solution(A, "primitive_names")})]
+    results, stderr, code = _grade(nbs, "--jobs", "2",
+                                   env={"AUTOGRADER_MEMORY_MB": "2048", "AUTOGRADER_MEMORY_CGROUP": "off"})
+    return dict(zip(["good", "hog"], results))
+
+
+MEMORY = [("cgroup", "crashes", "memory limit 1024 MiB (a memory cgroup"),
+          ("rlimit", "rlimit_batch", "memory limit 2048 MiB per process (RLIMIT_DATA")]
+
+
 @needs_root
-def test_a_memory_hog_is_stopped_and_loses_only_its_grade(crashes):
-    hog = crashes["results"]["hog"]
-    assert "memory limit 1024 MiB" in hog["containment_reason"], hog
+@pytest.mark.parametrize("how,batch,reason", MEMORY, ids=[m[0] for m in MEMORY])
+def test_a_memory_hog_is_stopped_and_loses_only_its_grade(request, how, batch, reason):
+    results = request.getfixturevalue(batch)
+    results = results["results"] if "results" in results else results
+    hog = results["hog"]
+    assert reason in hog["containment_reason"], hog
     passed = {t["exercise"]: t["passed"] for t in hog["tests"]}
     # its answer is right, but defined only after the 4 GiB it never got
     assert passed["primitive_names"] is False, hog
     assert hog["score"] == 0.0
+    good = results.get("good") or results["good1"]
+    assert good["score"] == good["max_score"] == 4.0 and reason in good["containment_reason"], good
 
 
 @needs_root
