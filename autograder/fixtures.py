@@ -182,10 +182,12 @@ def shard_rows_on(f, x, order):
     return _described(f(x, mesh), mesh)
 
 
-def explicit_matmul_on(f, x, w, jit):
+def explicit_matmul_on(f, x, w, jit, exported=False):
     """Under ``jax.set_mesh`` of the 2-D explicit mesh ``("data", "model")`` of 8 devices:
     ``x`` placed as P("data", "model"), ``w`` as P("model", None), then ``f(x, w)`` (or
-    ``jax.jit(f)(x, w)``). Also returns the sharding spec in the output's type."""
+    ``jax.jit(f)(x, w)``). Also returns the sharding spec in the output's type, and with
+    ``exported`` the ``jax.export`` of ``jax.jit(f)`` at those arguments (base64), which the judge
+    runs on its own explicit mesh."""
     import jax
     from jax.sharding import NamedSharding, PartitionSpec as P
 
@@ -196,7 +198,10 @@ def explicit_matmul_on(f, x, w, jit):
         xs = jax.device_put(x, NamedSharding(mesh, P("data", "model")))
         ws = jax.device_put(w, NamedSharding(mesh, P("model", None)))
         out = (jax.jit(f) if jit else f)(xs, ws)
+        blob = _export_cpu(jax.jit(f), xs, ws) if exported else None
     result = _described(out, mesh)
+    if blob is not None:
+        result["exported"] = blob
     aval = jax.typeof(out) if isinstance(out, jax.Array) else None
     spec = getattr(getattr(aval, "sharding", None), "spec", None)
     result["type_spec"] = None if spec is None else [list(p) if isinstance(p, tuple) else p for p in spec]
@@ -210,8 +215,6 @@ def global_mean_on(f, x, jit, exported):
     ``"data"`` mesh of 8 devices; with ``exported``, also ``jax.export`` of
     ``jax.jit(lambda a: f(a, mesh))`` at that ``x`` (base64 of the serialized module), for the
     judge to read (``shard_map``, collectives) and run on its own devices."""
-    import base64
-
     import jax
     from jax.sharding import NamedSharding, PartitionSpec as P
 
@@ -220,15 +223,22 @@ def global_mean_on(f, x, jit, exported):
     out = jax.jit(lambda a: f(a, mesh))(xs) if jit else f(xs, mesh)
     result = {"out": out}
     if exported:
-        from jax import export
-
-        from .agent import reset_config
-
-        reset_config()
-        # lowered for CPU, where the judge runs it, whatever devices the kernel's mesh has
-        exp = export.export(jax.jit(lambda a: f(a, mesh)), platforms=("cpu",))(xs)
-        result["exported"] = base64.b64encode(bytes(exp.serialize())).decode("ascii")
+        result["exported"] = _export_cpu(jax.jit(lambda a: f(a, mesh)), xs)
     return result
+
+
+def _export_cpu(jitted, *args) -> str:
+    """``jax.export`` of ``jitted`` at ``args``, lowered for CPU (where the judge runs it,
+    whatever devices the kernel's mesh has), as base64 of the serialized module."""
+    import base64
+
+    from jax import export
+
+    from .agent import reset_config
+
+    reset_config()
+    exp = export.export(jitted, platforms=("cpu",))(*args)
+    return base64.b64encode(bytes(exp.serialize())).decode("ascii")
 
 
 def keys_equal(f, xs):

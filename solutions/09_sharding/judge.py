@@ -7,8 +7,12 @@ build those objects, call the learner's function and return data: the output's v
 its pieces live (device ids and index ranges), the spec in its type. Placements and values are
 checked here against references computed here, on inputs drawn from ``k.rng``.
 
-``global_mean``'s traced program comes out of the kernel through ``jax.export``: the judge
-reads it (a ``shard_map``, a collective) and runs it on its own devices on new values.
+``global_mean``'s and ``jax.jit(explicit_matmul)``'s traced programs also come out of the
+kernel through ``jax.export``: the judge reads the first (a ``shard_map``, a collective) and
+runs both on its own devices on new values (the second on its own explicit mesh: the
+sharding in the output's type is seen here). Where an output's placement is known only from
+the kernel's data (``shard_rows``'s ``device_put``, the eager ``explicit_matmul``), it is a
+kernel observation beside values checked here.
 Kernel-side observations used: the pairwise equality of ``signature_key``'s keys, which are
 arbitrary hashable objects and so are compared in the kernel (they are the answer itself, as
 data). The truth for ``signature_key`` is decided here: fresh jitted functions called in this
@@ -145,36 +149,77 @@ def test_shard_rows(k):
 
 # --------------------------------------------------------------------------- explicit_matmul
 
-def _check_matmul(k, rows, inner, cols, jit, what):
+_HINT = (" Under explicit axes the output's sharding is part of its type: ask for it with "
+         "`out_sharding=P('data', None)`.")
+
+
+def _padded(spec, ndim):
+    return [tuple(e) if isinstance(e, (list, tuple)) and len(e) != 1 else
+            (e[0] if isinstance(e, (list, tuple)) else e) for e in list(spec) + [None] * (ndim - len(spec))]
+
+
+def _check_type_spec(spec, type_text, ndim, what):
+    if spec is None:
+        ag.fail("explicit_sharding", f"{what} has no sharding in its type ({type_text}); with explicit "
+                                     "axes the sharding is part of the array type." + _HINT)
+    if _padded(spec, ndim) != ["data", None]:
+        ag.fail("explicit_sharding", f"{what} has type {type_text}, whose sharding is "
+                                     f"{_spec_text([list(e) if isinstance(e, tuple) else e for e in spec])}, "
+                                     "expected P('data', None)." + _HINT)
+
+
+def _check_matmul(k, rows, inner, cols, jit, what, exported=False):
     d, m = 2, DEVICES // 2  # mesh_shape(8, 2)
     xh = k.rng.normal(size=(rows * d, inner * m)).astype(np.float32)
     wh = k.rng.normal(size=(inner * m, cols)).astype(np.float32)
-    res = _fixture(k, "explicit_matmul_on", Ref("explicit_matmul"), xh, wh, jit, what=what)
+    res = _fixture(k, "explicit_matmul_on", Ref("explicit_matmul"), xh, wh, jit, exported, what=what)
     out = res["out"]
     _is_array(out, what, "explicit_sharding")
-    hint = " Under explicit axes the output's sharding is part of its type: ask for it with `out_sharding=P('data', None)`."
-    spec = res.get("type_spec")
-    if spec is None:
-        ag.fail("explicit_sharding", f"{what} has no sharding in its type ({res.get('type')}); with explicit "
-                                     "axes the sharding is part of the array type." + hint)
-    padded = [tuple(e) if isinstance(e, list) and len(e) != 1 else (e[0] if isinstance(e, list) else e)
-              for e in list(spec) + [None] * (np.ndim(out) - len(spec))]
-    if padded != ["data", None]:
-        ag.fail("explicit_sharding", f"{what} has type {res.get('type')}, whose sharding is {_spec_text(spec)}, "
-                                     "expected P('data', None)." + hint)
+    _check_type_spec(res.get("type_spec"), res.get("type"), np.ndim(out), what)
     grid = np.asarray(res["mesh"]).reshape(res["mesh_shape"]).tolist()
     if not _same_placement(res["placement"], _rows_placement(np.shape(out), grid)):
         ag.fail("explicit_sharding", f"{what} is placed as {_placed_as(out)}, expected "
-                                     "NamedSharding(P('data', None)) on the mesh it was given." + hint)
+                                     "NamedSharding(P('data', None)) on the mesh it was given." + _HINT)
     ag.check_close(out, (xh.astype(np.float64) @ wh).astype(np.float32), what=what, rtol=1e-4, atol=1e-4,
                    idea="explicit_sharding")
+    if exported:
+        _check_matmul_program(k, _exported(res.get("exported"), "jax.jit(explicit_matmul)"), xh.shape, wh.shape)
+
+
+def _check_matmul_program(k, program, shape_x, shape_w):
+    """The learner's traced program, run here on the judge's own explicit 2 x 4 mesh on new
+    values: the sharding in its output's type and the values, seen in this process."""
+    jax = _judge_devices()
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    from autograder.meshes import make_mesh, mesh_shape
+
+    what = "jax.jit(explicit_matmul)'s program, run by the grader on its own mesh"
+    mesh = make_mesh(mesh_shape(DEVICES, 2), ("data", "model"), "explicit", devices=_judge_cpus(jax))
+    xh = k.rng.normal(size=shape_x).astype(np.float32)
+    wh = k.rng.normal(size=shape_w).astype(np.float32)
+    try:
+        with jax.set_mesh(mesh):
+            out = program.call(jax.device_put(xh, NamedSharding(mesh, P("data", "model"))),
+                               jax.device_put(wh, NamedSharding(mesh, P("model", None))))
+            aval = jax.typeof(out)
+    except Exception as exc:  # noqa: BLE001
+        ag.fail("explicit_sharding", f"{what} failed ({type(exc).__name__}: {str(exc)[:200]}).")
+    spec = getattr(getattr(aval, "sharding", None), "spec", None)
+    _check_type_spec(None if spec is None else tuple(spec), aval.str_short() if hasattr(aval, "str_short")
+                     else str(aval), out.ndim, what)
+    if not out.sharding.is_equivalent_to(NamedSharding(mesh, P("data", None)), out.ndim):
+        ag.fail("explicit_sharding", f"{what} is placed as {out.sharding}, expected NamedSharding(P('data', None))."
+                + _HINT)
+    ag.check_close(np.asarray(out), (xh.astype(np.float64) @ wh).astype(np.float32), what=what, rtol=1e-4,
+                   atol=1e-4, idea="explicit_sharding")
 
 
 def test_explicit_matmul(k):
     r = k.rng
     _check_matmul(k, 4, 4, 4, False, "explicit_matmul(x, w)")
     _check_matmul(k, int(r.integers(2, 6)), int(r.integers(2, 6)), int(r.integers(3, 9)), True,
-                  "jax.jit(explicit_matmul)(x, w)")
+                  "jax.jit(explicit_matmul)(x, w)", exported=True)
     _check_matmul(k, int(r.integers(6, 10)), int(r.integers(6, 10)), int(r.integers(9, 14)), False,
                   "explicit_matmul(x, w)")
 
@@ -249,13 +294,17 @@ def _check_mean_value(got, mean, what):
     ag.check_close(got, np.float32(mean), what=what, rtol=1e-5, atol=1e-4, idea="shard_map")
 
 
-def _judge_mesh(jax):
-    from autograder.meshes import make_mesh
-
+def _judge_cpus(jax):
     cpus = jax.devices("cpu")
     if len(cpus) < DEVICES:
         raise RuntimeError(f"the grader's process has {len(cpus)} CPU devices, the judge needs {DEVICES}")
-    return make_mesh((DEVICES,), ("data",), "auto", devices=list(cpus[:DEVICES]))
+    return list(cpus[:DEVICES])
+
+
+def _judge_mesh(jax):
+    from autograder.meshes import make_mesh
+
+    return make_mesh((DEVICES,), ("data",), "auto", devices=_judge_cpus(jax))
 
 
 def test_global_mean(k):
