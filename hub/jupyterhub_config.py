@@ -52,8 +52,22 @@ def _set_env(spawner, **values):
 
 if course["mode"] == "alone":
     user = workshop.alone_user()
-    c.JupyterHub.spawner_class = "simple"  # SimpleLocalProcessSpawner: servers run as the hub's user
-    c.SimpleLocalProcessSpawner.home_dir_template = str(workshop.REPO)  # also the server's cwd
+    from jupyterhub.spawner import SimpleLocalProcessSpawner
+
+    class AloneSpawner(SimpleLocalProcessSpawner):
+        """Servers run as the hub's user, from the checkout (nbgrader reads its config from the
+        cwd), with a HOME of their own in the hub's state: Jupyter, npm and pip write there,
+        never into the checkout."""
+
+        def user_env(self, env):
+            env = super().user_env(env)
+            home = p["state"] / "home" / self.user.name
+            home.mkdir(parents=True, exist_ok=True)
+            env["HOME"] = str(home)
+            return env
+
+    c.JupyterHub.spawner_class = AloneSpawner
+    c.SimpleLocalProcessSpawner.home_dir_template = str(workshop.REPO)  # the server's cwd
     c.JupyterHub.authenticator_class = "dummy"
     c.DummyAuthenticator.password = (p["private"] / "password").read_text().strip()
     c.Authenticator.allowed_users = {user}

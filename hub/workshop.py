@@ -299,8 +299,8 @@ def serve() -> None:
 def release_feedback(assignment: str) -> None:
     """After `make autograde`: the project's feedback pages, then nbgrader's release_feedback.
 
-    nbgrader releases a page only beside the submission's timestamp.txt and submission_secret.txt
-    (its own generate_feedback copies them); our feedback pages get the same two files."""
+    nbgrader releases a page only beside the submission's timestamp.txt and submission_secret.txt;
+    `autograder feedback` copies both beside every page it writes."""
     sys.path.insert(0, str(REPO))
     from autograder.instructor import Course
 
@@ -321,9 +321,6 @@ def release_feedback(assignment: str) -> None:
             print(f"release-feedback: {folder.parent.name} has no feedback page (not autograded?)",
                   file=sys.stderr)
             continue
-        for name in ("timestamp.txt", "submission_secret.txt"):
-            if (folder / name).exists():
-                shutil.copyfile(folder / name, page.parent / name)
         released += 1
     nbgrader = Path(python).parent / "nbgrader"
     subprocess.run([str(nbgrader), "release_feedback", assignment], check=True, cwd=REPO)

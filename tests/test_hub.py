@@ -474,6 +474,10 @@ def test_release_fetch_submit_collect_autograde_feedback(released):
     assert (course_state / "gradebook").stat().st_mode & 0o007 == 0, "others may enter the gradebook folder"
 
 
+_PRESENT_BEFORE = {name for name in (".jupyter", ".local", ".npm", ".cache", ".ipython")
+                   if (ROOT / name).exists()}
+
+
 def test_alone_the_current_user_logs_in_with_the_printed_password_and_gets_the_course(tmp_path):
     """The committed course file: no system users, SimpleLocalProcessSpawner, the current user."""
     user = getpass.getuser()
@@ -502,3 +506,9 @@ def test_alone_the_current_user_logs_in_with_the_printed_password_and_gets_the_c
         assert assignments[ASSIGNMENT]["release_path"] == f"exercises/{ASSIGNMENT}", assignments
         listed = hub.user(user, "GET", f"api/contents/solutions/{ASSIGNMENT}")
         assert f"{ASSIGNMENT}.ipynb" in {c["name"] for c in listed["content"]}, "not the checkout"
+        # the server runs from the checkout, but its HOME (Jupyter's, npm's, pip's files) is elsewhere
+        home = hub.user(user, "GET", "api/kernelspecs")  # any request: the server is up and has run
+        assert home
+        written = [name for name in (".jupyter", ".local", ".npm", ".cache", ".ipython")
+                   if (ROOT / name).exists() and name not in _PRESENT_BEFORE]
+        assert not written, f"the alone server wrote {written} into the checkout (HOME is the checkout?)"
