@@ -15,6 +15,7 @@ import os
 import sys
 from pathlib import Path
 from .grading import NAMESPACE, NONE, PROCESS_GROUP, Result, failed_result, grade_notebook
+from .sandbox import check_once
 
 
 def default_workers(n_jobs: int) -> int:
@@ -71,7 +72,8 @@ def grade_many(paths, *, workers: int | None = None, progress: bool = False, per
     workers = workers or default_workers(len(jobs))
     results: list[Result | None] = [None] * len(jobs)
     bar = _progress(len(jobs)) if progress else None
-    _warm()  # before the processes fork: nbgrader's import is paid once
+    _warm()  # before the processes fork: nbgrader's import is paid once, and so is
+    check_once(grade_kwargs.get("root"))  # the sandbox's probe
     ctx = multiprocessing.get_context("fork")
     queue = list(range(len(jobs)))
     attempts = [0] * len(jobs)
