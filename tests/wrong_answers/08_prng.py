@@ -26,7 +26,7 @@ def dropout(key, x, rate):
 def dropout(key, x, rate):
     keep = jax.random.bernoulli(key, rate, x.shape)  # keeps with probability `rate`
     return jnp.where(keep, x / (1.0 - rate), 0.0)
-''', "dropout kept 0.299 of the entries; each entry must be kept with probability 1 - rate", "numerics"),
+''', "each entry must be kept with probability 1 - rate = 0.", "numerics"),
     ],
     "init_mlp": [
         ('''
@@ -36,13 +36,13 @@ def init_mlp(key, sizes):
         w = jax.random.normal(key, (m, n)) / jnp.sqrt(m)
         params.append({"w": w, "b": jnp.zeros((n,))})
     return params
-''', "init_mlp(key, (8, 16, 16, 16)) consumed the same key more than once", "key_reuse"),
+''', "consumed the same key more than once", "key_reuse"),
         ('''
 def init_mlp(key, sizes):
     # a key per layer *shape*: same-shaped layers still get the same key
     return [{"w": jax.random.normal(jax.random.fold_in(key, m * 1000 + n), (m, n)) / jnp.sqrt(m),
              "b": jnp.zeros((n,))} for m, n in zip(sizes[:-1], sizes[1:])]
-''', "layers 1 and 2 of init_mlp(key, (8, 16, 16, 16)) got identical (or strongly correlated) weights", "prng"),
+''', "got identical (or strongly correlated) weights", "prng"),
         ('''
 def init_mlp(key, sizes):
     params = []
@@ -57,18 +57,24 @@ def init_mlp(key, sizes):
     keys = jax.random.split(key, len(sizes) - 1)
     return [{"w": jax.random.normal(k, (m, n)) / m, "b": jnp.zeros((n,))}  # 1 / fan_in, not 1 / sqrt
             for k, m, n in zip(keys, sizes[:-1], sizes[1:])]
-''', "standard deviation 0.1260, expected 0 and 1 / sqrt(8) = 0.3536", "numerics"),
+''', "The weights look scaled by 1 / fan_in", "numerics"),
+        ('''
+def init_mlp(key, sizes):
+    keys = jax.random.split(key, len(sizes) - 1)
+    return [{"w": jax.random.normal(k, (m, n)) / jnp.sqrt(n), "b": jnp.zeros((n,))}  # fan_out, not fan_in
+            for k, m, n in zip(keys, sizes[:-1], sizes[1:])]
+''', "The weights look scaled by 1 / sqrt(fan_out)", "numerics"),
     ],
     "noisy_batch": [
         ('''
 def noisy_batch(key, x):
     return x + jax.random.normal(key, x.shape, x.dtype)
-''', "the noise of the first 7 rows changed when the batch was cut from 12 to 7 rows", "per_example_keys"),
+''', "rows changed when the batch was cut from", "per_example_keys"),
         ('''
 def noisy_batch(key, x):
     keys = jax.random.split(key, x.shape[0])  # row i's key depends on the batch size
     return jax.vmap(lambda k, row: row + jax.random.normal(k, row.shape, row.dtype))(keys, x)
-''', "changed when the batch was cut from 12 to 7 rows (jax_threefry_partitionable=False)", "per_example_keys"),
+''', "rows (jax_threefry_partitionable=False)", "per_example_keys"),
         ('''
 def noisy_batch(key, x):
     return jax.vmap(lambda row: row + jax.random.normal(key, row.shape, row.dtype))(x)  # one key for all rows

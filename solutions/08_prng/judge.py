@@ -1,0 +1,244 @@
+"""The judge of 08_prng (trusted: runs in the grader, never in the learner's kernel).
+
+One ``test_<name>(k)`` per graded test cell; ``k`` is an :class:`autograder.judge.Kernel`.
+Keys are sent as typed keys made from fresh seeds (``Key``); everything the exercises promise
+is checked here from the returned values: the same key gives the same numbers, different keys
+different ones, dropout's kept entries are scaled and its keep fraction is 1 - rate, init_mlp's
+shapes, zero biases and per-layer scale, noisy_batch's rows keep their noise when the batch is
+cut. Statistical checks use bounds that fail a correct answer with probability below 1e-11
+each (Hoeffding for a fraction, Laurent-Massart for a chi-square, a Gaussian tail for a mean),
+since the inputs are fresh at every grading. Kernel-side claims: JAX's key-reuse checker only
+(the kernel alone sees a key consumed twice); init_mlp's key reuse also has an outside symptom,
+same-shaped layers with the same numbers, checked here.
+"""
+import numpy as np
+
+import autograder as ag
+from autograder.wire import AsJax, Fixture, Key, Ref
+
+_TAIL = float(np.log(1e11))  # each statistical bound fails a correct answer with p < 1e-11
+
+
+def _f32(x):
+    return AsJax(np.asarray(x, np.float32))
+
+
+def _seeds(k, n):
+    """``n`` distinct fresh seeds (below 2**31: ``jax.random.key`` keeps 32 bits)."""
+    seeds = []
+    while len(seeds) < n:
+        s = int(k.rng.integers(0, 2**31 - 1))
+        if s not in seeds:
+            seeds.append(s)
+    return seeds
+
+
+def _rms_bounds(n):
+    """(low, high) for sqrt(mean(z**2)) / sigma of ``n`` independent N(0, sigma**2) draws:
+    Laurent-Massart, each side exceeded with probability < exp(-_TAIL)."""
+    r = np.sqrt(_TAIL / n)
+    return float(np.sqrt(max(1.0 - 2.0 * r, 0.0))), float(np.sqrt(1.0 + 2.0 * r + 2.0 * _TAIL / n))
+
+
+def _mean_bound(n):
+    """|mean| / sigma of ``n`` independent N(0, sigma**2) draws stays below this (p < 2 exp(-_TAIL))."""
+    return float(np.sqrt(2.0 * _TAIL / n))
+
+
+# --------------------------------------------------------------------------- dropout
+
+def _dropout_mask(drop, seed, x, rate):
+    """The keep-mask of jax.jit(dropout)(key(seed), x, rate), its kept entries checked."""
+    what = f"jax.jit(dropout)(key, x, {rate})"
+    out = np.asarray(ag.call(drop, Key(seed), _f32(x), rate, what=what))
+    if out.shape != x.shape:
+        ag.fail("numerics", f"{what} has shape {out.shape}, expected the shape of x, {x.shape}.")
+    kept = out != 0  # x has no zeros: a zero in the output means "dropped"
+    ag.check_close(np.where(kept, out, 0.0), np.where(kept, x.astype(np.float64) / (1.0 - rate), 0.0),
+                   what=f"{what}: the kept entries (each must be x / (1 - rate))")
+    return kept
+
+
+def test_dropout(k):
+    drop = k.fn("dropout").jitted(static_argnums=(2,))
+    rate = round(float(k.rng.uniform(0.2, 0.45)), 2)  # keep probability 0.55 .. 0.8
+    shape = (128, 64)
+    x = (k.rng.uniform(0.5, 2.0, shape) * k.rng.choice([-1.0, 1.0], shape)).astype(np.float32)
+    seeds = _seeds(k, 5)
+    m0 = _dropout_mask(drop, seeds[0], x, rate)
+    if not np.array_equal(m0, _dropout_mask(drop, seeds[0], x, rate)):
+        ag.fail("prng", "the same key gave two different masks: the randomness must come from `key` "
+                        "alone, so that the same key gives the same numbers.")
+    masks = [m0] + [_dropout_mask(drop, s, x, rate) for s in seeds[1:]]
+    if np.array_equal(masks[0], masks[1]):
+        ag.fail("prng", "two different keys gave the same mask under jax.jit: draw the mask from `key` "
+                        "with `jax.random`; a mask drawn while tracing is a constant of the compiled program.")
+    for i in range(len(masks)):
+        for j in range(i):
+            if np.array_equal(masks[i], masks[j]):
+                ag.fail("prng", "two different keys gave the same mask: the mask must be drawn from `key`.")
+    # Every entry gets its own draw: rows and columns do not share one pattern (for a correct
+    # answer, two rows of 64 entries agree with probability < 0.68**64).
+    for axis, name in ((0, "row"), (1, "column")):
+        lines = np.moveaxis(masks[0], axis, 0)
+        if sum(np.array_equal(lines[0], line) for line in lines[1:]) > 2:
+            ag.fail("prng", f"every {name} of the output got the same dropout pattern: draw one "
+                            "independent keep/drop decision per entry (a mask of shape `x.shape`).")
+    # The keep fraction, pooled over the masks, against 1 - rate (Hoeffding's bound).
+    n = sum(m.size for m in masks)
+    frac = float(np.mean([m.mean() for m in masks]))
+    slack = float(np.sqrt((_TAIL + np.log(2.0)) / (2.0 * n)))
+    if abs(frac - (1.0 - rate)) > slack:
+        ag.fail("numerics", f"with rate={rate} dropout kept {frac:.3f} of the entries (over {n} entries); "
+                            f"each entry must be kept with probability 1 - rate = {1.0 - rate:.2f}.")
+    # No key consumed twice (JAX's key-reuse checker, kernel-side), under jit.
+    k.claim("check_no_key_reuse", Fixture("jit_static"), (Ref("dropout"), ["rate"], Key(seeds[1]), _f32(x), rate),
+            jit=False, what=f"jax.jit(dropout)(key, x, {rate})")
+
+
+# --------------------------------------------------------------------------- init_mlp
+
+def _layers(init, seed, sizes):
+    """The weights of init_mlp(key(seed), sizes) as float64 arrays, structure, shapes and zero
+    biases checked."""
+    what = f"init_mlp(key, {sizes})"
+    params = ag.call(init, Key(seed), sizes, what=what)
+    if not isinstance(params, (list, tuple)) or len(params) != len(sizes) - 1:
+        ag.fail("numerics", f"{what} must be a list of {len(sizes) - 1} layer dicts, got "
+                            f"{type(params).__name__} of length {len(params) if hasattr(params, '__len__') else '?'}.")
+    for i, (layer, m, n) in enumerate(zip(params, sizes[:-1], sizes[1:])):
+        if not isinstance(layer, dict) or set(layer) != {"w", "b"}:
+            ag.fail("numerics", f"{what}[{i}] must be a dict with the keys 'w' and 'b'.")
+        if tuple(np.shape(layer["w"])) != (m, n) or tuple(np.shape(layer["b"])) != (n,):
+            ag.fail("numerics", f"{what}[{i}] has w of shape {np.shape(layer['w'])} and b of shape "
+                                f"{np.shape(layer['b'])}, expected {(m, n)} and {(n,)}.")
+        if not np.issubdtype(np.asarray(layer["w"]).dtype, np.floating):
+            ag.fail("numerics", f"{what}[{i}]['w'] has dtype {np.asarray(layer['w']).dtype}; weights are floats.")
+        if np.any(np.asarray(layer["b"]) != 0):
+            ag.fail("numerics", f"{what}[{i}]['b'] must be zeros.")
+    return [np.asarray(layer["w"], np.float64) for layer in params]
+
+
+def _same_numbers(ws, sizes):
+    """The first pair of layers that got the same numbers (scaled back to unit variance, on
+    their common leading entries), or strongly correlated ones when of the same shape."""
+    unit = [w.ravel() * np.sqrt(m) for w, m in zip(ws, sizes[:-1])]
+    for i in range(len(ws)):
+        for j in range(i):
+            n = min(unit[i].size, unit[j].size)
+            a, b = unit[i][:n], unit[j][:n]
+            if np.allclose(a, b, rtol=1e-4, atol=1e-5):
+                return j, i
+            # same shape: >= 576 entries, so |corr| > 0.5 is 12 standard errors for independent draws
+            if ws[i].shape == ws[j].shape and abs(np.corrcoef(a, b)[0, 1]) > 0.5:
+                return j, i
+    return None
+
+
+_SCALE_HINTS = (
+    (lambda m, n: 1.0 / m, "The weights look scaled by 1 / fan_in; the standard deviation is "
+                           "1 / sqrt(fan_in): divide standard normal draws by sqrt(sizes[i])."),
+    (lambda m, n: 1.0, "The weights look unscaled (standard deviation 1): divide standard normal "
+                       "draws by sqrt(sizes[i])."),
+    (lambda m, n: 1.0 / np.sqrt(n), "The weights look scaled by 1 / sqrt(fan_out) (sizes[i + 1]); "
+                                    "the scale comes from the fan-in, sizes[i]."),
+)
+
+
+def test_init_mlp(k):
+    init = k.fn("init_mlp")
+    # Layers 1 and 2 have the same shape. Layer 0's fan_out is >= 2 fan_in, and sqrt(fan_out) is
+    # <= 0.75 fan_in, so a scale by 1 / sqrt(fan_out) or 1 / fan_in there is told apart.
+    m0 = int(k.rng.integers(8, 13))
+    h = int(k.rng.integers(max(24, 2 * m0), 37))
+    sizes = (m0, h, h, h)
+    seeds = _seeds(k, 18)
+    first = _layers(init, seeds[0], sizes)
+    # No key consumed twice (JAX's key-reuse checker, kernel-side).
+    k.claim("check_no_key_reuse", "init_mlp", (Key(seeds[1]), sizes), jit=False, what=f"init_mlp(key, {sizes})")
+    # ... and its outside symptom: layers with the same numbers.
+    same = _same_numbers(first, sizes)
+    if same is not None:
+        ag.fail("prng", f"layers {same[0]} and {same[1]} of init_mlp(key, {sizes}) got identical (or strongly "
+                        "correlated) weights: each layer needs its own key, from `jax.random.split` "
+                        "(or `fold_in` with the layer's index).")
+    # The same key gives the same parameters; another key different ones.
+    if not all(np.array_equal(u, v) for u, v in zip(first, _layers(init, seeds[0], sizes))):
+        ag.fail("prng", "init_mlp gave different parameters for the same key: the randomness must come "
+                        "from `key` alone.")
+    draws = [first] + [_layers(init, s, sizes) for s in seeds[2:]]
+    if any(np.allclose(u, v) for u, v in zip(draws[0], draws[1])):
+        ag.fail("prng", "init_mlp gave the same weights for two different keys: draw them from `key`.")
+    # The scale: per layer, pooled over the keys, standard deviation 1 / sqrt(fan_in) and mean 0.
+    failures = []
+    for i, (m, n) in enumerate(zip(sizes[:-1], sizes[1:])):
+        w = np.concatenate([d[i].ravel() for d in draws])
+        target = 1.0 / np.sqrt(m)
+        low, high = _rms_bounds(w.size)
+        rms, mean = float(np.sqrt(np.mean(w * w))), float(w.mean())
+        if low <= rms / target <= high and abs(mean) <= _mean_bound(w.size) * target:
+            continue
+        text = (f"layer {i} of init_mlp(key, {sizes}) has weights with mean {mean:.4f} and standard "
+                f"deviation {w.std():.4f} (over {len(draws)} keys), expected 0 and 1 / sqrt({m}) = {target:.4f}.")
+        hints = [hint for scale, hint in _SCALE_HINTS if low <= rms / scale(m, n) <= high]
+        failures.append((len(hints) == 1, f"{text} {hints[0]}" if len(hints) == 1 else text))
+    if failures:
+        ag.fail("numerics", next((t for hinted, t in failures if hinted), failures[0][1]))
+
+
+# --------------------------------------------------------------------------- noisy_batch
+
+def _noisy(k, seed, x, partitionable=True):
+    """jax.jit(noisy_batch)(key(seed), x) with `jax_threefry_partitionable` at ``partitionable``."""
+    what = "jax.jit(noisy_batch)"
+    out = ag.call(lambda *a: k.call(Fixture("threefry_jit_call"), Ref("noisy_batch"), partitionable, *a),
+                  Key(seed), _f32(x), what=what)
+    out = np.asarray(out)
+    if out.shape != x.shape:
+        ag.fail("numerics", f"{what} has shape {out.shape}, expected the shape of x, {x.shape}.")
+    return out.astype(np.float64)
+
+
+def test_noisy_batch(k):
+    n, d = int(k.rng.integers(256, 513)), int(k.rng.integers(4, 9))
+    cut = int(k.rng.integers(n // 4, 3 * n // 4))
+    x = k.rng.normal(size=(n, d)).astype(np.float32)
+    s0, s1, s2 = _seeds(k, 3)
+    out = _noisy(k, s0, x)
+    if not np.array_equal(out, _noisy(k, s0, x)):
+        ag.fail("prng", "called twice with the same key, jax.jit(noisy_batch) gave different noise: the "
+                        "randomness must come from `key` alone, not from hidden global state.")
+    other = _noisy(k, s1, x)
+    if np.allclose(out, other):
+        ag.fail("prng", "two different keys gave the same noise under jax.jit: draw it from `key` with "
+                        "`jax.random`; noise drawn while tracing (NumPy's global generator) is a constant "
+                        "of the compiled program.")
+    # A row's noise does not change when rows are cut from (or added to) the end of the batch,
+    # with either setting of jax_threefry_partitionable (split-derived keys differ with it off).
+    for flag in (True, False):
+        full = out if flag else _noisy(k, s0, x, flag)
+        if not np.allclose(_noisy(k, s0, x[:cut], flag), full[:cut], rtol=1e-5, atol=1e-5):
+            ag.fail("per_example_keys",
+                    f"jax.jit(noisy_batch): the noise of the first {cut} rows changed when the batch was cut "
+                    f"from {n} to {cut} rows (jax_threefry_partitionable={flag}). Derive row i's key "
+                    "from `key` and `i` alone, e.g. `jax.random.fold_in(key, i)` under `jax.vmap`, "
+                    "instead of drawing one block whose numbers depend on the batch's shape.")
+    # The noise is independent of the data, different for every row, and standard normal.
+    noise = out - x
+    x2 = k.rng.normal(size=(n, d)).astype(np.float32)
+    if not np.allclose(_noisy(k, s0, x2) - x2, noise, atol=1e-5):
+        ag.fail("per_example_keys", "the noise changed when the values of x changed: row i's noise must "
+                                    "depend only on `key` and `i`, not on the data.")
+    if (any(np.allclose(noise[0], r, atol=1e-5) for r in noise[1:])
+            or any(np.allclose(a, b, atol=1e-5) for a, b in zip(noise[1:], noise[2:]))):
+        ag.fail("per_example_keys", "several rows got exactly the same noise: every row needs its own key "
+                                    "(`jax.random.fold_in(key, i)`), not the same `key` for each row.")
+    pooled = np.concatenate([noise.ravel(), (other - x).ravel(), (_noisy(k, s2, x) - x).ravel()])
+    low, high = _rms_bounds(pooled.size)
+    rms, mean = float(np.sqrt(np.mean(pooled ** 2))), float(pooled.mean())
+    if not (low <= rms <= high and abs(mean) <= _mean_bound(pooled.size)):
+        ag.fail("numerics", f"the noise has mean {mean:.3f} and standard deviation {pooled.std():.3f} "
+                            f"(over {pooled.size} draws); standard normal noise has 0 and 1.")
+    # No key consumed twice (JAX's key-reuse checker, kernel-side), under jit.
+    k.claim("check_no_key_reuse", Fixture("threefry_jit_call"), (Ref("noisy_batch"), True, Key(s1), _f32(x)),
+            jit=False, what="jax.jit(noisy_batch)(key, x)")
