@@ -132,6 +132,24 @@ def is_jitted(f):
     """Whether ``f`` is a jitted function (it has ``lower``)."""
     return bool(callable(getattr(f, "lower", None)))
 
+
+def printed_call(f, *args):
+    """``jit_call(f, *args)`` with what it printed: ``{"value": result, "printed": text}``, the
+    text including ``jax.debug`` callbacks (waited for). The judge reads the numbers in the text
+    itself: the first call of a wrapper traces (a Python ``print`` shows a tracer), later ones
+    run the compiled program only (only a run-time print shows anything)."""
+    import contextlib
+    import io
+
+    import jax
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        out = jit_call(f, *args)
+        jax.block_until_ready(out)
+        jax.effects_barrier()
+    return {"value": out, "printed": buf.getvalue()[-20000:]}
+
 # --------------------------------------------------------------------------- 09_sharding
 # Fixtures that call a learner function themselves (the agent calls a fixture in place of a
 # notebook function when the judge sends ``Fixture(name)`` as the callee): they build the
