@@ -11,16 +11,19 @@ One ``test_<name>(k)`` per graded test cell; ``k`` is an :class:`autograder.judg
   as data from the kernel; the time the whole request took is measured here (a timer that
   waits for each timed result, one at a time, cannot finish before their work is done).
 - ``train_losses``: values against the judge's own copy of the SGD math, on fresh data and
-  step counts, eagerly and under ``jax.jit`` (the agent's jit: tracing fails on ``float()``,
-  ``.item()`` or ``np.asarray`` of a traced loss), an array of shape ``(steps,)``; the
-  transfer guard is a kernel-side claim (it fires on GPU/TPU only).
-- ``fused_update``: values against a NumPy reference on fresh inputs and learning rates; one
-  dispatch per call and no recompile for a new learning rate are kernel-side claims
-  (``check_single_dispatch``): ``jax.export`` jits what it exports, so it cannot tell one
-  program from three.
+  step counts, eagerly and under ``jax.jit``, an array of shape ``(steps,)``. Its program is
+  exported (``k.export``: traced under ``jax.jit``, so ``float()``, ``.item()`` or
+  ``np.asarray`` of a traced loss fails) and run here on the judge's inputs. The transfer
+  guard is a kernel-side claim (it fires on GPU/TPU only).
+- ``fused_update``: values against a NumPy reference on fresh inputs and learning rates. Its
+  program is exported with every argument traced (a learning rate marked static fails to
+  trace: it would compile again for each value) and read here: the top level of the module's
+  ``main`` is what one call dispatches (one ``call`` of a jitted function, or several, or
+  eager operations); the exported program is also run here on fresh inputs.
 """
 import math
 import numbers
+import re
 import time
 
 import numpy as np
@@ -28,7 +31,7 @@ import numpy as np
 import autograder as ag
 from autograder.feedback import explain_error
 from autograder.judge import LearnerError
-from autograder.wire import AsJax, Fixture, Opaque, Ref, as_jax
+from autograder.wire import AsJax, Fixture, Opaque, Ref, Spec, as_jax
 
 
 def _via(k, fixture):
@@ -170,6 +173,10 @@ def _as_async(exc, label):
     return explain_error([c.__name__ for c in type(exc).__mro__], str(exc), label, concrete_idea="async")
 
 
+def _specs(tree):
+    return {name: Spec(np.shape(a), str(np.asarray(a).dtype)) for name, a in tree.items()}
+
+
 def _check_losses(f, params, batches, label, what):
     steps = batches["x"].shape[0]
     got = ag.call(f, as_jax(params), as_jax(batches), what=label, translate=_as_async)
@@ -187,8 +194,13 @@ def test_train_losses(k):
     p, b = _data(k.rng, 6)
     got = _check_losses(train_losses, p, b, "train_losses(params, batches) over 6 steps",
                         "train_losses(params, batches) over 6 steps")
-    # Under jax.jit the losses are traced: float(), .item() or np.asarray on them fails to trace.
-    _check_losses(jitted, p, b, "tracing train_losses under jax.jit", "jax.jit(train_losses) over 6 steps")
+    # Exported (traced under jax.jit): float(), .item() or np.asarray on a traced loss fails to
+    # trace. The exported program then runs here, on the judge's own copy of the inputs.
+    label = "tracing train_losses under jax.jit"
+    exported = ag.call(k.export, "train_losses", _specs(p), _specs(b), what=label, translate=_as_async)
+    ag.check_close(np.asarray(exported.call(p, b)), _reference_losses(p, b),
+                   what="the exported jax.jit(train_losses), run by the grader over 6 steps, (the loss "
+                        "`sgd_step` returns at each step)", rtol=1e-3, atol=1e-5)
     if not getattr(got, "is_jax", False):
         ag.fail("async", "train_losses returned a NumPy array: the losses were copied to the host inside "
                          "it. Return the jax.Array of losses and let the caller decide when to transfer.")
@@ -211,15 +223,74 @@ def _update_args(rng, lr, n=16, d=4):
     return AsJax(w), AsJax(x), AsJax(y), lr
 
 
+_OP = re.compile(r"^\s*(?:%[\w#:]+(?:\s*,\s*%[\w#:]+)*\s*=\s*)?\"?([\w.]+)\"?(?:\s+@\"?([^\s(\"]+))?")
+
+
+def _top_level(text):
+    """The operations of the exported module's ``main``, in order: ``(callee names, other op
+    names)``. A ``call`` there is a jitted function called from Python (its own compiled
+    program when called outside jit); any other operation ran eagerly, a dispatch of its own.
+    Constants are literals, not dispatches."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if "func.func public @main" in line), None)
+    if start is None:
+        raise ValueError("no main function in the exported module")
+    calls, others, depth = [], [], 0
+    for line in lines[start + 1:]:
+        outer = depth == 0
+        depth += line.count("{") - line.count("}")
+        if depth < 0:  # the end of main
+            break
+        m = _OP.match(line)
+        if not outer or not m or not line.strip():  # nested regions belong to their op
+            continue
+        op, callee = m.group(1), m.group(2)
+        if op in ("call", "func.call"):
+            calls.append(callee or "?")
+        elif op not in ("return", "func.return", "stablehlo.constant"):
+            others.append(op.split(".")[-1])
+    return calls, others
+
+
+def _as_recompile(exc, label):
+    """A value marked static cannot be traced: each new value would compile again."""
+    if isinstance(exc, ValueError) and "static" in str(exc):
+        return ag.ExerciseFailure(
+            "recompiles", f"{label} failed with its values as traced arguments: it marks one of them (such as "
+                          "the learning rate) static, so every new value compiles again; values belong to "
+                          "the run time, not to the compile signature.")
+    return None
+
+
 def test_fused_update(k):
     fused_update = k.fn("fused_update")
     a = _update_args(k.rng, 0.1)
     ag.check_close(ag.call(fused_update, *a, what="fused_update(w, x, y, 0.1)"), _reference_update(*a),
                    what="fused_update(w, x, y, 0.1), one step of w - lr * (the gradient of the mean squared "
                         "error),", rtol=1e-4, atol=1e-5)
-    # One compiled program per call, none recompiled for new values: only the kernel sees dispatches.
-    lr2 = round(float(k.rng.uniform(0.15, 0.5)), 3)
-    k.claim("check_single_dispatch", "fused_update", [a, _update_args(k.rng, lr2)], what="fused_update")
+    # The program one call runs, exported with every argument traced (the learning rate
+    # included: a static one fails here), read and run by the judge.
+    n, d = int(k.rng.integers(8, 33)), int(k.rng.integers(2, 7))
+    exported = ag.call(k.export, "fused_update", Spec((d,), "float32"), Spec((n, d), "float32"),
+                       Spec((n,), "float32"), Spec((), "float32"), what="fused_update", translate=_as_recompile)
+    calls, others = _top_level(exported.text)
+    shown = sorted(set(others))[:6]
+    if len(calls) > 1:
+        ag.fail("dispatch", f"one call of fused_update dispatches {len(calls)} separately compiled programs "
+                            f"(plus {len(others)} eager operation(s)): every jitted function called from "
+                            "Python is its own dispatch. Put the whole update under one `jax.jit`.")
+    if not calls and others:
+        ag.fail("dispatch", f"fused_update runs its {len(others)} operations eagerly, each one a separate "
+                            f"dispatch ({', '.join(shown)}); put the whole update under one `jax.jit`.")
+    if calls and others:
+        ag.fail("dispatch", f"besides one jitted call, fused_update runs {len(others)} eager operation(s) "
+                            f"outside it ({', '.join(shown)}), each a separate dispatch; move them inside the "
+                            "jitted function.")
+    lr = np.float32(k.rng.uniform(0.01, 1.0))
+    w, x, y = (v.value for v in _update_args(k.rng, lr, n=n, d=d)[:3])
+    ag.check_close(np.asarray(exported.call(w, x, y, lr)), _reference_update(w, x, y, float(lr)),
+                   what=f"the exported fused_update, run by the grader with learning rate {lr:.3g}",
+                   rtol=1e-4, atol=1e-5)
     ag.check_matches_reference(fused_update, _reference_update,
                                lambda rng: _update_args(rng, float(rng.uniform(0.01, 1.0))),
                                trials=3, seed=k.seed(), rtol=1e-4, atol=1e-5, what="`fused_update`")

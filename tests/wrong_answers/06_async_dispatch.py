@@ -111,14 +111,14 @@ def fused_update(w, x, y, lr):
 def fused_update(w, x, y, lr):
     r = x @ w - y  # every jnp operation outside jit is its own dispatch
     return w - lr * 2 * x.T @ r / y.shape[0]
-''', "fused_update runs its 9 operations eagerly", "dispatch"),
+''', "operations eagerly, each one a separate dispatch", "dispatch"),
         ('''
 from functools import partial
 
 @partial(jax.jit, static_argnames="lr")
 def fused_update(w, x, y, lr):
     return apply_update(w, grad_mse(w, x, y), lr)  # a new lr, a new compile
-''', "fused_update compiled again 1 time(s) over 1 calls that changed only values", "recompiles"),
+''', "it marks one of them (such as the learning rate) static, so every new value compiles again", "recompiles"),
         ('''
 @jax.jit
 def fused_update(w, x, y, lr):
