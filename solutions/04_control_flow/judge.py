@@ -99,7 +99,7 @@ def test_clip_by_norm(k):
         norm = float(np.sqrt(np.sum(x.astype(np.float64) ** 2)))
         max_norm = float(np.float32(norm * factor))
         what = f"jax.jit(clip_by_norm) on random input #{trial + 1} ({_side(norm, max_norm)})"
-        _check_clip(ag.call(clip, _f32(x), max_norm, what=what), x, max_norm, what)
+        _check_clip(ag.call(clip, _f32(x), max_norm, what="`jax.jit(clip_by_norm)`"), x, max_norm, what)
     y = k.rng.uniform(0.5, 3.0, size=(2, 3)).astype(np.float32)
     k.claim("check_compiles", Fixture("jit_call"),
             _jit_calls("clip_by_norm", [(_f32(y), 0.5), (_f32(y), 100.0), (_f32(2 * y), 3.0), (_f32(-y), 9.5)]),
