@@ -25,7 +25,7 @@ def train(key, params, xs, ys, steps, lr):
         params = jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads)
         losses.append(loss)
     return params, jnp.stack(losses)
-''', "the jaxpr of train grows with the length", "loops"),
+''', "the program of train grows with `steps`", "loops"),
         ('''
 def train(key, params, xs, ys, steps, lr):
     # shuffles with `key` and then splits the same `key` again: one key consumed twice
@@ -55,5 +55,15 @@ def train(key, params, xs, ys, steps, lr):
         return jax.tree_util.tree_map(lambda p, g: p - 0.01 * g, params, grads), loss
     return jax.lax.scan(step, params, jax.random.split(key, steps))
 ''', "plain minibatch SGD reaches", "capstone"),
+        ('''
+def train(key, params, xs, ys, steps, lr):
+    # everything in lax.scan, but every step's loss is printed from the compiled loop: a host callback
+    def step(params, k):
+        idx = jax.random.randint(k, (BATCH,), 0, xs.shape[0])
+        loss, grads = jax.value_and_grad(loss_fn)(params, xs[idx], ys[idx])
+        jax.debug.print("loss {}", loss)
+        return jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads), loss
+    return jax.lax.scan(step, params, jax.random.split(key, steps))
+''', "calls back into Python from the compiled program", "purity"),
     ],
 }

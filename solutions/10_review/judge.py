@@ -1,0 +1,171 @@
+"""The judge of 10_review (trusted: runs in the grader, never in the learner's kernel).
+
+One ``test_<name>(k)`` per graded test cell; ``k`` is an :class:`autograder.judge.Kernel`.
+``train`` is called through ``jax.jit`` (``steps`` static) on the notebook's regression problem,
+rebuilt here from its generator (the judge's own copy: the learner's globals are not trusted),
+with fresh keys at every grading. Judge-side: the pair returned, its structure and shapes, the
+same key giving the same values and different keys different ones, the losses going down, and
+the final loss on all the data (computed here with the judge's own copy of the model) against
+plain minibatch SGD written out in NumPy here (within 1.5x + 1e-3 of the median of three runs).
+The program is exported at two values of ``steps`` (``k.export``): its operations must not grow
+with ``steps`` (no unrolled Python loop), and it must trace without pulling a value to the host
+and contain no host callback (the export refuses them). Kernel-side claims, extras only: no key
+consumed twice (JAX's key-reuse checker) and one compile for new keys and learning rates.
+"""
+import re
+
+import numpy as np
+
+import autograder as ag
+from autograder.judge import LearnerError
+from autograder.wire import AsJax, Fixture, Key, Ref, Spec
+
+BATCH = 32  # the notebook's given BATCH
+_STEPS, _LR = 60, 0.1
+_OP = re.compile(r"\b(?:stablehlo|chlo|mhlo)\.[a-z_]+|\bfunc\.call\b|\bcall @")
+_LABEL = "jax.jit(train, static_argnames='steps')"
+
+
+def _problem():
+    """The notebook's data and initial parameters (its given cells' generators, seeds 0 and 8)."""
+    data_rng = np.random.default_rng(0)
+    xs = data_rng.normal(size=(256, 4)).astype(np.float32)
+    w_true = data_rng.normal(size=(4, 1))
+    ys = (np.sin(xs @ w_true) + 0.1 * data_rng.normal(size=(256, 1))).astype(np.float32)
+    rng = np.random.default_rng(8)
+    params = {"w1": (rng.normal(size=(4, 16)) / 2.0).astype(np.float32), "b1": np.zeros(16, np.float32),
+              "w2": (rng.normal(size=(16, 1)) / 4.0).astype(np.float32), "b2": np.zeros(1, np.float32)}
+    return xs, ys, params
+
+
+def _np_params(params):
+    return {name: np.asarray(p, np.float64) for name, p in params.items()}
+
+
+def _np_loss(params, xs, ys):
+    """The notebook's `loss_fn` on all of (xs, ys), in NumPy (float64)."""
+    p = _np_params(params)
+    return float(np.mean((np.tanh(xs @ p["w1"] + p["b1"]) @ p["w2"] + p["b2"] - ys) ** 2))
+
+
+def _np_sgd(rng, params, xs, ys, steps, lr):
+    """The reference: plain minibatch SGD on the notebook's loss, written out in NumPy."""
+    p = _np_params(params)
+    for _ in range(steps):
+        i = rng.integers(0, len(xs), BATCH)
+        x, y = xs[i], ys[i]
+        h = np.tanh(x @ p["w1"] + p["b1"])
+        r = 2 * (h @ p["w2"] + p["b2"] - y) / len(y)  # d loss / d prediction
+        dh = (r @ p["w2"].T) * (1 - h ** 2)
+        g = {"w1": x.T @ dh, "b1": dh.sum(0), "w2": h.T @ r, "b2": r.sum(0)}
+        p = {name: p[name] - lr * g[name] for name in p}
+    return p
+
+
+def _seeds(k, n):
+    seeds = []
+    while len(seeds) < n:
+        s = int(k.rng.integers(0, 2**31 - 1))
+        if s not in seeds:
+            seeds.append(s)
+    return seeds
+
+
+def _concrete(exc, label):
+    """Tracing needed a traced value on the host (`float(loss)`, `.item()`)."""
+    import jax
+
+    if (isinstance(exc, jax.errors.ConcretizationTypeError)
+            and not isinstance(exc, jax.errors.TracerBoolConversionError)):
+        return ag.ExerciseFailure(
+            "async", "tracing train needed the concrete value of a traced array (such as `float(loss)` "
+                     "or `loss.item()`): under jit there is no value yet, and eagerly it would pull "
+                     "every step's loss to the host, a hidden synchronisation. Keep the losses as "
+                     "arrays and return them stacked.")
+    return None
+
+
+def _export_ops(k, steps):
+    """The number of operations of train's exported program at ``steps`` (nested bodies included)."""
+    specs = {"w1": Spec((4, 16), "float32"), "b1": Spec((16,), "float32"),
+             "w2": Spec((16, 1), "float32"), "b2": Spec((1,), "float32")}
+    label = f"jax.export of {_LABEL} at steps={steps}"
+    try:
+        exported = k.export("train", Key(0), specs, Spec((256, 4), "float32"), Spec((256, 1), "float32"),
+                            static_argnames=("steps",), steps=steps, lr=_LR)
+    except LearnerError as exc:
+        specific = _concrete(exc, label)
+        if specific is not None:
+            raise specific from None
+
+        def again():
+            raise exc
+        return ag.call(again, what=label)
+    return len(_OP.findall(exported.text))
+
+
+def _as_np(out):
+    params, losses = out
+    return [np.asarray(params[name]) for name in sorted(params)] + [np.asarray(losses)]
+
+
+def test_train(k):
+    # The program: traced (and exported) at two values of `steps`, it must not grow.
+    sizes = {steps: _export_ops(k, steps) for steps in (3, 7)}
+    if sizes[3] != sizes[7]:
+        ag.fail("loops", f"the program of train grows with `steps` ({sizes[3]} operations at steps=3, "
+                         f"{sizes[7]} at steps=7): a Python loop over the steps is being unrolled. "
+                         "Loop with lax.scan or lax.fori_loop.")
+    xs, ys, params = _problem()
+    xd, yd = xs.astype(np.float64), ys.astype(np.float64)
+    args = ({n: AsJax(v) for n, v in params.items()}, AsJax(xs), AsJax(ys))
+    train = k.fn("train").jitted(static_argnames=("steps",))
+    s0, s1, s2, s3, s4, s5 = _seeds(k, 6)
+
+    def run(seed):
+        return ag.call(train, Key(seed), *args, steps=_STEPS, lr=_LR, what=_LABEL)
+
+    out = run(s0)
+    if not (isinstance(out, (tuple, list)) and len(out) == 2):
+        ag.fail("capstone", "train must return a pair (params, losses).")
+    got, losses = out
+    if not isinstance(got, dict) or set(got) != set(params):
+        ag.fail("capstone", "the returned params do not have the structure of the `params` passed in "
+                            f"(a dict with the keys {sorted(params)}).")
+    for name, p in params.items():
+        if np.shape(got[name]) != p.shape:
+            ag.fail("capstone", f"the returned params['{name}'] has shape {np.shape(got[name])}, "
+                                f"expected {p.shape}, the shape passed in.")
+    if np.shape(losses) != (_STEPS,):
+        ag.fail("capstone", f"losses has shape {np.shape(losses)}; expected ({_STEPS},), one minibatch "
+                            "loss per step.")
+    for a, b in zip(_as_np(out), _as_np(run(s0))):
+        if not np.array_equal(a, b):
+            ag.fail("prng", "two calls with the same key gave different results: the randomness must "
+                            "come from `key` alone, not from a global generator.")
+    out1 = run(s1)
+    if np.allclose(np.asarray(losses), np.asarray(out1[1])):
+        ag.fail("prng", "different keys gave the same losses: draw each step's minibatch from a key "
+                        "split (or folded) from `key`.")
+    lv = np.asarray(losses, np.float64)
+    if not np.all(np.isfinite(lv)) or lv[:5].mean() <= lv[-5:].mean():
+        ag.fail("capstone", "the minibatch losses do not go down over the steps: check the update "
+                            "`p - lr * g` and that `losses` holds each step's loss.")
+    # The final loss on all the data against plain minibatch SGD (the median of three NumPy runs).
+    for mine_out in (out, out1):
+        mine = _np_loss(mine_out[0], xd, yd)
+        ref_rng = np.random.default_rng(k.seed())
+        theirs = float(np.median([_np_loss(_np_sgd(ref_rng, params, xd, yd, _STEPS, _LR), xd, yd)
+                                  for _ in range(3)]))
+        if not mine <= 1.5 * theirs + 1e-3:
+            ag.fail("capstone", f"after {_STEPS} steps the loss on all the data is {mine:.4f}; plain "
+                                f"minibatch SGD reaches {theirs:.4f}. Check the update and the minibatches.")
+    jit_args = (Ref("train"), ["steps"])
+    # No key consumed twice (JAX's key-reuse checker, kernel-side; it inspects the traced program).
+    k.claim("check_no_key_reuse", Fixture("jit_static"), (*jit_args, Key(s2), *args), jit=False,
+            kwargs={"steps": _STEPS, "lr": _LR}, what="jax.jit(train)")
+    # Last, as it clears JAX's caches: new keys and learning rates are runtime data, one compile.
+    calls = [((*jit_args, Key(s), *args), {"steps": _STEPS, "lr": lr})
+             for s, lr in ((s3, 0.05), (s4, 0.1), (s5, 0.2))]
+    k.claim("check_compiles", Fixture("jit_static"), calls, 1, what=_LABEL,
+            why="New keys and learning rates are runtime data; only `steps` is static.")
