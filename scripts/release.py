@@ -15,6 +15,7 @@ cell, to the "Check my answers" table at the end. Grading ignores the tag.
 from __future__ import annotations
 
 import argparse
+import json
 import filecmp
 import shutil
 import sys
@@ -50,24 +51,21 @@ def assignments(root: Path = ROOT) -> list[str]:
     return course_assignments(root)
 
 
-def _quoted(src: str) -> str:
-    if "'''" not in src and not src.endswith("\\"):
-        return "r'''\n" + src + "\n'''"
-    return repr(src)
+VISIBLE_DIR = Path("autograder") / "visible_tests"  # under the course root; shipped with the package
 
 
-def _selfcheck_source(visible: dict) -> str:
-    """The last cell of a released notebook: the visible tests, readable, run as a table."""
-    parts = ["from autograder.selfcheck import check_my_answers", "",
-             "# The visible tests of each exercise (copied from its test cell by `make release`).",
-             "VISIBLE_TESTS = {}"]
-    for name, src in visible.items():
-        parts.append(f"VISIBLE_TESTS[{name!r}] = {_quoted(src)}")
-    parts += ["", "check_my_answers(VISIBLE_TESTS)"]
-    return "\n".join(parts)
+def _selfcheck_source(assignment: str) -> str:
+    """The last cell of a released notebook: a few lines that run the visible tests (shipped
+    with the package as ``autograder/visible_tests/<assignment>.json``) as a table."""
+    return ("# Runs the visible test of every exercise above (the same code as its test cell) and\n"
+            "# shows a table. The grader also runs hidden tests: a pass here is a good sign.\n"
+            "import autograder as ag\n\n"
+            f"ag.check_my_answers({assignment!r})")
 
 
-def _postprocess(source_dir: Path, release_dir: Path) -> None:
+def _postprocess(source_dir: Path, release_dir: Path) -> dict:
+    """Starting code into the answer cells, tags, the self-check cell; returns the visible tests."""
+    visible_tests = {}
     for src_path in sorted(source_dir.glob("*.ipynb")):
         out_path = release_dir / src_path.name
         src = nbformat.read(str(src_path), as_version=4)
@@ -93,11 +91,18 @@ def _postprocess(source_dir: Path, release_dir: Path) -> None:
                 "## Check my answers\n\nRuns the visible tests of every exercise above and shows "
                 "which pass. The grader also runs hidden tests, so a pass here is a good sign, "
                 "not a guarantee.", metadata={"tags": [CHECK_TAG]}))
-            rel.cells.append(nbformat.v4.new_code_cell(_selfcheck_source(visible),
+            rel.cells.append(nbformat.v4.new_code_cell(_selfcheck_source(source_dir.name),
                                                        metadata={"tags": [CHECK_TAG]}))
+            visible_tests.update(visible)
         if visible:  # deterministic ids, so a second release is byte-for-byte the same
             rel.cells[-2]["id"], rel.cells[-1]["id"] = "check-my-answers-intro", "check-my-answers"
         nbformat.write(rel, str(out_path))
+    return visible_tests
+
+
+def _write_visible(folder: Path, assignment: str, tests: dict) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{assignment}.json").write_text(json.dumps(tests, indent=1, sort_keys=True) + "\n")
 
 
 def _generate_with_nbgrader(course: Path, names) -> None:
@@ -124,15 +129,19 @@ def _generate_with_nbgrader(course: Path, names) -> None:
             raise SystemExit(f"nbgrader generate_assignment {a} failed:\n{result.get('error')}\n{result.get('log')}")
 
 
-def generate(root: Path, dest: Path, only=None) -> None:
-    """Generate the assignments of ``root/solutions`` (all, or ``only``) into ``dest`` (an exercises/ folder)."""
+def generate(root: Path, dest: Path, only=None, visible_dest: Path | None = None) -> None:
+    """Generate the assignments of ``root/solutions`` (all, or ``only``) into ``dest`` (an exercises/
+    folder), and their visible tests into ``visible_dest`` (default ``root/autograder/visible_tests``)."""
     names = list(only) if only else assignments(root)
+    visible_dest = visible_dest or root / VISIBLE_DIR
     with tempfile.TemporaryDirectory(prefix="release-") as tmp:
         tmp = Path(tmp)
         shutil.copytree(root / "solutions", tmp / "solutions")
         _generate_with_nbgrader(tmp, names)
+        if not only and visible_dest.exists():
+            shutil.rmtree(visible_dest)
         for a in names:
-            _postprocess(tmp / "solutions" / a, tmp / "exercises" / a)
+            _write_visible(visible_dest, a, _postprocess(tmp / "solutions" / a, tmp / "exercises" / a))
         if only:
             for a in names:
                 if (dest / a).exists():
@@ -170,13 +179,17 @@ def main(argv=None) -> int:
     if args.check:
         with tempfile.TemporaryDirectory() as tmp:
             fresh = Path(tmp) / "exercises"
-            generate(root, fresh)
+            generate(root, fresh, visible_dest=Path(tmp) / "visible_tests")
             if (root / "exercises").exists():
                 diffs = differences(root / "exercises", fresh)
             else:
                 diffs = ["exercises/ missing"]
+            if (root / VISIBLE_DIR).exists():
+                diffs += differences(root / VISIBLE_DIR, Path(tmp) / "visible_tests", VISIBLE_DIR.as_posix())
+            else:
+                diffs.append(f"{VISIBLE_DIR.as_posix()} missing")
         if diffs:
-            print("exercises/ is not what `make release` generates from solutions/ "
+            print("exercises/ (or the visible tests shipped in the package) is not what `make release` generates from solutions/ "
                   "(run `make release`, never edit exercises/ by hand):\n  " + "\n  ".join(diffs))
             return 1
         print("exercises/ is in sync with solutions/")
