@@ -77,8 +77,9 @@ def test_feedback_pages_show_messages_not_hidden_tests(course):
     state, _ = course
     page = (state / "feedback" / "bob" / A / f"{A}.html").read_text()
     assert "not answered yet" in page
-    hidden = "(lambda x: jnp.exp(x) * y - x"  # a line of a hidden test
-    assert hidden not in page
+    judge = (ROOT / "solutions" / A / "judge.py").read_text()  # the hidden tests: the trusted judge
+    hidden = [line.strip() for line in judge.splitlines() if len(line.strip()) > 30 and "fail(" not in line]
+    assert hidden and not [line for line in hidden if line in page]
     assert "not valid JSON" in (state / "feedback" / "carol" / A / f"{A}.html").read_text()
 
 
