@@ -4,9 +4,10 @@ One ``test_<name>(k)`` per graded test cell; ``k`` is an :class:`autograder.judg
 Trees of dicts, lists, tuples and ``None`` cross the channel as themselves, so
 ``tree_l2_norm`` and ``sgd_update`` are called on trees drawn here and their results compared
 with NumPy references computed here (structure included), eagerly and under ``jax.jit``.
-``sgd_update``'s inputs are read back after the call (a write into the caller's dict shows),
-and its jitted traces over new values and learning rates are counted by a fixture, with the
-outputs checked here.
+``sgd_update``'s inputs are read back after the call (a write into the caller's dict shows);
+it is exported with every leaf and the learning rate traced (so one program serves a
+structure) and the exported program is run here; its jitted traces over new values and
+learning rates are also counted by a fixture, with the outputs checked here.
 
 A ``Linear`` instance cannot cross the channel (a learner class), so fixtures of
 :mod:`autograder.fixtures` build the layers in the kernel from arrays drawn here and return
@@ -22,7 +23,7 @@ import autograder as ag
 from autograder.feedback import explain_error
 from autograder.judge import LearnerError
 from autograder.pytrees import call_on_tree, describe
-from autograder.wire import AsJax, Fixture, Opaque, Ref, values
+from autograder.wire import AsJax, Fixture, Opaque, Ref, Spec, values
 
 
 def _fixture(k, name):
@@ -140,19 +141,41 @@ def _check_sgd(f, params, grads, lr, label):
     ag.check_close(got, _sgd(params, grads, lr), what=f"{label} on {describe(params)}", idea="pytrees")
 
 
+def _as_recompile(exc, label):
+    """A learning rate marked static cannot be traced: each new value would compile again."""
+    if isinstance(exc, ValueError) and "static" in str(exc):
+        return ag.ExerciseFailure(
+            "recompiles", f"{label} failed with the learning rate as a traced argument: it marks it static, "
+                          "so every new learning rate compiles again; values belong to the run time, not "
+                          "to the compile signature.")
+    return None
+
+
 def test_sgd_update(k):
+    import jax
+
     f = k.fn("sgd_update")
     r = lambda *s: _f32(k.rng, *s)  # noqa: E731
     lr = round(float(k.rng.uniform(0.02, 0.5)), 3)
     params, grads = {"w": r(2, 3), "b": r(3)}, {"w": r(2, 3), "b": r(3)}
     _untouched(k, params, grads, lr)
     _check_sgd(f, params, grads, lr, "sgd_update")
-    _check_sgd(f.jitted(), params, grads, lr, "jax.jit(sgd_update)")
     trees = [
         [{"w": r(2, 3), "b": r(3)}, {"w": r(3, 2), "b": r(2)}],
         {"encoder": ({"w": r(3, 2), "b": None}, r(2)), "decoder": [r(2, 3)]},
         r(3),
     ]
+    # Exported with every leaf and the learning rate traced: one program serves a structure;
+    # run here on fresh values (the structure of what comes back checked too).
+    p = params
+    spec = jax.tree.map(lambda a: Spec(np.shape(a.value), "float32"), p)
+    exported = ag.call(k.export, "sgd_update", spec, spec, Spec((), "float32"), what="jax.jit(sgd_update)",
+                       translate=_as_recompile)
+    pp, gg, lr_ = _like(k.rng, p), _like(k.rng, p), np.float32(k.rng.uniform(0.01, 0.5))
+    got = exported.call(values(pp), values(gg), lr_)
+    ag.check_close(jax.tree.map(np.asarray, got), _sgd(pp, gg, float(lr_)),
+                   what=f"the exported sgd_update, run by the grader, on {describe(p)}", idea="pytrees")
+    _check_sgd(f.jitted(), params, grads, lr, "jax.jit(sgd_update)")
     for p in trees:
         g = _like(k.rng, p)
         lr = round(float(k.rng.uniform(0.01, 0.2)), 3)

@@ -62,6 +62,13 @@ def sgd_update(params, grads, lr):
 def sgd_update(params, grads, lr):
     return jax.tree.map(lambda p, g: p - 0.1 * g, params, grads)  # the learning rate of the example, always
 ''', "sgd_update on {'b': *, 'w': *}['b'] is wrong", "pytrees"),
+        ('''
+from functools import partial
+
+@partial(jax.jit, static_argnames="lr")
+def sgd_update(params, grads, lr):
+    return jax.tree.map(lambda p, g: p - lr * g, params, grads)  # every new learning rate compiles again
+''', "it marks it static, so every new learning rate compiles again", "recompiles"),
     ],
     "Linear": [
         ('''
