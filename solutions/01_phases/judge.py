@@ -6,8 +6,8 @@ One ``test_<name>(k)`` per graded test cell; ``k`` is an :class:`autograder.judg
   (``Fixture`` markers: repeats, two arguments, a nested jit, ``cond``, ``scan``, captured
   constants) at arguments drawn from ``k.rng``; the reference is ``jax.make_jaxpr`` of the same
   fixture, traced here, compared in order.
-- ``runtime_print``: values (eager and jitted) judged here; what is printed at run time is a
-  kernel-side claim (only the kernel sees its stdout).
+- ``runtime_print``: values (eager and jitted) judged here; what each jitted call printed comes
+  back as text (``printed_call`` fixture) and its numbers are compared with sin(x) here.
 - ``scaled``: values (eager and jitted, fresh scales) judged here; one compile for four scales
   and no global changed are claims.
 - ``matmul_flops``: compared with the cost analysis of the judge's own compile of the same
@@ -22,6 +22,7 @@ import numpy as np
 import autograder as ag
 from autograder import fixtures
 from autograder.jaxprs import primitives_in
+from autograder.phases import numbers_in
 from autograder.wire import AsJax, Fixture, Ref, values
 
 
@@ -93,12 +94,34 @@ def _away_from_zero(rng, size):
     return (rng.choice([-1.0, 1.0], size=size) * rng.uniform(1.6, 3.0, size=size)).astype(np.float32)
 
 
+def _check_printed(k, x, i):
+    """jax.jit(runtime_print)(x) in the kernel, with what it printed; the printed numbers are
+    read and compared with sin(x) here (the results are checked by the reference test below)."""
+    label = "jax.jit(runtime_print)"
+    got = ag.call(k.fn(Fixture("printed_call")), Ref("runtime_print"), _f32(x), what=label)
+    text = got.get("printed") if isinstance(got, dict) else None
+    if not isinstance(text, str):
+        ag.fail("runtime_values", f"{label}'s printed output could not be read back from the kernel.")
+    if "Traced<" in text or "Tracer" in text:
+        ag.fail("runtime_values", f"{label} printed a tracer ({text.strip()[:120]!r}): Python's "
+                                  "`print` runs at trace time, when there is no value yet; use "
+                                  "`jax.debug.print`, which runs with the concrete values.")
+    want = np.sin(x.astype(np.float64))
+    seen = numbers_in(text)
+    tol = 1e-3
+    missing = [float(v) for v in want if not np.any(np.abs(seen - v) <= tol + tol * abs(v))]
+    if missing:
+        ag.fail("runtime_values", f"on call #{i + 1}, {label} printed {text.strip()[:160] or 'nothing'!r}, "
+                                  f"which does not show the values {np.round(missing, 3).tolist()}. Under "
+                                  "jit, only `jax.debug.print` prints on every call with the values of that call.")
+
+
 def test_runtime_print(k):
-    # Kernel-side claim: under a jit of its own (traced afresh), each call prints sin(x) with
-    # that call's numbers. Only the kernel sees what is printed.
-    calls = [(Ref("runtime_print"), _f32(_away_from_zero(k.rng, 2))) for _ in range(3)]
-    k.claim("check_prints_values", Fixture("jit_call"), calls, Fixture("sin_of_last"),
-            what="jax.jit(runtime_print)")
+    # Under a jit of its own: call #1 traces (a Python print shows a tracer), later calls run the
+    # compiled program only, and each must print that call's sin(x). What was printed comes
+    # back as text; the numbers in it are checked here.
+    for i in range(3):
+        _check_printed(k, _away_from_zero(k.rng, 2), i)
     # Values, judged here: eagerly and under jit, on fresh inputs.
     ag.check_matches_reference(k.fn("runtime_print"), lambda x: np.sin(np.asarray(x, np.float64)) * 2,
                                lambda rng: (rng.uniform(-3, 3, size=(3,)).astype(np.float32),), trials=2,
