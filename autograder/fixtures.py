@@ -464,3 +464,28 @@ def jit_static(f, static_argnames, *args, **kwargs):
         hit = (f, jax.jit(f, static_argnames=names or None))
         _JIT_STATIC[key] = hit
     return hit[1](*args, **kwargs)
+
+
+def jit_static_traces(f, static_argnames, calls):
+    """``jax.jit`` (``static_argnames`` static) of a counting wrapper of ``f``, called on each of
+    ``calls`` (``(args, kwargs)`` pairs): ``{"outs": [each result], "traces": how often f's body
+    ran}`` (a new key or a new traced value must not trace again)."""
+    import jax
+
+    traced = []
+
+    def counted(*args, **kwargs):
+        traced.append(1)
+        return f(*args, **kwargs)
+
+    jitted = jax.jit(counted, static_argnames=tuple(str(n) for n in static_argnames) or None)
+    outs = [jax.block_until_ready(jitted(*args, **kwargs)) for args, kwargs in calls]
+    return {"outs": outs, "traces": len(traced)}
+
+
+def trace_static(f, static_argnames, *args, **kwargs):
+    """Trace ``jax.jit(f, static_argnames=...)`` on the arguments, without compiling (JAX's
+    key-reuse checker inspects the program while it is traced). Returns nothing."""
+    import jax
+
+    jax.jit(f, static_argnames=tuple(str(n) for n in static_argnames) or None).trace(*args, **kwargs)
