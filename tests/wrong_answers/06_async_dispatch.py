@@ -26,7 +26,7 @@ def honest_time(f, *args, repeats=5):
         jax.block_until_ready(f(*args))
         times.append(time.perf_counter() - start)
     return sum(times) / len(times)  # the mean: one outlier moves it
-''', "whose median is 0.06 s", "timing"),
+''', "Report the median of the `repeats` timed calls (not the mean, minimum or total)", "timing"),
         ('''
 def honest_time(f, *args, repeats=5):
     times = []
@@ -54,6 +54,13 @@ def honest_time(f, *args, repeats=3):  # the contract's default is 5 timed calls
         times.append(time.perf_counter() - start)
     return float(statistics.median(times))
 ''', "expected 5 timed calls after at least one untimed warm-up call", "timing"),
+        ('''
+def honest_time(f, *args, repeats=5):
+    jax.block_until_ready(f(*args))
+    for _ in range(repeats):
+        jax.block_until_ready(f(*args))
+    return 0.06  # a number that once looked right, whatever f costs
+''', "Report the median of the `repeats` timed calls (not the mean, minimum or total)", "timing"),
     ],
     "train_losses": [
         ('''
