@@ -10,7 +10,8 @@ plain minibatch SGD written out in NumPy here (within 1.5x + 1e-3 of the median 
 The program is exported at two values of ``steps`` (``k.export``): its operations must not grow
 with ``steps`` (no unrolled Python loop), and it must trace without pulling a value to the host
 and contain no host callback (the export refuses them). Kernel-side claims, extras only: no key
-consumed twice (JAX's key-reuse checker) and one compile for new keys and learning rates.
+consumed twice (JAX's key-reuse checker)
+and one trace for new keys and learning rates.
 """
 import re
 
@@ -119,13 +120,17 @@ def test_train(k):
     xs, ys, params = _problem()
     xd, yd = xs.astype(np.float64), ys.astype(np.float64)
     args = ({n: AsJax(v) for n, v in params.items()}, AsJax(xs), AsJax(ys))
-    train = k.fn("train").jitted(static_argnames=("steps",))
-    s0, s1, s2, s3, s4, s5 = _seeds(k, 6)
-
-    def run(seed):
-        return ag.call(train, Key(seed), *args, steps=_STEPS, lr=_LR, what=_LABEL)
-
-    out = run(s0)
+    s0, s1, s2, s3, s4 = _seeds(k, 5)
+    # One jit of train (steps static) over five calls: the same key twice, new keys, new learning
+    # rates. The outputs are checked here; the trace count is the kernel's report (an extra only).
+    plan = [(s0, _LR), (s0, _LR), (s1, _LR), (s3, 0.05), (s4, 0.2)]
+    report = ag.call(lambda: k.call(Fixture("jit_static_traces"), Ref("train"), ["steps"],
+                                    [((Key(s), *args), {"steps": _STEPS, "lr": lr}) for s, lr in plan]),
+                     what=_LABEL)
+    if not (isinstance(report, dict) and isinstance(report.get("outs"), list) and len(report["outs"]) == len(plan)):
+        ag.fail("capstone", f"the calls of {_LABEL} did not come back.")
+    outs = report["outs"]
+    out = outs[0]
     if not (isinstance(out, (tuple, list)) and len(out) == 2):
         ag.fail("capstone", "train must return a pair (params, losses).")
     got, losses = out
@@ -139,11 +144,11 @@ def test_train(k):
     if np.shape(losses) != (_STEPS,):
         ag.fail("capstone", f"losses has shape {np.shape(losses)}; expected ({_STEPS},), one minibatch "
                             "loss per step.")
-    for a, b in zip(_as_np(out), _as_np(run(s0))):
+    for a, b in zip(_as_np(out), _as_np(outs[1])):
         if not np.array_equal(a, b):
             ag.fail("prng", "two calls with the same key gave different results: the randomness must "
                             "come from `key` alone, not from a global generator.")
-    out1 = run(s1)
+    out1 = outs[2]
     if np.allclose(np.asarray(losses), np.asarray(out1[1])):
         ag.fail("prng", "different keys gave the same losses: draw each step's minibatch from a key "
                         "split (or folded) from `key`.")
@@ -160,12 +165,18 @@ def test_train(k):
         if not mine <= 1.5 * theirs + 1e-3:
             ag.fail("capstone", f"after {_STEPS} steps the loss on all the data is {mine:.4f}; plain "
                                 f"minibatch SGD reaches {theirs:.4f}. Check the update and the minibatches.")
-    jit_args = (Ref("train"), ["steps"])
+    for i in (3, 4):  # other learning rates: other parameters, finite
+        if not all(np.all(np.isfinite(a)) for a in _as_np(outs[i])):
+            ag.fail("capstone", f"with lr={plan[i][1]} train returned values that are not finite.")
+    if np.allclose(np.asarray(outs[3][0]["w1"]), np.asarray(outs[4][0]["w1"])):
+        ag.fail("capstone", "train gave the same parameters for the learning rates 0.05 and 0.2: use `lr` "
+                            "in the update `p - lr * g`.")
+    # Jits once: new keys and learning rates are runtime data (the kernel's trace count).
+    traces = report.get("traces")
+    if traces != 1:
+        ag.fail("recompiles", f"{_LABEL} traced {traces} time(s) over {len(plan)} calls with new keys and "
+                              "learning rates; expected once. New keys and learning rates are runtime data; "
+                              "only `steps` is static.")
     # No key consumed twice (JAX's key-reuse checker, kernel-side; it inspects the traced program).
-    k.claim("check_no_key_reuse", Fixture("jit_static"), (*jit_args, Key(s2), *args), jit=False,
-            kwargs={"steps": _STEPS, "lr": _LR}, what="jax.jit(train)")
-    # Last, as it clears JAX's caches: new keys and learning rates are runtime data, one compile.
-    calls = [((*jit_args, Key(s), *args), {"steps": _STEPS, "lr": lr})
-             for s, lr in ((s3, 0.05), (s4, 0.1), (s5, 0.2))]
-    k.claim("check_compiles", Fixture("jit_static"), calls, 1, what=_LABEL,
-            why="New keys and learning rates are runtime data; only `steps` is static.")
+    k.claim("check_no_key_reuse", Fixture("trace_static"), (Ref("train"), ["steps"], Key(s2), *args),
+            jit=False, kwargs={"steps": _STEPS, "lr": _LR}, what="jax.jit(train)")
