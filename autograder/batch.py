@@ -29,6 +29,11 @@ def _warm():
     import nbformat  # noqa: F401
     import nbgrader.api  # noqa: F401
     import nbgrader.preprocessors  # noqa: F401
+    # the judge's JAX (about 0.35 s of CPU): imported, never initialized (no backend, no
+    # thread), so the forked processes inherit the import safely
+    import jax.numpy  # noqa: F401
+
+    from . import judge  # noqa: F401
 
 
 def _grade_job(job):
