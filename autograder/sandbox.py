@@ -249,6 +249,15 @@ def _own_cgroup(controller: str) -> str | None:
     return None
 
 
+def _remove_stale(parent: Path, uid: int) -> None:
+    """Empty cgroups of ``uid`` left by a grader that died (the uid is locked by us now)."""
+    for old in parent.glob(f"autograder-{uid}-*"):
+        try:
+            old.rmdir()
+        except OSError:
+            pass
+
+
 def memory_cgroup(uid: int) -> tuple[str | None, str]:
     """A new memory cgroup (v1, or v2 with the memory controller) below the grader's own, limited
     to ``AUTOGRADER_MEMORY_MB``; returns (its folder or None, how memory is limited)."""
@@ -261,6 +270,7 @@ def memory_cgroup(uid: int) -> tuple[str | None, str]:
     try:
         own = _own_cgroup("memory")
         if own is not None and (v1 / "memory.limit_in_bytes").exists():
+            _remove_stale(v1 / own.lstrip("/"), uid)
             folder = v1 / own.lstrip("/") / name
             folder.mkdir(exist_ok=True)
             (folder / "memory.limit_in_bytes").write_text(limit)
@@ -271,6 +281,7 @@ def memory_cgroup(uid: int) -> tuple[str | None, str]:
         own = _own_cgroup("")
         if own is not None and "memory" in (v2 / "cgroup.controllers").read_text().split():
             parent = v2 / own.lstrip("/")
+            _remove_stale(parent, uid)
             if "memory" not in (parent / "cgroup.subtree_control").read_text().split():
                 (parent / "cgroup.subtree_control").write_text("+memory")
             folder = parent / name
