@@ -448,3 +448,22 @@ def test_the_operator_may_grade_uncontained_and_the_json_says_so(tmp_path, fake_
     assert code == 0, stderr[-2000:]
     assert r["score"] == 4.0, r
     assert r["containment"] == "none" and "--no-sandbox" in r["containment_reason"], r
+
+
+LEARNER = [  # (case, environment): a learner's laptop is never refused, whatever it lacks
+    ("not root", {}),
+    ("not root, no unshare", {"AUTOGRADER_UNSHARE": "/nonexistent/unshare"}),
+]
+
+
+@pytest.mark.parametrize("case,env", LEARNER, ids=[c[0] for c in LEARNER])
+def test_without_root_the_kernel_runs_in_a_process_group_as_before(monkeypatch, case, env):
+    from autograder import sandbox
+
+    monkeypatch.delenv("AUTOGRADER_SANDBOX", raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)
+    box = sandbox.open_sandbox(time.monotonic() + 5)
+    assert not box.refused and not box.contained
+    assert box.mode == "process-group" and box.reason == "the grader does not run as root"
