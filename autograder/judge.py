@@ -280,6 +280,31 @@ class Kernel:
     def seed(self) -> int:
         return int(self.rng.integers(0, 2**63 - 1))
 
+    def distinct_seeds(self, n: int) -> list[int]:
+        """``n`` distinct fresh seeds for ``jax.random.key`` (below 2**31: it keeps 32 bits)."""
+        seeds: list[int] = []
+        while len(seeds) < n:
+            s = int(self.rng.integers(0, 2**31 - 1))
+            if s not in seeds:
+                seeds.append(s)
+        return seeds
+
+    def fixture(self, name: str):
+        """``run(*args, what=...)``: the fixture ``name`` of :mod:`autograder.fixtures` called in
+        the kernel; a learner error becomes feedback that names its idea (a missing notebook
+        name stays a NameError, "not defined")."""
+        from .feedback import explain_error
+        from .wire import Fixture
+
+        def run(*args, what):
+            try:
+                return self.call(Fixture(name), *args)
+            except LearnerError as exc:
+                if isinstance(exc, NameError):
+                    raise
+                raise explain_error(exc.kernel_mro or [type(exc).__name__], str(exc), what) from None
+        return run
+
     def fn(self, name: str, jit=False, static_argnums=(), static_argnames=()) -> RemoteFunction:
         return RemoteFunction(self, name, jit=jit, static_argnums=static_argnums,
                               static_argnames=static_argnames)

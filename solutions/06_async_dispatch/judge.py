@@ -30,21 +30,7 @@ import numpy as np
 
 import autograder as ag
 from autograder.feedback import explain_error
-from autograder.judge import LearnerError
-from autograder.wire import AsJax, Fixture, Opaque, Ref, Spec, as_jax
-
-
-def _via(k, fixture):
-    """A fixture of autograder.fixtures called in the kernel; a learner error becomes feedback
-    that names its idea (a missing function stays a NameError: "not defined")."""
-    def run(*args, what):
-        try:
-            return k.call(Fixture(fixture), *args)
-        except LearnerError as exc:
-            if isinstance(exc, NameError):
-                raise
-            raise explain_error(exc.kernel_mro or [type(exc).__name__], str(exc), what) from None
-    return run
+from autograder.wire import AsJax, Opaque, Ref, Spec, as_jax
 
 
 def _runs_here(exported) -> bool:
@@ -78,7 +64,7 @@ def _simulated(k, args, repeats, first_s, cycle_s, compile_s):
     """Run the learner's timer on a SimulatedDevice; (label, seconds, report, wall seconds)."""
     shown = f"honest_time(f, {', '.join(map(repr, args))}{'' if repeats is None else f', repeats={repeats}'})"
     start = time.perf_counter()
-    report = _via(k, "honest_timer_on")(Ref("honest_time"), tuple(args), repeats, first_s, list(cycle_s),
+    report = k.fixture("honest_timer_on")(Ref("honest_time"), tuple(args), repeats, first_s, list(cycle_s),
                                         compile_s, what=shown)
     wall = time.perf_counter() - start
     seconds = _as_seconds(report.get("seconds"), shown)
@@ -103,7 +89,7 @@ def test_honest_time(k):
     x = AsJax(k.rng.normal(size=int(k.rng.integers(500, 1500))).astype(np.float32))
     label = "honest_time(jax.jit(f), x, repeats=3)"
     start = time.perf_counter()
-    report = _via(k, "slow_compile_timed")(Ref("honest_time"), x, 3, trace_s, what=label)
+    report = k.fixture("slow_compile_timed")(Ref("honest_time"), x, 3, trace_s, what=label)
     wall = time.perf_counter() - start
     got = _as_seconds(report.get("seconds"), label)
     if wall < trace_s or not report.get("traces"):

@@ -23,20 +23,7 @@ import autograder as ag
 from autograder.feedback import explain_error
 from autograder.judge import LearnerError
 from autograder.pytrees import call_on_tree, describe
-from autograder.wire import AsJax, Fixture, Opaque, Ref, Spec, values
-
-
-def _fixture(k, name):
-    """A fixture of autograder.fixtures called in the kernel (a missing notebook name stays a
-    NameError: "not defined")."""
-    def run(*args, what):
-        try:
-            return k.call(Fixture(name), *args)
-        except LearnerError as exc:
-            if isinstance(exc, NameError):
-                raise
-            raise explain_error(exc.kernel_mro or [type(exc).__name__], str(exc), what) from None
-    return run
+from autograder.wire import AsJax, Opaque, Ref, Spec, values
 
 
 def _f32(rng, *shape):
@@ -196,7 +183,7 @@ def test_sgd_update(k):
     # One trace for new values and new learning rates of the same structure.
     p = trees[0]
     calls = [(_like(k.rng, p), _like(k.rng, p), lr) for lr in (0.1, 0.01, 0.5)]
-    report = _fixture(k, "jit_traces")(Ref("sgd_update"), calls, what="jax.jit(sgd_update)")
+    report = k.fixture("jit_traces")(Ref("sgd_update"), calls, what="jax.jit(sgd_update)")
     outs = report.get("outs") if isinstance(report, dict) else None
     for i, (pp, gg, lr) in enumerate(calls):
         ag.check_close(outs[i] if isinstance(outs, list) and len(outs) > i else None, _sgd(pp, gg, lr),
@@ -256,7 +243,7 @@ def _check_leaves(leaves, self_leaf, w, b, what):
 def _check_layer(k, w, b, x, act, keyword):
     label = f"Linear(w, b, {act!r})"
     built = f"Linear(w=w, b=b, activation={act!r})" if keyword else label
-    rep = _fixture(k, "linear_report")(Ref("Linear"), w, b, act, x, keyword, what=built)
+    rep = k.fixture("linear_report")(Ref("Linear"), w, b, act, x, keyword, what=built)
     want = _expected(w, b, act, x)
     _raise_at(rep, "build", built)
     _raise_at(rep, "out", f"{label}(x)")
@@ -300,7 +287,7 @@ def test_Linear(k):
     for act in ("tanh", "identity"):
         _check_layer(k, w, b, x, act, keyword=True)
     # activation is static: part of the treedef, and of the compile signature
-    rep = _fixture(k, "linear_structures")(Ref("Linear"), w, b, x, what="Linear(w, b, activation)")
+    rep = k.fixture("linear_structures")(Ref("Linear"), w, b, x, what="Linear(w, b, activation)")
     _raise_at(rep, "build", "Linear(w, b, activation)")
     _raise_at(rep, "structure", "jax.tree.structure(Linear(w, b, activation))")
     if rep.get("relu_tanh_equal") is not False:

@@ -23,16 +23,6 @@ def _f32(x):
     return AsJax(np.asarray(x, np.float32))
 
 
-def _seeds(k, n):
-    """``n`` distinct fresh seeds (below 2**31: ``jax.random.key`` keeps 32 bits)."""
-    seeds = []
-    while len(seeds) < n:
-        s = int(k.rng.integers(0, 2**31 - 1))
-        if s not in seeds:
-            seeds.append(s)
-    return seeds
-
-
 def _rms_bounds(n):
     """(low, high) for sqrt(mean(z**2)) / sigma of ``n`` independent N(0, sigma**2) draws:
     Laurent-Massart, each side exceeded with probability < exp(-_TAIL)."""
@@ -64,7 +54,7 @@ def test_dropout(k):
     rate = round(float(k.rng.uniform(0.2, 0.45)), 2)  # keep probability 0.55 .. 0.8
     shape = (128, 64)
     x = (k.rng.uniform(0.5, 2.0, shape) * k.rng.choice([-1.0, 1.0], shape)).astype(np.float32)
-    seeds = _seeds(k, 5)
+    seeds = k.distinct_seeds(5)
     m0 = _dropout_mask(drop, seeds[0], x, rate)
     if not np.array_equal(m0, _dropout_mask(drop, seeds[0], x, rate)):
         ag.fail("prng", "the same key gave two different masks: the randomness must come from `key` "
@@ -153,7 +143,7 @@ def test_init_mlp(k):
     m0 = int(k.rng.integers(8, 13))
     h = int(k.rng.integers(max(24, 2 * m0), 37))
     sizes = (m0, h, h, h)
-    seeds = _seeds(k, 18)
+    seeds = k.distinct_seeds(18)
     first = _layers(init, seeds[0], sizes)
     # No key consumed twice (JAX's key-reuse checker, kernel-side).
     k.claim("check_no_key_reuse", "init_mlp", (Key(seeds[1]), sizes), jit=False, what=f"init_mlp(key, {sizes})")
@@ -204,7 +194,7 @@ def test_noisy_batch(k):
     n, d = int(k.rng.integers(256, 513)), int(k.rng.integers(4, 9))
     cut = int(k.rng.integers(n // 4, 3 * n // 4))
     x = k.rng.normal(size=(n, d)).astype(np.float32)
-    s0, s1, s2 = _seeds(k, 3)
+    s0, s1, s2 = k.distinct_seeds(3)
     out = _noisy(k, s0, x)
     if not np.array_equal(out, _noisy(k, s0, x)):
         ag.fail("prng", "called twice with the same key, jax.jit(noisy_batch) gave different noise: the "

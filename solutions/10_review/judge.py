@@ -63,15 +63,6 @@ def _np_sgd(rng, params, xs, ys, steps, lr):
     return p
 
 
-def _seeds(k, n):
-    seeds = []
-    while len(seeds) < n:
-        s = int(k.rng.integers(0, 2**31 - 1))
-        if s not in seeds:
-            seeds.append(s)
-    return seeds
-
-
 def _concrete(exc, label):
     """Tracing needed a traced value on the host (`float(loss)`, `.item()`)."""
     import jax
@@ -120,7 +111,7 @@ def test_train(k):
     xs, ys, params = _problem()
     xd, yd = xs.astype(np.float64), ys.astype(np.float64)
     args = ({n: AsJax(v) for n, v in params.items()}, AsJax(xs), AsJax(ys))
-    s0, s1, s2, s3, s4 = _seeds(k, 5)
+    s0, s1, s2, s3, s4 = k.distinct_seeds(5)
     # One jit of train (steps static) over five calls: the same key twice, new keys, new learning
     # rates. The outputs are checked here; the trace count is the kernel's report (an extra only).
     plan = [(s0, _LR), (s0, _LR), (s1, _LR), (s3, 0.05), (s4, 0.2)]
