@@ -1,9 +1,9 @@
 """Grading many notebooks at once: in parallel over the machine's cores, in order, nothing lost.
 
-Each submission is graded by :func:`autograder.grading.grade_notebook` in a process of its own
-(forked from a warm parent: nbgrader imported once), in its own temporary directory, with its
-own kernel under time, CPU and memory limits: as root, in the sandbox of
-:mod:`autograder.sandbox`, otherwise in its own process group. A submission that crashes its
+Each submission is graded by :func:`autograder.grading.grade_notebook` in a grading process
+(forked from a warm parent: nbgrader imported once; each grades one notebook at a time), in its
+own temporary directory, with its own kernel under time, CPU and memory limits: as root, in the
+sandbox of :mod:`autograder.sandbox`, otherwise in its own process group. A submission that crashes its
 kernel, times out or cannot be read still gets a row (with the reason and zero for what could
 not be graded); one that kills its grading process is graded once more in a fresh one, and after
 a second death gets a row saying so: it never costs another notebook its grade, and no
@@ -45,10 +45,16 @@ def _grade_job(job):
                              kwargs.get("root")).as_dict()
 
 
-def _child(job, conn) -> None:
-    """A grading process: grade one job, send its result, exit."""
+def _worker(conn) -> None:
+    """A grading process: grade the jobs it is sent, one at a time, until it is sent None."""
     try:
-        conn.send(_grade_job(job))
+        while True:
+            job = conn.recv()
+            if job is None:
+                break
+            conn.send(_grade_job(job))
+    except (EOFError, OSError):
+        pass
     finally:
         conn.close()
 
@@ -57,15 +63,40 @@ DIED = ("the grading process died twice while grading this notebook (the submiss
         "or exhausted the machine's memory or processes); every other notebook was graded normally")
 
 
+class _Worker:
+    """A forked grading process (warm: nbgrader, the judge and JAX imported) and its one job."""
+
+    def __init__(self, ctx):
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker, args=(child,), daemon=True)
+        self.proc.start()
+        child.close()
+        self.job = None  # the index of the job it is grading
+
+    def give(self, i, job):
+        self.job = i
+        self.conn.send(job)
+
+    def stop(self):
+        try:
+            self.conn.send(None)
+        except OSError:
+            pass
+        self.proc.join(timeout=10)
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.conn.close()
+
+
 def grade_many(paths, *, workers: int | None = None, progress: bool = False, per_job=None,
                **grade_kwargs) -> list[Result]:
     """Grade ``paths`` and return their results in the same order.
 
-    Every notebook is graded in a process of its own (forked from this warm one), ``workers`` at
-    a time: a submission that kills its grading process, or makes it die, loses only its own
-    grade. Such a notebook is graded once more in a fresh process; dying twice, it gets every
-    test at zero with the reason. ``per_job(path) -> dict`` may add keyword arguments for one
-    path (e.g. ``save_graded``).
+    ``workers`` grading processes (forked from this warm one) each grade one notebook at a time,
+    so a submission that kills its grading process, or makes it die, is known exactly and loses
+    only its own grade: it is graded once more by a fresh process, and dying twice gets every
+    test at zero with the reason; every other notebook is graded normally. ``per_job(path) ->
+    dict`` may add keyword arguments for one path (e.g. ``save_graded``).
     """
     import multiprocessing
     from multiprocessing.connection import wait
@@ -74,7 +105,7 @@ def grade_many(paths, *, workers: int | None = None, progress: bool = False, per
     folders = {f for p in paths for f in (Path(p).resolve().parent, Path(p).resolve().parent.parent)}
     grade_kwargs.setdefault("hide", tuple(sorted(map(str, folders))))  # out of every kernel's sight
     jobs = [(p, {**grade_kwargs, **(per_job(p) if per_job else {})}) for p in paths]
-    workers = workers or default_workers(len(jobs))
+    workers = min(workers or default_workers(len(jobs)), len(jobs))
     results: list[Result | None] = [None] * len(jobs)
     bar = _progress(len(jobs)) if progress else None
     _warm()  # before the processes fork: nbgrader's import is paid once, and so is
@@ -82,43 +113,53 @@ def grade_many(paths, *, workers: int | None = None, progress: bool = False, per
     ctx = multiprocessing.get_context("fork")
     queue = list(range(len(jobs)))
     attempts = [0] * len(jobs)
-    running = {}  # index -> (process, receiving end)
+    pool: list[_Worker] = []
 
     def finish(i, result):
         results[i] = result
         if bar:
             bar.advance()
 
-    while queue or running:
-        while queue and len(running) < workers:
-            i = queue.pop(0)
-            attempts[i] += 1
-            recv, send = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=_child, args=(jobs[i], send), daemon=True)
-            proc.start()
-            send.close()
-            running[i] = (proc, recv)
-        ready = set(wait([c for _, c in running.values()] + [p.sentinel for p, _ in running.values()]))
-        for i, (proc, recv) in list(running.items()):
-            if recv not in ready and proc.sentinel not in ready:
-                continue
-            got = None
-            try:
-                if recv.poll():
-                    got = recv.recv()
-            except (EOFError, OSError):
+    try:
+        while queue or any(w.job is not None for w in pool):
+            for w in pool:
+                if w.job is None and queue:
+                    i = queue.pop(0)
+                    attempts[i] += 1
+                    w.give(i, jobs[i])
+            while queue and len(pool) < workers:
+                w = _Worker(ctx)
+                pool.append(w)
+                i = queue.pop(0)
+                attempts[i] += 1
+                w.give(i, jobs[i])
+            busy = [w for w in pool if w.job is not None]
+            ready = set(wait([w.conn for w in busy] + [w.proc.sentinel for w in busy]))
+            for w in busy:
+                if w.conn not in ready and w.proc.sentinel not in ready:
+                    continue
                 got = None
-            if got is None and proc.is_alive():
-                continue  # the result is on its way
-            proc.join(timeout=5)
-            recv.close()
-            del running[i]
-            if got is not None:
-                finish(i, Result.from_dict(got))
-            elif attempts[i] < 2:
-                queue.append(i)  # once more, in a fresh process
-            else:
-                finish(i, failed_result(jobs[i][0], DIED, jobs[i][1].get("root")))
+                try:
+                    if w.conn.poll():
+                        got = w.conn.recv()
+                except (EOFError, OSError):
+                    got = None
+                if got is None and w.proc.is_alive():
+                    continue  # the result is on its way
+                i, w.job = w.job, None
+                if got is not None:
+                    finish(i, Result.from_dict(got))
+                    continue
+                pool.remove(w)  # it died grading job i
+                w.proc.join(timeout=5)
+                w.conn.close()
+                if attempts[i] < 2:
+                    queue.insert(0, i)  # once more, in a fresh process
+                else:
+                    finish(i, failed_result(jobs[i][0], DIED, jobs[i][1].get("root")))
+    finally:
+        for w in pool:
+            w.stop()
     bar and bar.close()
     return results  # type: ignore[return-value]
 
