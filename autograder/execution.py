@@ -79,6 +79,7 @@ def make_executor(cell_timeout: int, deadline: float, cpu_limit: int = DEFAULT_C
             self.timed_out = set()  # cells that did not finish within their time
             self.after_cells_error = None
             self.current = -1
+            self.sandbox_ended = False  # every process of the sandbox killed once the replies were in
 
         # -- nbclient hooks
         def _cell_start(self, cell, cell_index):
@@ -129,7 +130,7 @@ def make_executor(cell_timeout: int, deadline: float, cpu_limit: int = DEFAULT_C
                     os.kill(prov.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError, OSError):
                 pass
-            if box is not None:
+            if box is not None and not self.sandbox_ended:
                 box.kill_all()  # the namespace's init is gone; so is anything that left the group
 
         def _end_sandbox(self):
@@ -139,6 +140,7 @@ def make_executor(cell_timeout: int, deadline: float, cpu_limit: int = DEFAULT_C
             if not contained:
                 return
             box.kill_all()
+            self.sandbox_ended = True
             process = getattr(getattr(self.km, "provisioner", None), "process", None)
             try:
                 if process is not None:

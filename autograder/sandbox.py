@@ -131,8 +131,9 @@ class Sandbox:
                 except FileNotFoundError:
                     break
                 except OSError:
-                    time.sleep(0.1)
+                    time.sleep(0.02)
             self.cgroup = None
+        os.ftruncate(self.lock_fd, 0)  # released cleanly: nothing of this uid is left
         os.close(self.lock_fd)
         self.lock_fd = None
 
@@ -361,7 +362,9 @@ def open_sandbox(deadline: float, root: Path | None = None, submission: Path | N
                 os.close(fd)
                 continue
             box = Sandbox(NAMESPACE, "", uid, fd, unshare, hide=_hidden_paths(root, submission, hide))
-            box.kill_all()  # leftovers of a grader that crashed while holding this uid
+            if os.pread(fd, 4, 0) == b"busy":  # its last grader died holding it: kill what is left
+                box.kill_all()
+            os.pwrite(fd, b"busy", 0)
             box.cgroup, box.reason = memory_cgroup(uid)
             return box
         if time.monotonic() > deadline:
