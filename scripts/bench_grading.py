@@ -41,7 +41,7 @@ NOTES = """Why the figures are what they are:
 - Since the hidden tests left the kernel for the judge, the notebooks themselves run in about
   half the time they did, so what a command pays once, serially, in the parent (Python's start,
   nbgrader's import) weighs more: on 2 cores it caps a batch of 6 near a 1.6x parallel speed-up,
-  below the 1.7x and 2x targets, which more cores or a larger batch meet.
+  below the 1.7x and 2x targets (a larger batch spreads those costs thinner; not measured here).
 - `nbgrader autograde` pays its import once too, and per submission a gradebook update, its
   own preprocessors and a graceful kernel shutdown. Being 2x faster than it on 2 cores needs
   a parallel speed-up of about 2x over a grader that is itself near the floor: the ceiling on
