@@ -6,10 +6,8 @@
 cut, a watchdog that kills the kernel past the deadline, and the kernel's stdout/stderr sent to
 ``/dev/null``. After the notebook's own cells have run, while the kernel is still alive, every
 callback of ``after_cells`` receives a :class:`LiveKernel` (the trusted judge plugs in there);
-then the sandbox's processes are killed.
-
-The *legacy guard* (:func:`install_guard`, :func:`guard_ran`) is the in-kernel restore-and-mark
-of test cells that scores depend on until the judge replaces it.
+then the sandbox's processes are killed. Nothing the kernel replies about its own cells
+decides a grade: the judge does, from data.
 """
 from __future__ import annotations
 
@@ -101,9 +99,8 @@ def make_executor(cell_timeout: int, deadline: float, cpu_limit: int = DEFAULT_C
                 self.timed_out.add(kwargs["cell_index"])
             cell = kwargs["cell"]
             size = sum(len(str(o)) for o in cell.get("outputs", []))
-            if size > DEFAULT_OUTPUT_LIMIT:  # keep the graded notebook small (and the guard's mark)
-                marks = [o for o in cell.get("outputs", []) if _GUARD_MIME in o.get("data", {})]
-                cell.outputs = marks[:1] + [new_output(
+            if size > DEFAULT_OUTPUT_LIMIT:  # keep the graded notebook small
+                cell.outputs = [new_output(
                     "stream", name="stdout", text=f"[{size} characters of output removed by the grader]")]
 
         async def _run_after_cells(self):
@@ -190,184 +187,3 @@ def make_executor(cell_timeout: int, deadline: float, cpu_limit: int = DEFAULT_C
                                             "evalue": "the cell ran past its time limit"},
                           kernel_name="python3", record_timing=False, startup_timeout=120,
                           shutdown_kernel="immediate", **extra)
-
-
-def feedback_for(reply, index, executor, cell_timeout) -> str:
-    """What a learner is told about test cell ``index`` that did not pass."""
-    if reply is None:
-        if index in executor.skipped and executor.died_at is None:
-            return "Not run: the notebook's time limit was used up before this test."
-        if executor.died_at is not None and index >= executor.died_at:
-            return ("Not run to completion: the kernel died or was stopped (an exit, a crash, "
-                    "too much memory, or the time limit) before this test finished.")
-        return f"Did not finish within {cell_timeout} s: an infinite loop or a very slow answer?"
-    if reply.get("status") == "ok":
-        return ""
-    ename, evalue = reply.get("ename", "Error"), (reply.get("evalue") or "").strip()
-    if ename == "ExerciseFailure":
-        return evalue
-    if ename in ("CellTimeoutError", "KeyboardInterrupt"):
-        return f"Did not finish within the time limit ({cell_timeout} s per cell): an infinite loop?"
-    if ename == "NameError":
-        return (f"{ename}: {evalue}. The exercise's function is not defined: run its answer cell, "
-                "and keep the function's name as given.")
-    return f"The test raised {ename}: {evalue}"[:1000]
-
-
-# --------------------------------------------------------------------------- the legacy guard
-
-_GUARD_MIME = "application/x-autograder-guard"
-
-_GUARD_SETUP = """\
-def _autograder_guard_factory(token):
-    import builtins, sys, threading, types
-    import numpy, numpy.testing, jax, jax.numpy
-    import importlib, pkgutil
-    import autograder
-    for info in pkgutil.iter_modules(autograder.__path__):
-        if info.name not in ("__main__", "grading", "batch", "instructor", "course", "submission",
-                             "gradebook", "sandbox", "execution", "result", "launch", "judge", "wire"):
-            importlib.import_module("autograder." + info.name)
-    full = {n: m for n, m in list(sys.modules.items())
-            if n == "autograder" or n.startswith("autograder.")}
-    partial = {n: sys.modules[n] for n in ("numpy", "numpy.testing", "jax", "jax.numpy")}
-    snaps = {n: dict(m.__dict__) for n, m in {**full, **partial}.items()}
-    hooks = autograder.feedback.AFTER_LEARNER_CODE
-    # Function objects can be changed in place (f.__code__ = ...): keep what they were.
-    funcs, classes = [], []
-    for n, m in {**full, **partial}.items():
-        for v in list(vars(m).values()):
-            if isinstance(v, types.FunctionType):
-                funcs.append((v, v.__code__, v.__defaults__, v.__kwdefaults__))
-            elif isinstance(v, type) and n in full and v.__module__.startswith("autograder"):
-                classes.append((v, dict(v.__dict__)))
-                for w in list(vars(v).values()):
-                    w = getattr(w, "__func__", w)
-                    if isinstance(w, types.FunctionType):
-                        funcs.append((w, w.__code__, w.__defaults__, w.__kwdefaults__))
-    builtins_snap = dict(builtins.__dict__)
-    trace, profile = sys.gettrace(), sys.getprofile()
-    ip = get_ipython() if "get_ipython" in globals() else None
-    if ip is not None:
-        ip_manager, ip_custom = ip.input_transformer_manager, ip.custom_exceptions
-        # (owner, attribute, the list, its items): both the list and what it holds come back
-        ip_lists = [(o, a, getattr(o, a), list(getattr(o, a))) for o, a in
-                    ((ip_manager, "cleanup_transforms"), (ip_manager, "line_transforms"),
-                     (ip_manager, "token_transformers"),
-                     (ip, "input_transformers_post"), (ip, "ast_transformers"))]
-        names = ("transform_cell", "transform_ast", "run_cell", "_run_cell", "run_cell_async",
-                 "run_ast_nodes", "run_code", "showtraceback", "user_expressions", "ev", "ex")
-        ip_classes = [(c, {k: vars(c)[k] for k in names if k in vars(c)})
-                      for c in (*type(ip).__mro__, *type(ip_manager).__mro__) if c is not object]
-    class ReadOnlyModule(types.ModuleType):
-        def __setattr__(self, name, value):
-            raise AttributeError(f"{self.__name__} is read-only while grading")
-        def __delattr__(self, name):
-            raise AttributeError(f"{self.__name__} is read-only while grading")
-    def restore():
-        for n, m in {**full, **partial}.items():
-            sys.modules[n] = m
-            d = m.__dict__
-            if n in full:
-                for k in [k for k in d if k not in snaps[n]]:
-                    del d[k]
-                if type(m) is not ReadOnlyModule:
-                    m.__class__ = ReadOnlyModule
-            d.update(snaps[n])
-        for f, code, defaults, kwdefaults in funcs:
-            if f.__code__ is not code:
-                f.__code__ = code
-            if f.__defaults__ is not defaults:
-                f.__defaults__ = defaults
-            if f.__kwdefaults__ is not kwdefaults:
-                f.__kwdefaults__ = kwdefaults
-        for c, attrs in classes:
-            for k, v in attrs.items():
-                if k not in ("__dict__", "__weakref__") and vars(c).get(k) is not v:
-                    type.__setattr__(c, k, v)
-        for k, v in builtins_snap.items():
-            if builtins.__dict__.get(k) is not v:
-                builtins.__dict__[k] = v
-        sys.settrace(trace)
-        sys.setprofile(profile)
-        threading.settrace(None)
-        threading.setprofile(None)
-        if ip is not None:
-            ip.input_transformer_manager, ip.custom_exceptions = ip_manager, ip_custom
-            for owner, attr, lst, items in ip_lists:
-                if getattr(owner, attr) is not lst:
-                    setattr(owner, attr, lst)
-                if lst != items:
-                    lst[:] = items
-            for k in names:
-                if k in vars(ip):  # a method shadowed on the instance
-                    delattr(ip, k)
-            for c, methods in ip_classes:
-                for k in names:
-                    if k in methods and vars(c).get(k) is not methods[k]:
-                        type.__setattr__(c, k, methods[k])
-                    elif k not in methods and k in vars(c):
-                        type.__delattr__(c, k)
-            ip.events = events
-            ensure_after_cell()
-        hooks[:] = [restore]
-    def after_cell(*_):
-        restore()
-    def guard(index):
-        restore()
-        if ip is not None:
-            from IPython.display import display
-            hm = ip.history_manager
-            raw, parsed = hm.input_hist_raw[-1], hm.input_hist_parsed[-1]
-            # what ran is not what IPython itself makes of the cell (history drops the last newline)
-            if ip.transform_cell(raw).rstrip() != parsed.rstrip():
-                raise autograder.feedback.ExerciseFailure(
-                    "tampering", "this test cell was changed before it ran (an input "
-                    "transformer installed by a learner cell?); it does not count.")
-            display({"@MIME@": f"{token}:{index}"}, raw=True)
-    def ensure_after_cell():
-        # restore after every cell, so that what a learner cell changes is undone before the
-        # next cell (a test) is even transformed; other hooks (matplotlib's, the learner's) stay
-        callbacks = events.callbacks.setdefault("post_run_cell", [])
-        if after_cell not in callbacks:
-            callbacks.append(after_cell)
-    if ip is not None:
-        events = ip.events
-        ensure_after_cell()
-    restore()
-    return guard
-__import__("builtins").__dict__["@NAME@"] = _autograder_guard_factory("@TOKEN@")
-del _autograder_guard_factory
-"""
-
-
-def install_guard(nb) -> str:
-    """Restore pristine modules before every test.
-
-    A first cell, run before any learner code, snapshots the namespaces of the
-    ``autograder`` modules, NumPy and ``jax.numpy``; every test cell then starts by
-    restoring them, so patches made by learner cells (``ag.check_close = ...``,
-    ``np.allclose = lambda *a, **k: True``) are undone before the test runs.
-    """
-    import secrets
-
-    from nbformat.v4 import new_code_cell
-    from nbgrader import utils
-
-    name, token = f"_{secrets.token_hex(12)}", secrets.token_hex(16)
-    setup = _GUARD_SETUP.replace("@NAME@", name).replace("@TOKEN@", token).replace("@MIME@", _GUARD_MIME)
-    nb.cells.insert(0, new_code_cell(setup))
-    for index, cell in enumerate(nb.cells):
-        if cell.cell_type == "code" and utils.is_grade(cell) and not utils.is_solution(cell):
-            cell.source = f"{name}({index})\n" + cell.source
-    return token
-
-
-def guard_ran(cell, index: int, token: str) -> bool:
-    """The guard at the top of test cell ``index`` ran as written: it left its mark, which a
-    test cell rewritten by the learner's code (an input transformer) does not."""
-    want = f"{token}:{index}"
-    return any(o.get("output_type") == "display_data" and o.get("data", {}).get(_GUARD_MIME) == want
-               for o in cell.get("outputs", []))
-
-

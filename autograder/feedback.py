@@ -44,7 +44,7 @@ TAUGHT_IN = {
     "capstone": ("10_review", "The rewrite: one pure training run that jits once"),
     "numerics": (None, "the exercise's description"),
     "unanswered": (None, None),
-    "tampering": (None, None),  # the grader's own guard: a test cell did not run as sent
+    "tampering": (None, None),  # the kernel's machinery was changed (e.g. its JAX config cannot be reset)
 }
 
 
@@ -187,18 +187,7 @@ def _explain(exc: BaseException, what: str, concrete_idea: str = "static") -> Ex
     return explain_error([c.__name__ for c in type(exc).__mro__], str(exc), what, concrete_idea)
 
 
-# Run after every call of learner code. The grader puts its "restore pristine modules" hook
-# here, so a learner function that patches the checks while a test calls it is undone before
-# the test goes on. (Bound as a default argument below, so rebinding the name does nothing.)
-AFTER_LEARNER_CODE: list = []
-
-
-def _after(hooks):
-    for hook in list(hooks):
-        hook()
-
-
-def call(f, *args, what: str | None = None, translate=None, _hooks=AFTER_LEARNER_CODE, **kwargs):
+def call(f, *args, what: str | None = None, translate=None, **kwargs):
     """Call learner code, turning any exception into feedback that names the idea.
 
     Every check runs learner code through here. ``translate(exc, label)`` may return a
@@ -213,12 +202,10 @@ def call(f, *args, what: str | None = None, translate=None, _hooks=AFTER_LEARNER
     except Exception as exc:  # noqa: BLE001 - every learner error becomes feedback
         specific = translate(exc, label) if translate is not None else None
         raise (specific or _explain(exc, label)) from exc
-    finally:
-        _after(_hooks)
 
 
 @contextlib.contextmanager
-def explained(what: str, _hooks=AFTER_LEARNER_CODE):
+def explained(what: str):
     """Context manager form of :func:`call` for a block of learner code."""
     try:
         yield
@@ -226,5 +213,3 @@ def explained(what: str, _hooks=AFTER_LEARNER_CODE):
         raise
     except Exception as exc:  # noqa: BLE001
         raise _explain(exc, what) from exc
-    finally:
-        _after(_hooks)

@@ -30,7 +30,7 @@ from pathlib import Path
 
 # Public names, importable from here as before the split.
 from .course import GradingError, find_course_root, package_root, source_notebook, test_cells  # noqa: F401
-from .execution import feedback_for, guard_ran, install_guard, make_executor
+from .execution import make_executor
 from .gradebook import (STUDENT, build_gradebook, ensure_tools_on_path,  # noqa: F401
                         fast_alembic_version, nbgrader_resources, save_autogrades, scratch_gradebook)
 from .judge import JudgeStep
@@ -78,8 +78,6 @@ def _grade_in(tmp: Path, nb, given, assignment, source, cell_timeout, notebook_t
     import shutil
 
     import nbformat
-    from nbformat.v4 import new_output
-    from nbgrader import utils
 
     from .course import data_files, read_source
 
@@ -101,11 +99,12 @@ def _grade_in(tmp: Path, nb, given, assignment, source, cell_timeout, notebook_t
         nb = sanitize(nb, res, read_source(source))
     except GradingError as exc:
         return zero_result(given, assignment, source, str(exc))
-    judge = JudgeStep.for_source(source, cell_timeout)  # solutions/<a>/judge.py decides, if there
+    judge = JudgeStep.for_source(source, cell_timeout)  # solutions/<a>/judge.py decides
     if judge is None:
-        guard_token = install_guard(nb)  # legacy: test cells run in the kernel, scored by reply
-    else:
-        judge.prepare(nb)  # test cells and "Check my answers" are not run
+        return zero_result(given, assignment, source,
+                           f"the course has no judge for {assignment} (solutions/{assignment}/judge.py), "
+                           "so it cannot be graded: ask your instructor")
+    judge.prepare(nb)  # test cells and "Check my answers" are not run in the kernel
 
     # the sandbox and the execution
     deadline = time.monotonic() + notebook_timeout
@@ -114,7 +113,7 @@ def _grade_in(tmp: Path, nb, given, assignment, source, cell_timeout, notebook_t
     box = open_sandbox(deadline, root, path, hide)
     if box.refused:
         return zero_result(given, assignment, source, box.reason)
-    after_cells = [judge] if judge else []  # f(live: execution.LiveKernel), the kernel alive
+    after_cells = [judge]  # f(live: execution.LiveKernel), called with the kernel alive
     old_pp = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = str(package_root()) + (os.pathsep + old_pp if old_pp else "")
     try:
@@ -141,29 +140,10 @@ def _grade_in(tmp: Path, nb, given, assignment, source, cell_timeout, notebook_t
         else:
             os.environ["PYTHONPATH"] = old_pp
 
-    # Score from the judge's verdicts, or (legacy) from the execute replies: outputs are
-    # replaced, so nothing printed counts.
-    feedback = {}
-    if judge is not None:
-        judge.restore(nb)
-        feedback = judge.write_verdicts(nb, _not_judged(executor))
-    for index, cell in enumerate(nb.cells if judge is None else ()):
-        if cell.cell_type != "code" or not utils.is_grade(cell) or utils.is_solution(cell):
-            continue
-        grade_id = cell.metadata.nbgrader["grade_id"]
-        reply = executor.replies.get(index)
-        finished = (reply is not None and reply.get("status") == "ok"
-                    and index not in executor.timed_out
-                    and (executor.died_at is None or index < executor.died_at))
-        tampered = finished and not guard_ran(cell, index, guard_token)
-        finished = finished and not tampered
-        fb = "" if finished else (
-            "This test cell did not run as written (learner code changed how cells run, e.g. "
-            "with an IPython input transformer), so it does not count." if tampered else
-            feedback_for(reply, index, executor, cell_timeout)
-            or "Did not finish: the kernel stopped during this test.")
-        feedback[grade_id] = fb
-        cell.outputs = [] if finished else [new_output("error", ename="Failed", evalue=fb, traceback=[])]
+    # Scores come from the judge's verdicts alone: outputs are replaced, and nothing the kernel
+    # printed or replied counts.
+    judge.restore(nb)
+    feedback = judge.write_verdicts(nb, _not_judged(executor))
 
     result = Result(given, assignment, containment=box.mode, containment_reason=box.reason)
     result.tests = save_autogrades(nb, res, source, feedback)
@@ -172,8 +152,6 @@ def _grade_in(tmp: Path, nb, given, assignment, source, cell_timeout, notebook_t
     if save_graded is not None:  # the executed notebook, for the formgrader (instructors only)
         save_graded = Path(save_graded)
         save_graded.parent.mkdir(parents=True, exist_ok=True)
-        if judge is None:
-            nb.cells = nb.cells[1:]  # drop the grader's guard cell
         nbformat.write(nb, str(save_graded))
     return result
 
