@@ -783,7 +783,7 @@ def write_report(out: Path, *, info, floors, runs, kernels, peaks, dispatch, gra
         bare = {chapter_of(r.path): r.wall_s for r in runs if r.path.startswith("solutions/")}
         lines += ["## Grading", "",
                   "`python -m autograder grade NOTEBOOK --json` (a new process: Python start, nbgrader's "
-                  "gradebook, restoring cells from `solutions/`, executing in a fresh kernel, scoring) on "
+                  "gradebook, the sandbox as root, executing the notebook in a fresh kernel, then the judge of `solutions/<a>/judge.py` on fresh inputs) on "
                   "the released notebook and on the solution notebook, against bare nbclient execution of "
                   "the solution notebook (above).", "",
                   "| assignment | released: s (score) | solution: s (score) | bare execution s | grading overhead s |",
