@@ -56,3 +56,20 @@ def run_grader(paths, *extra, timeout=900):
     except json.JSONDecodeError:
         pytest.fail(f"grader stdout is not JSON: {proc.stdout[:2000]!r}\nstderr: {proc.stderr[-3000:]}")
     return data, proc.stderr, proc.returncode
+
+
+def wait_until_serving(proc, url: str, seconds: float, what: str, log=lambda: "") -> None:
+    """Poll ``url`` until it answers; fail (with ``log()``) if ``proc`` exits or ``seconds`` pass."""
+    import time
+    import urllib.request
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"{what} exited with {proc.returncode}: {log()}")
+        try:
+            urllib.request.urlopen(url, timeout=2)
+            return
+        except OSError:
+            time.sleep(0.5)
+    pytest.fail(f"{what} did not answer on {url} within {seconds:g} s: {log()}")

@@ -24,7 +24,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, wait_until_serving
 
 pytestmark = [pytest.mark.notebook, pytest.mark.slow, pytest.mark.slow_env, pytest.mark.xdist_group("browser")]
 CHROMIUM = "/usr/bin/chromium"
@@ -87,16 +87,8 @@ def lab(tmp_path_factory):
                             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(240):
-            if proc.poll() is not None:
-                pytest.fail(f"JupyterLab exited with {proc.returncode}: see {ARTIFACTS / 'jupyterlab.log'}")
-            try:
-                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
-                break
-            except OSError:
-                time.sleep(0.5)
-        else:
-            pytest.fail(f"JupyterLab did not start: see {ARTIFACTS / 'jupyterlab.log'}")
+        wait_until_serving(proc, f"{base}/api/status?token={token}", 120, "JupyterLab",
+                           lambda: f"see {ARTIFACTS / 'jupyterlab.log'}")
         yield base, token, copy
     finally:
         if proc.poll() is None:

@@ -40,7 +40,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from conftest import ROOT, solution_notebook
+from conftest import ROOT, solution_notebook, wait_until_serving
 
 pytestmark = [pytest.mark.slow, pytest.mark.slow_env, pytest.mark.xdist_group("hub")]
 
@@ -197,16 +197,7 @@ def _make_hub(names, state: Path, log_name: str, **env):
                             stderr=subprocess.STDOUT, start_new_session=True)
     the_hub = Hub(f"http://127.0.0.1:{port}", token, names, state, log_path)
     try:
-        for _ in range(600):
-            if proc.poll() is not None:
-                pytest.fail(f"make hub exited with {proc.returncode}:\n{the_hub.log_tail()}")
-            try:
-                urllib.request.urlopen(f"{the_hub.base}/hub/api", timeout=2)
-                break
-            except OSError:
-                time.sleep(0.5)
-        else:
-            pytest.fail(f"the hub did not answer on {the_hub.base}:\n{the_hub.log_tail()}")
+        wait_until_serving(proc, f"{the_hub.base}/hub/api", 300, "make hub", lambda: "\n" + the_hub.log_tail())
         yield the_hub
     finally:
         pid_file = state / "private" / "jupyterhub.pid"

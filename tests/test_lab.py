@@ -7,12 +7,11 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, wait_until_serving
 
 
 def _free_port():
@@ -30,18 +29,12 @@ def lab_server():
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
                             start_new_session=True)
     base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 90
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
-            break
-        except OSError:
-            if proc.poll() is not None:
-                pytest.fail(f"jupyter lab exited: {proc.stderr.read().decode()[-2000:]}")
-            time.sleep(0.5)
-    else:
+    try:
+        wait_until_serving(proc, f"{base}/api/status?token={token}", 90, "jupyter lab",
+                           lambda: proc.stderr.read().decode()[-2000:] if proc.poll() is not None else "")
+    except BaseException:
         proc.kill()
-        pytest.fail("jupyter lab did not start within 90 s")
+        raise
     yield base, token
     os.killpg(proc.pid, 15)
     proc.wait(timeout=30)
