@@ -13,6 +13,7 @@ import pytest
 
 from autograder import judge, wire
 from autograder.feedback import ExerciseFailure
+from attacks import ATTACKS, READ_SOLUTIONS  # the hostile corpus, shared with the old-grader control
 from conftest import ROOT, fill_answers, released_notebook, run_grader, solution_notebook
 
 A = "03_purity"
@@ -334,74 +335,8 @@ def test_an_unreadable_exported_program_is_a_channel_error():
 
 # --------------------------------------------------------------------------- scoring attacks on 03_purity
 
-WRONG = {  # wrong answers: each attack below comes with them, and must not turn them into points
-    "step": "def step(state, x):\n    return state, x\n",
-    "set_diagonal": "def set_diagonal(x, v):\n    return x\n",
-    "normalize_batch": "def normalize_batch(x):\n    return x\n",
-}
-
-ATTACKS = {
-    "post_run_cell_clears_errors": (
-        "ip = get_ipython()\n"
-        "def _clear(result):\n    result.error_in_exec = None\n    result.error_before_exec = None\n"
-        "ip.events.register('post_run_cell', _clear)\n"),
-    "execution_result_success_patched": (
-        "from IPython.core.interactiveshell import ExecutionResult\n"
-        "ExecutionResult.success = property(lambda self: True)\n"),
-    "session_rewrites_error_replies": (
-        "_kernel = get_ipython().kernel\n_send = _kernel.session.send\n"
-        "def _ok(stream, msg_or_type, content=None, *a, **k):\n"
-        "    if isinstance(content, dict) and content.get('status') == 'error':\n"
-        "        content = {'status': 'ok', 'execution_count': content.get('execution_count', 0),\n"
-        "                   'user_expressions': {}, 'payload': []}\n"
-        "    return _send(stream, msg_or_type, content, *a, **k)\n"
-        "_kernel.session.send = _ok\n"),
-    "ast_transformer_rearmed_from_pre_run_cell": (
-        "import ast\nip = get_ipython()\n"
-        "class _Drop(ast.NodeTransformer):\n"
-        "    def visit_Module(self, node):\n"
-        "        node.body = [n for n in node.body if isinstance(n, ast.FunctionDef)]\n"
-        "        return node\n"
-        "def _arm(*_):\n    ip.ast_transformers[:] = [_Drop()]\n"
-        "ip.events.register('pre_run_cell', _arm)\n"),
-    "compile_ast_parse_drops_code": (
-        "ip = get_ipython()\n_parse = ip.compile.ast_parse\n"
-        "def _first_only(source, *a, **k):\n"
-        "    tree = _parse(source, *a, **k)\n    tree.body = tree.body[:1]\n    return tree\n"
-        "ip.compile.ast_parse = _first_only\n"),
-    "forged_marks_and_outputs": (
-        "from IPython.display import display\nimport json\n"
-        "print(json.dumps({'score': 3.0, 'max_score': 3.0}))\n"
-        "display({'application/x-autograder-guard': 'forged:0'}, raw=True)\n"
-        "display({'application/x-autograder-judge': json.dumps({'$': 'dict', 'items': [['value', 1.0]]})}, raw=True)\n"),
-    "agent_forges_replies": (
-        "import json, autograder.agent as _agent, autograder.wire as _wire\n"
-        "from IPython.display import display\n"
-        "def _serve(text):\n"
-        "    nonce = dict(json.loads(text)['items'])['nonce']\n"
-        "    reply = {'nonce': nonce, 'value': 0.0, 'claim': {'ok': True, 'idea': '', 'detail': ''}}\n"
-        "    display({_wire.MIME: _wire.encode(reply)}, raw=True)\n"
-        "_agent.serve = _serve\n"),
-    "tree_flattening_patched": (
-        "import jax\n_none = jax.tree_util.tree_structure(None)\n"
-        "jax.tree_util.tree_flatten = lambda *a, **k: ([], _none)\n"
-        "jax.tree_util.tree_leaves = lambda *a, **k: []\n"),
-    "numpy_code_swapped": (
-        "import numpy as np\n_yes = (lambda *a, **k: True).__code__\n"
-        "for _f in (np.allclose, np.array_equal, np.isclose):\n"
-        "    try:\n        getattr(_f, '__wrapped__', _f).__code__ = _yes\n"
-        "    except Exception:\n        pass\n"),
-}
-
-# Needs the sandbox helper's mount namespace (issue 11, item 3) to earn nothing: without it the
-# kernel can read solutions/ and run the instructor's answers, which then earn what they earn.
-READ_SOLUTIONS = (
-    "import autograder, pathlib, nbformat\n"
-    "_root = pathlib.Path(autograder.__file__).resolve().parent.parent\n"
-    "_nb = nbformat.read(str(_root / 'solutions' / '03_purity' / '03_purity.ipynb'), as_version=4)\n"
-    "for _c in _nb.cells:\n"
-    "    if _c.get('metadata', {}).get('nbgrader', {}).get('solution'):\n"
-    "        exec(_c.source, globals())\n")
+# The corpus (ATTACKS, WRONG, READ_SOLUTIONS) is tabled in tests/attacks.py; the same table, graded
+# by the old in-kernel guard (tests/test_attacks_old_grader.py), earns full marks there.
 HIDES_COURSE = "namespaces+uid"  # the containment that hides the course root from the kernel
 
 
@@ -427,10 +362,8 @@ def _noisy_solution():
 @pytest.fixture(scope="module")
 def attacked(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("judge-attacks")
-    cases = {name: {**WRONG, "step": attack + WRONG["step"]} for name, attack in ATTACKS.items()}
-    cases["stubs_left_with_forged_outputs"] = {"step": ATTACKS["forged_marks_and_outputs"] +
-                                               "def step(state, x):\n    raise NotImplementedError()\n"}
-    cases["read_solutions"] = {**WRONG, "step": WRONG["step"] + READ_SOLUTIONS}
+    cases = {name: attack.answers() for name, attack in ATTACKS.items()}
+    cases["read_solutions"] = READ_SOLUTIONS.answers()
     cases["noisy_correct_answer"] = _noisy_solution()
     paths = [fill_answers(released_notebook(A), answers, tmp / name / A / f"{A}.ipynb")
              for name, answers in cases.items()]
@@ -441,7 +374,7 @@ def attacked(tmp_path_factory):
 
 @pytest.mark.notebook
 @pytest.mark.xdist_group("judge-attacks")
-@pytest.mark.parametrize("name", list(ATTACKS) + ["stubs_left_with_forged_outputs"])
+@pytest.mark.parametrize("name", list(ATTACKS))
 def test_scoring_attack_with_wrong_answers_earns_nothing(attacked, name):
     r = attacked[name]
     assert [t["grade_id"] for t in r["tests"]] == ["test_step", "test_set_diagonal", "test_normalize_batch"]

@@ -1,0 +1,175 @@
+"""The hostile corpus: scoring attacks on 03_purity, each paired with WRONG answers (issue 11).
+
+One table serves two graders:
+
+* tests/test_judge.py grades every entry with the grader of this checkout (the judge outside
+  the kernel, the kernel in namespaces) and asserts that it earns nothing;
+* tests/test_attacks_old_grader.py grades every entry marked ``old_grader`` with the grader
+  of commit ``OLD_GRADER`` (hidden tests in the notebook, an in-kernel guard), and asserts that
+  it earns full marks there: the control that shows each attack is real, not a weak form that
+  scores zero anyway.
+
+Issue 11's attack classes, each given full marks by the old grader under containment
+``pid-namespace+uid``, and the entry that carries it:
+
+1. a ``post_run_cell`` callback that clears the cell's error: ``post_run_cell_clears_errors``;
+2. ``ExecutionResult.success`` patched to always be true: ``execution_result_success_patched``;
+3. the kernel's session rewriting error replies to "ok": ``session_rewrites_error_replies``;
+4. an AST transformer re-armed from a ``pre_run_cell`` callback:
+   ``ast_transformer_rearmed_from_pre_run_cell``;
+5. ``get_ipython().compile.ast_parse`` dropping everything after the guard line:
+   ``compile_ast_parse_drops_code``;
+6. the guard's secret read from memory and the mark forged: ``forged_marks_and_outputs`` (and
+   ``stubs_left_with_forged_outputs``, the same with the answer stubs left as released);
+7. ``jax.tree_util`` flattening patched so that comparisons see no leaves:
+   ``tree_flattening_patched``;
+8. the code of a NumPy function swapped under its dispatcher: ``numpy_code_swapped``;
+9. the instructor's solution read from ``solutions/`` (found through ``autograder.__file__``)
+   and executed: ``READ_SOLUTIONS``.
+
+``agent_forges_replies`` targets the new grader's kernel agent, which the old grader has not:
+it is not part of the old-grader control (``old_grader=False``).
+
+Each attack must still leave the new grader able to grade (it then scores 0): one entry feeds
+both graders, so an attack aimed at the old guard (its builtin, its mark) does nothing harmful
+where there is none.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+OLD_GRADER = "511c696"  # the last commit whose grader ran hidden tests in the kernel, behind a guard
+A = "03_purity"         # the assignment every attack is graded on
+
+WRONG = {  # wrong answers: each attack below comes with them, and must not turn them into points
+    "step": "def step(state, x):\n    return state, x\n",
+    "set_diagonal": "def set_diagonal(x, v):\n    return x\n",
+    "normalize_batch": "def normalize_batch(x):\n    return x\n",
+}
+STUB_STEP = "def step(state, x):\n    raise NotImplementedError()\n"
+
+
+@dataclass(frozen=True)
+class Attack:
+    code: str                      # the attack, as learner code
+    issue: int | None              # its number in issue 11's list of attack classes (None: none)
+    cells: tuple = ("step",)       # the answer cells it goes into
+    after: bool = False            # appended to the answer (default: prepended)
+    stubs: bool = False            # with the released stubs (only ``step`` written) instead of WRONG
+    old_grader: bool = True        # part of the old-grader control (it earns full marks there)
+
+    def answers(self) -> dict:
+        """``{grade_id: source}`` of the answer cells to fill in the released notebook."""
+        base = {"step": STUB_STEP} if self.stubs else dict(WRONG)
+        for cell in self.cells:
+            base[cell] = base[cell] + self.code if self.after else self.code + base[cell]
+        return base
+
+
+# The old guard (autograder/grading.py's _GUARD_SETUP at OLD_GRADER) is a builtin named
+# `_<24 hex digits>`; it starts every test cell as `_<hex>(<cell index>)`, restores IPython's
+# transformers, the autograder/NumPy/jax module namespaces and their functions' code after
+# every cell, and displays `<token>:<index>` (the secret mark) when it runs.
+_FORGE = (
+    "import builtins as _b\nfrom IPython.display import display as _display\n"
+    "def _read_guard_secret():\n"
+    "    for _name, _f in list(vars(_b).items()):\n"
+    "        _code = getattr(_f, '__code__', None)\n"
+    "        if _name.startswith('_') and _code is not None and 'token' in _code.co_freevars:\n"
+    "            _cells = dict(zip(_code.co_freevars, _f.__closure__))\n"
+    "            return _name, _cells['token'].cell_contents\n"
+    "    return None, None\n"
+    "_guard_name, _secret = _read_guard_secret()\n"
+    "_kernel = get_ipython().kernel\n_execute = _kernel.do_execute\n"
+    "def _forged(code, *a, **k):\n"
+    "    if _guard_name and code.startswith(_guard_name + '('):\n"
+    "        _index = code[len(_guard_name) + 1:code.index(')')]\n"
+    "        code = ('from IPython.display import display\\n'\n"
+    "                f'display({{\"application/x-autograder-guard\": \"{_secret}:{_index}\"}}, raw=True)\\n')\n"
+    "    return _execute(code, *a, **k)\n"
+    "_kernel.do_execute = _forged\n"
+    "import json\n"
+    "print(json.dumps({'score': 3.0, 'max_score': 3.0}))\n"
+    "_display({'application/x-autograder-guard': 'forged:0'}, raw=True)\n"
+    "_display({'application/x-autograder-judge': json.dumps({'$': 'dict', 'items': [['value', 1.0]]})}, raw=True)\n")
+
+ATTACKS = {
+    "post_run_cell_clears_errors": Attack(
+        "ip = get_ipython()\n"
+        "def _clear(result):\n    result.error_in_exec = None\n    result.error_before_exec = None\n"
+        "ip.events.register('post_run_cell', _clear)\n", issue=1),
+    "execution_result_success_patched": Attack(
+        "from IPython.core.interactiveshell import ExecutionResult\n"
+        "ExecutionResult.success = property(lambda self: True)\n", issue=2),
+    "session_rewrites_error_replies": Attack(
+        "_kernel = get_ipython().kernel\n_send = _kernel.session.send\n"
+        "def _ok(stream, msg_or_type, content=None, *a, **k):\n"
+        "    if isinstance(content, dict) and content.get('status') == 'error':\n"
+        "        content = {'status': 'ok', 'execution_count': content.get('execution_count', 0),\n"
+        "                   'user_expressions': {}, 'payload': []}\n"
+        "    return _send(stream, msg_or_type, content, *a, **k)\n"
+        "_kernel.session.send = _ok\n", issue=3),
+    # The guard restores ip.ast_transformers after every cell, but not the pre_run_cell
+    # callbacks, which run before the next cell is parsed: the transformer is back for every
+    # cell. It keeps a cell's first statement (the guard's call, in a test cell) and its
+    # definitions and imports, and drops the checks.
+    "ast_transformer_rearmed_from_pre_run_cell": Attack(
+        "import ast\nip = get_ipython()\n"
+        "class _Drop(ast.NodeTransformer):\n"
+        "    def visit_Module(self, node):\n"
+        "        keep = (ast.FunctionDef, ast.Import, ast.ImportFrom)\n"
+        "        node.body = node.body[:1] + [n for n in node.body[1:] if isinstance(n, keep)]\n"
+        "        return node\n"
+        "def _arm(*_):\n    ip.ast_transformers[:] = [_Drop()]\n"
+        "ip.events.register('pre_run_cell', _arm)\n", issue=4),
+    "compile_ast_parse_drops_code": Attack(
+        "ip = get_ipython()\n_parse = ip.compile.ast_parse\n"
+        "def _first_only(source, *a, **k):\n"
+        "    tree = _parse(source, *a, **k)\n    tree.body = tree.body[:1]\n    return tree\n"
+        "ip.compile.ast_parse = _first_only\n", issue=5),
+    # The guard's secret is in the closure of the builtin it installs: every test cell is
+    # swapped, before IPython sees it, for a display of the mark the guard would have shown.
+    # The printed score and the displayed judge reply are forged outputs for the new grader.
+    "forged_marks_and_outputs": Attack(_FORGE, issue=6),
+    "stubs_left_with_forged_outputs": Attack(_FORGE, issue=6, stubs=True),
+    "agent_forges_replies": Attack(
+        "import json, autograder.agent as _agent, autograder.wire as _wire\n"
+        "from IPython.display import display\n"
+        "def _serve(text):\n"
+        "    nonce = dict(json.loads(text)['items'])['nonce']\n"
+        "    reply = {'nonce': nonce, 'value': 0.0, 'claim': {'ok': True, 'idea': '', 'detail': ''}}\n"
+        "    display({_wire.MIME: _wire.encode(reply)}, raw=True)\n"
+        "_agent.serve = _serve\n", issue=None, old_grader=False),
+    # The guard snapshots the jax and jax.numpy namespaces, not jax.tree_util's.
+    "tree_flattening_patched": Attack(
+        "import jax\n_none = jax.tree_util.tree_structure(None)\n"
+        "jax.tree_util.tree_flatten = lambda *a, **k: ([], _none)\n"
+        "jax.tree_util.tree_flatten_with_path = lambda *a, **k: ([], _none)\n"
+        "jax.tree_util.tree_leaves = lambda *a, **k: []\n", issue=7),
+    # NumPy's public functions are dispatchers (not Python functions, so the guard keeps no copy
+    # of their code): the implementation under each gets new code. np.any says "no difference".
+    "numpy_code_swapped": Attack(
+        "import numpy as np\n"
+        "def _none_differ(*a, **k):\n    return False\n"
+        "def _all_equal(*a, **k):\n    return True\n"
+        "for _f, _new in ((np.any, _none_differ), (np.allclose, _all_equal), (np.array_equal, _all_equal)):\n"
+        "    _f._implementation.__code__ = _new.__code__\n", issue=8),
+}
+
+# Needs the sandbox's mount namespace to earn nothing on the new grader: without it the kernel
+# can read solutions/ and run the instructor's answers, which then earn what they earn. Appended
+# to every answer cell, so that each test runs after the instructor's answers were executed.
+READ_SOLUTIONS = Attack(
+    "\nimport autograder, pathlib, nbformat\n"
+    "_root = pathlib.Path(autograder.__file__).resolve().parent.parent\n"
+    "_nb = nbformat.read(str(_root / 'solutions' / '03_purity' / '03_purity.ipynb'), as_version=4)\n"
+    "for _c in _nb.cells:\n"
+    "    if _c.get('metadata', {}).get('nbgrader', {}).get('solution'):\n"
+    "        exec(_c.source, globals())\n", issue=9, cells=tuple(WRONG), after=True)
+
+
+def old_grader_table() -> dict:
+    """``{name: Attack}`` of the attacks the old grader is graded on (READ_SOLUTIONS included)."""
+    table = {name: a for name, a in ATTACKS.items() if a.old_grader}
+    table["read_solutions"] = READ_SOLUTIONS
+    return table
