@@ -25,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--notebook-timeout", type=int, default=600,
                        help="seconds per notebook (default 600)")
     grade.add_argument("--jobs", "-j", type=int, default=None,
-                       help="notebooks graded in parallel (default: one per core)")
+                       help="notebooks graded in parallel (default: one per core, and one more)")
     grade.add_argument("--progress", action="store_true", help="show a progress bar on stderr")
     grade.add_argument("--no-sandbox", action="store_true",
                        help="as root, run kernels uncontained (only for code you trust; the same as "

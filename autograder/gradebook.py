@@ -19,6 +19,32 @@ from .course import test_cells
 STUDENT = "learner"
 
 
+def import_nbgrader() -> None:
+    """Make ``import nbgrader.<module>`` skip nbgrader's package ``__init__``, which loads its
+    Jupyter server extensions (formgrader, assignment and course lists, validation: about half
+    a second, on every command; grading uses none of them). The package then is a plain module
+    with nbgrader's ``__path__`` and ``__version__``: its submodules import as usual. Does
+    nothing when nbgrader is already imported (in full, or this way)."""
+    if "nbgrader" in sys.modules:
+        return
+    import importlib.util
+    import types
+
+    spec = importlib.util.find_spec("nbgrader")
+    if spec is None or not spec.submodule_search_locations:
+        return  # not installed: the import that follows says so
+    package = types.ModuleType("nbgrader", "nbgrader's modules, without its server extensions")
+    package.__spec__, package.__file__ = spec, spec.origin
+    package.__path__ = list(spec.submodule_search_locations)
+    sys.modules["nbgrader"] = package
+    try:
+        from nbgrader._version import __version__
+    except Exception:
+        del sys.modules["nbgrader"]  # the usual import will say what is wrong
+        raise
+    package.__version__ = __version__
+
+
 def nbgrader_resources(assignment, notebook_id, db_url, workdir=None) -> dict:
     """The ``resources`` nbgrader's preprocessors expect for one notebook of ``assignment``."""
     res = {"nbgrader": {"assignment": assignment, "notebook": notebook_id, "student": STUDENT,

@@ -32,7 +32,7 @@ from pathlib import Path
 from .course import GradingError, find_course_root, package_root, source_notebook, test_cells  # noqa: F401
 from .execution import make_executor
 from .gradebook import (STUDENT, build_gradebook, ensure_tools_on_path,  # noqa: F401
-                        fast_alembic_version, nbgrader_resources, save_autogrades, scratch_gradebook)
+                        fast_alembic_version, import_nbgrader, nbgrader_resources, save_autogrades, scratch_gradebook)
 from .judge import JudgeStep
 from .result import Result, failed_result, format_human, format_progress, zero_result  # noqa: F401
 from .sandbox import (DEFAULT_CPU_LIMIT, NAMESPACE, NONE, PROCESS_GROUP, Sandbox,  # noqa: F401
@@ -49,6 +49,7 @@ def grade_notebook(path, *, root: Path | None = None, cell_timeout: int = DEFAUL
     """Grade one submitted notebook. Never raises for a bad submission: the result says why.
 
     ``hide``: more folders its kernel must not see (a batch's other submissions)."""
+    import_nbgrader()
     given = str(path)
     path = Path(path)
     assignment = path.resolve().parent.name

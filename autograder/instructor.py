@@ -496,7 +496,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--assignment", "-a", required=True)
     p = common(sub.add_parser("autograde", help="grade every submission into the gradebook"))
     p.add_argument("assignments", nargs="*", help="only these assignments (default: all)")
-    p.add_argument("--jobs", "-j", type=int, default=None, help="parallel graders (default: one per core)")
+    p.add_argument("--jobs", "-j", type=int, default=None, help="parallel graders (default: one per core, and one more)")
     p.add_argument("--cell-timeout", type=int, default=120)
     p.add_argument("--notebook-timeout", type=int, default=600)
     p.add_argument("--regrade", action="store_true",

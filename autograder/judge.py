@@ -330,7 +330,11 @@ class Kernel:
         label = f"`jax.jit({name})`" if jit else f"`{name}`"
         reply = self._reply({"op": "call", "name": name, "args": tuple(args), "kwargs": dict(kwargs),
                              "jit": bool(jit), "return_args": True}, label)
-        return reply.get("value"), reply.get("args")
+        after = reply.get("args")
+        if not isinstance(after, (list, tuple)) or len(after) != len(args):
+            raise ChannelError("The kernel's reply does not answer the grader's request (no arguments "
+                               "came back); was the kernel's machinery changed by a cell?")
+        return reply.get("value"), tuple(after)
 
     def get(self, name):
         """The value of the notebook's global ``name`` (as data)."""
@@ -383,13 +387,23 @@ def judge_path(assignment_dir: Path) -> Path:
     return Path(assignment_dir) / "judge.py"
 
 
+_LOADED: dict = {}  # (path, mtime, size) -> module: a grading process loads each judge once
+
+
 def load_judge(path: Path):
-    """The judge module at ``path``, loaded by file path (not through ``sys.path``)."""
+    """The judge module at ``path``, loaded by file path (not through ``sys.path``), once per
+    process and version of the file: a grading process that grades many notebooks keeps the
+    module, and what its functions have compiled (judge files hold no state between
+    notebooks: every draw comes from the ``Kernel`` of each grading)."""
     path = Path(path).resolve()
-    spec = importlib.util.spec_from_file_location(f"_autograder_judge_{path.parent.name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    st = path.stat()
+    key = (str(path), st.st_mtime_ns, st.st_size)
+    if key not in _LOADED:
+        spec = importlib.util.spec_from_file_location(f"_autograder_judge_{path.parent.name}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _LOADED[key] = module
+    return _LOADED[key]
 
 
 NOT_DEFINED = ("{ename}: {evalue}. The exercise's function is not defined: run its answer cell, "

@@ -381,6 +381,8 @@ def test_scoring_attack_with_wrong_answers_earns_nothing(attacked, name):
     assert r["max_score"] == 3.0
     assert r["score"] == 0.0, {t["exercise"]: t["feedback"] for t in r["tests"] if t["points"]}
     assert all(t["feedback"] for t in r["tests"])
+    # an attack is the submission's doing, never reported as a fault of the grader's own checks
+    assert not [t["feedback"] for t in r["tests"] if "the grader's own check" in t["feedback"]]
 
 
 @pytest.mark.notebook

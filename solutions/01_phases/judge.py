@@ -15,6 +15,8 @@ One ``test_<name>(k)`` per graded test cell; ``k`` is an :class:`autograder.judg
   is not the textbook ``2 * n**3`` (on CPU, JAX 0.7.2 and 0.10.2, it reports 1.0), so an answer
   that ignores the compiler fails.
 """
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -152,8 +154,10 @@ def test_scaled(k):
 
 # --------------------------------------------------------------------------- matmul_flops
 
+@functools.lru_cache(maxsize=None)
 def _reported_flops(n):
-    """The 'flops' of the cost analysis of the judge's own compiled n x n float32 product."""
+    """The 'flops' of the cost analysis of the judge's own compiled n x n float32 product (kept
+    for the grading process's next notebooks: the same JAX and backend give the same count)."""
     spec = jax.ShapeDtypeStruct((n, n), jnp.float32)
     analysis = jax.jit(lambda a, b: a @ b).lower(spec, spec).compile().cost_analysis()
     analysis = analysis[0] if isinstance(analysis, (list, tuple)) else analysis

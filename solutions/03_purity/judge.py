@@ -45,10 +45,19 @@ def _ref_step(state, x):
     return {"count": count, "total": total}, total / count
 
 
+def _pair(got, what):
+    """``step``'s result as ``(new_state, mean)``, or a failure that says what came back."""
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        kind = f"a {len(got)}-tuple" if isinstance(got, (tuple, list)) else f"a {type(got).__name__}"
+        ag.fail("state", f"{what} returned {kind}; `step` must return the pair `(new_state, mean)`.")
+    return tuple(got)
+
+
 def test_step(k):
     step = k.fn("step")
     x0 = float(np.float32(k.rng.uniform(0.5, 4.0)))
-    (s1, y1), (s0_after, _) = k.call_keep_args("step", _state(0, 0.0), _f32(x0))
+    got, (s0_after, _) = k.call_keep_args("step", _state(0, 0.0), _f32(x0))
+    s1, y1 = _pair(got, f"step({{count: 0, total: 0}}, {x0:.4g})")
     ag.check_close((s1, y1), ({"count": 1, "total": x0}, x0), what=f"step({{count: 0, total: 0}}, {x0:.4g})",
                    idea="state")
     if int(np.asarray(s0_after["count"])) != 0 or float(np.asarray(s0_after["total"])) != 0.0:
@@ -67,7 +76,7 @@ def test_step(k):
     state = _state(0, 0.0)
     jstep = step.jitted()
     for i, x in enumerate(xs):
-        state, y = ag.call(jstep, state, _f32(x), what="jax.jit(step)")
+        state, y = _pair(ag.call(jstep, state, _f32(x), what="jax.jit(step)"), "jax.jit(step)(state, x)")
         ag.check_close(y, np.mean(xs[: i + 1].astype(np.float64)),
                        what=f"the running mean after {i + 1} jitted steps", idea="state")
         state = as_jax(state) if isinstance(state, dict) else state

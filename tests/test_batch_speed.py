@@ -1,0 +1,171 @@
+"""What grading does to be quick, checked by behaviour (the speed itself is measured by
+``make bench-grading``, docs/bench-grading.md, never timed here)."""
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+PY = sys.executable
+
+
+def _run(code: str) -> str:
+    proc = subprocess.run([PY, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
+# --------------------------------------------------------------------------- nbgrader without its server extensions
+
+def test_nbgrader_imports_without_its_server_extensions_and_still_grades():
+    out = _run("""
+        import sys, importlib.metadata
+        from autograder.gradebook import import_nbgrader
+        import_nbgrader()
+        import nbgrader, nbgrader.api, nbgrader.preprocessors
+        from nbgrader.preprocessors import SaveAutoGrades, OverwriteCells, Execute
+        assert nbgrader.__version__ == importlib.metadata.version("nbgrader"), nbgrader.__version__
+        loaded = sorted(m for m in sys.modules if m.startswith("nbgrader.server_extensions"))
+        assert not loaded, loaded
+        # the gradebook works: a scratch one, with a student and an assignment
+        import tempfile, os
+        url = "sqlite:///" + os.path.join(tempfile.mkdtemp(), "gb.db")
+        from autograder.gradebook import ensure_tools_on_path
+        ensure_tools_on_path()
+        with nbgrader.api.Gradebook(url) as gb:
+            gb.update_or_create_assignment("a")
+            gb.update_or_create_student("s")
+            print(len(gb.students))
+    """)
+    assert out.split() == ["1"]
+
+
+def test_nbgrader_already_imported_in_full_is_left_alone():
+    out = _run("""
+        import nbgrader
+        full = nbgrader
+        from autograder.gradebook import import_nbgrader
+        import_nbgrader()
+        import sys
+        assert sys.modules["nbgrader"] is full
+        print(hasattr(sys.modules["nbgrader"], "_jupyter_server_extension_points"))
+    """)
+    assert out.split() == ["True"]
+
+
+# --------------------------------------------------------------------------- a starting kernel found ready at once
+
+def _quick_manager():
+    from jupyter_client.manager import AsyncKernelManager
+
+    from autograder.execution import quick_ready
+
+    return quick_ready(AsyncKernelManager)
+
+
+def test_a_quick_ready_client_finds_a_kernel_ready_and_runs_code():
+    async def go():
+        km = _quick_manager()(kernel_name="python3")
+        await km.start_kernel()
+        kc = km.client()
+        try:
+            assert type(kc).__name__ == "QuickReadyClient"
+            kc.start_channels()
+            await kc.wait_for_ready(timeout=60)
+            msg_id = kc.execute("print(6 * 7)")
+            text = ""
+            while True:
+                msg = await kc.get_iopub_msg(timeout=30)
+                if msg["parent_header"].get("msg_id") != msg_id:
+                    continue
+                if msg["msg_type"] == "stream":
+                    text += msg["content"]["text"]
+                if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                    break
+            return text
+        finally:
+            kc.stop_channels()
+            await km.shutdown_kernel(now=True)
+
+    assert asyncio.run(go()).strip() == "42"
+
+
+def test_a_quick_ready_client_says_when_the_kernel_dies_or_never_answers(tmp_path):
+    """A kernel that exits at once is reported dead (not waited for until the timeout); one
+    that lives but never answers runs into the timeout, with jupyter_client's messages."""
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    def spec(name, argv):
+        folder = tmp_path / "kernels" / name
+        folder.mkdir(parents=True)
+        (folder / "kernel.json").write_text(
+            '{"argv": %s, "display_name": "%s", "language": "python"}' % (str(argv).replace("'", '"'), name))
+        return name
+
+    dies = spec("dies", [PY, "-c", "raise SystemExit(3)", "{connection_file}"])
+    mute = spec("mute", [PY, "-c", "import time; time.sleep(60)", "{connection_file}"])
+    ksm = KernelSpecManager(kernel_dirs=[str(tmp_path / "kernels")])
+
+    async def ready(name, timeout):
+        km = _quick_manager()(kernel_name=name, kernel_spec_manager=ksm)
+        await km.start_kernel()
+        kc = km.client()
+        kc.start_channels()
+        try:
+            await kc.wait_for_ready(timeout=timeout)
+        finally:
+            kc.stop_channels()
+            await km.shutdown_kernel(now=True)
+
+    with pytest.raises(RuntimeError, match="died"):
+        asyncio.run(ready(dies, 60))
+    with pytest.raises(RuntimeError, match="didn't respond in 2"):
+        asyncio.run(ready(mute, 2))
+
+
+# --------------------------------------------------------------------------- the batch's order and size
+
+def test_the_largest_notebooks_are_started_first(tmp_path):
+    from autograder.batch import largest_first
+
+    sizes = [10, 300, 20, 300, 5]
+    paths = []
+    for i, n in enumerate(sizes):
+        p = tmp_path / f"n{i}.ipynb"
+        p.write_bytes(b"x" * n)
+        paths.append(str(p))
+    paths.append(str(tmp_path / "missing.ipynb"))  # cannot be read: started last, graded anyway
+    assert largest_first(paths) == [1, 3, 2, 0, 4, 5]
+
+
+def test_one_grading_process_per_core_and_one_more_never_more_than_notebooks():
+    from autograder.batch import default_workers
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert default_workers(1000) == cores + 1
+    assert default_workers(1) == 1
+    assert default_workers(cores) == cores
+
+
+# --------------------------------------------------------------------------- a judge file loaded once per version
+
+def test_a_judge_file_is_loaded_once_per_process_and_again_when_it_changes(tmp_path):
+    from autograder.judge import load_judge
+
+    path = tmp_path / "07_x" / "judge.py"
+    path.parent.mkdir()
+    path.write_text("LOADS = []\nLOADS.append(1)\ndef test_a(k):\n    pass\n")
+    first = load_judge(path)
+    assert load_judge(path) is first and first.LOADS == [1]
+    path.write_text("LOADS = ['changed']\ndef test_a(k):\n    pass\n")
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))
+    second = load_judge(path)
+    assert second is not first and second.LOADS == ["changed"]
