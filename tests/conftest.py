@@ -47,15 +47,34 @@ def wrong_answers(assignment: str) -> dict:
     return runpy.run_path(str(path))["WRONG"] if path.exists() else {}
 
 
-def run_grader(paths, *extra, timeout=900):
-    """Run ``python -m autograder grade PATHS --json`` and return (results, stderr, returncode)."""
+def run_grader(paths, *extra, timeout=900, env=None, cwd=ROOT):
+    """Run ``python -m autograder grade PATHS --json`` and return (results, stderr, returncode);
+    ``env``: variables added to this environment."""
     cmd = [sys.executable, "-m", "autograder", "grade", *map(str, paths), "--json", *extra]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd,
+                          env={**os.environ, **(env or {})})
     try:
         data = json.loads(proc.stdout)
     except json.JSONDecodeError:
         pytest.fail(f"grader stdout is not JSON: {proc.stdout[:2000]!r}\nstderr: {proc.stderr[-3000:]}")
     return data, proc.stderr, proc.returncode
+
+
+def course_in_0700(*assignments) -> Path:
+    """A minimal course checkout (the autograder package; each assignment's source notebook, judge
+    and release) in a new 0700 temporary folder, which the sandbox uid cannot enter: grade from
+    there with ``--root`` and ``PYTHONPATH`` set to it. The caller removes it."""
+    import shutil
+    import tempfile
+
+    course = Path(tempfile.mkdtemp(prefix="course-0700-"))
+    assert (course.stat().st_mode & 0o777) == 0o700
+    shutil.copytree(ROOT / "autograder", course / "autograder",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    for a in assignments:
+        shutil.copytree(ROOT / "solutions" / a, course / "solutions" / a)
+        shutil.copytree(ROOT / "exercises" / a, course / "exercises" / a)
+    return course
 
 
 def wait_until_serving(proc, url: str, seconds: float, what: str, log=lambda: "") -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
 import time
 
 import nbformat
@@ -14,7 +15,7 @@ import pytest
 from autograder import judge, wire
 from autograder.feedback import ExerciseFailure
 from attacks import ATTACKS, READ_SOLUTIONS  # the hostile corpus, shared with the old-grader control
-from conftest import ROOT, fill_answers, released_notebook, run_grader, solution_notebook
+from conftest import ROOT, course_in_0700, fill_answers, released_notebook, run_grader, solution_notebook
 
 A = "03_purity"
 
@@ -338,6 +339,7 @@ def test_an_unreadable_exported_program_is_a_channel_error():
 # The corpus (ATTACKS, WRONG, READ_SOLUTIONS) is tabled in tests/attacks.py; the same table, graded
 # by the old in-kernel guard (tests/test_attacks_old_grader.py), earns full marks there.
 HIDES_COURSE = "namespaces+uid"  # the containment that hides the course root from the kernel
+AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0 and bool(shutil.which("unshare"))
 
 
 def _noisy_solution():
@@ -367,9 +369,25 @@ def attacked(tmp_path_factory):
     cases["noisy_correct_answer"] = _noisy_solution()
     paths = [fill_answers(released_notebook(A), answers, tmp / name / A / f"{A}.ipynb")
              for name, answers in cases.items()]
-    results, stderr, code = run_grader(paths)
+    if not AS_ROOT:
+        results, stderr, code = run_grader(paths)
+    else:  # as root, the checkout the grader runs from lies in a 0700 folder (issue 11)
+        course = course_in_0700(A)
+        try:
+            results, stderr, code = run_grader(paths, "--root", str(course), cwd=course,
+                                               env={"PYTHONPATH": str(course)})
+        finally:
+            shutil.rmtree(course, ignore_errors=True)
     assert code == 0, stderr[-3000:]
     return dict(zip(cases, results))
+
+
+@pytest.mark.notebook
+@pytest.mark.xdist_group("judge-attacks")
+@pytest.mark.skipif(not AS_ROOT, reason="containment is the grader's as root")
+def test_every_attack_was_graded_contained_from_a_0700_checkout(attacked):
+    assert {name: r.get("containment") for name, r in attacked.items()} == \
+        {name: HIDES_COURSE for name in attacked}
 
 
 @pytest.mark.notebook

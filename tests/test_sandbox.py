@@ -21,7 +21,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from conftest import ROOT, released_notebook, solution_notebook
+from conftest import ROOT, course_in_0700, released_notebook, solution_notebook
 
 pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("grading")]
 
@@ -194,12 +194,7 @@ class _Listeners:
 def course_0700(run_dir):
     """A minimal course checkout (the autograder package, 03_purity's source, judge and release)
     in a 0700 temporary folder: the grader runs from there, with ``--root`` there."""
-    course = Path(tempfile.mkdtemp(prefix="course-0700-"))
-    assert (course.stat().st_mode & 0o777) == 0o700
-    shutil.copytree(ROOT / "autograder", course / "autograder",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(ROOT / "solutions" / P, course / "solutions" / P)
-    shutil.copytree(ROOT / "exercises" / P, course / "exercises" / P)
+    course = course_in_0700(P)
     yield course
     shutil.rmtree(course, ignore_errors=True)
 
