@@ -27,18 +27,6 @@ def default_workers(n_jobs: int) -> int:
     return max(1, min(cores + 1, n_jobs))
 
 
-def largest_first(paths) -> list[int]:
-    """The order to start grading in: the largest files first (ties in the given order), so that
-    a long notebook is not the last one started, grading alone while the other cores are idle.
-    A file's size is a rough measure of its work, but free to know (nothing is read)."""
-    def size(i):
-        try:
-            return os.stat(paths[i]).st_size
-        except OSError:
-            return 0
-    return sorted(range(len(paths)), key=lambda i: -size(i))
-
-
 def _warm():
     # nbgrader's import is the largest cost paid once per command (about 0.6 s of CPU, without
     # its server extensions): paid in the parent before the processes fork, it is inherited by
@@ -137,7 +125,7 @@ def grade_many(paths, *, workers: int | None = None, progress: bool = False, per
     finally:
         probe.join()  # no thread may be running when the processes fork
     ctx = multiprocessing.get_context("fork")
-    queue = largest_first(paths)
+    queue = list(range(len(jobs)))
     attempts = [0] * len(jobs)
     pool: list[_Worker] = []
 

@@ -131,20 +131,7 @@ def test_a_quick_ready_client_says_when_the_kernel_dies_or_never_answers(tmp_pat
         asyncio.run(ready(mute, 2))
 
 
-# --------------------------------------------------------------------------- the batch's order and size
-
-def test_the_largest_notebooks_are_started_first(tmp_path):
-    from autograder.batch import largest_first
-
-    sizes = [10, 300, 20, 300, 5]
-    paths = []
-    for i, n in enumerate(sizes):
-        p = tmp_path / f"n{i}.ipynb"
-        p.write_bytes(b"x" * n)
-        paths.append(str(p))
-    paths.append(str(tmp_path / "missing.ipynb"))  # cannot be read: started last, graded anyway
-    assert largest_first(paths) == [1, 3, 2, 0, 4, 5]
-
+# --------------------------------------------------------------------------- the batch's size
 
 def test_one_grading_process_per_core_and_one_more_never_more_than_notebooks():
     from autograder.batch import default_workers
