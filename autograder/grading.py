@@ -36,7 +36,7 @@ from .gradebook import (STUDENT, build_gradebook, ensure_tools_on_path,  # noqa:
 from .judge import JudgeStep
 from .result import Result, failed_result, format_human, format_progress, zero_result  # noqa: F401
 from .sandbox import (DEFAULT_CPU_LIMIT, NAMESPACE, NONE, PROCESS_GROUP, Sandbox,  # noqa: F401
-                      check_sandbox, chown_tree, open_sandbox)
+                      check_sandbox, chown_tree, open_sandbox, run_dir_base)
 from .submission import read_submission, sanitize
 
 DEFAULT_CELL_TIMEOUT = 120
@@ -64,7 +64,11 @@ def grade_notebook(path, *, root: Path | None = None, cell_timeout: int = DEFAUL
         nb = read_submission(path)
     except GradingError as exc:
         return zero_result(given, assignment, source, str(exc))
-    with tempfile.TemporaryDirectory(prefix="run-") as tmp:
+    try:
+        base = run_dir_base()
+    except GradingError as exc:
+        return zero_result(given, assignment, source, str(exc))
+    with tempfile.TemporaryDirectory(prefix="run-", dir=base) as tmp:
         return _grade_in(Path(tmp), nb, given, assignment, source, cell_timeout, notebook_timeout,
                          cpu_limit, save_graded, root, path, hide)
 

@@ -180,6 +180,27 @@ def kernel_env(home: Path | None) -> dict:
     return env
 
 
+SOCKET_PATH_MAX = 100  # bytes of a Unix socket's path (sun_path holds 108, with its NUL)
+_RUN_DIR_TAIL = len("/run-12345678/box/k-65535")  # what the grader adds to the base folder
+
+
+def run_dir_base() -> str | None:
+    """The folder for a submission's grading folder (``dir=`` of ``tempfile``): the temporary
+    folder, unless its path is so long that the kernel's Unix sockets (``<run>/box/k-N``) would
+    not fit in a socket address; then the first of ``/tmp``, ``/var/tmp``, ``/dev/shm`` that
+    is short enough and writable (every one of them is hidden from kernels). Raises
+    :class:`GradingError` with the fix when none is."""
+    base = tempfile.gettempdir()
+    if len(os.fsencode(base)) + _RUN_DIR_TAIL <= SOCKET_PATH_MAX:
+        return None
+    for short in ("/tmp", "/var/tmp", "/dev/shm"):
+        if os.path.isdir(short) and os.access(short, os.W_OK | os.X_OK):
+            return short
+    raise GradingError(f"the temporary folder's path is too long for the kernel's sockets "
+                       f"({len(base)} characters: {base}); set TMPDIR to a folder whose path has at "
+                       f"most {SOCKET_PATH_MAX - _RUN_DIR_TAIL} characters")
+
+
 def kernel_manager_class(box: Sandbox, box_dir: Path):
     """A jupyter_client kernel manager whose kernel runs inside ``box``: its command wrapped, its
     connection file in the box, and its channels on Unix sockets there (``transport="ipc"``:
@@ -390,13 +411,14 @@ def check_once(root: Path | None = None) -> None:
     """Run :func:`check_sandbox` in this process now (a batch does, before it forks the grading
     processes: they inherit the verdict instead of each starting a probe of its own)."""
     try:
+        base = run_dir_base()
         box = open_sandbox(time.monotonic() + 60, root)
     except GradingError:
-        return
+        return  # each notebook's grading says why
     try:
         if not box.contained:
             return
-        with tempfile.TemporaryDirectory(prefix="run-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="run-", dir=base) as tmp:
             box_dir = Path(tmp) / "box"
             home, work = box_dir / "home", box_dir / "work"
             (home / "tmp").mkdir(parents=True)

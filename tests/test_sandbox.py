@@ -462,3 +462,36 @@ def test_without_root_the_kernel_runs_in_a_process_group_as_before(monkeypatch, 
     box = sandbox.open_sandbox(time.monotonic() + 5)
     assert not box.refused and not box.contained
     assert box.mode == "process-group" and box.reason == "the grader does not run as root"
+
+
+# --------------------------------------------------------------------------- a long temporary folder
+
+@needs_root
+def test_a_temporary_folder_with_a_long_path_still_grades_contained(tmp_path):
+    """A kernel's Unix sockets live in its grading folder; under a TMPDIR too long for a socket
+    address (108 bytes) the kernel could not start and a correct answer scored zero. The
+    grading folder then goes to a short shared temporary folder (hidden from kernels too)."""
+    long_tmp = Path("/tmp") / ("t" * 110)
+    long_tmp.mkdir(exist_ok=True)
+    try:
+        path = _notebook(tmp_path / "s" / A / f"{A}.ipynb", solution_notebook(A))
+        results, stderr, code = _grade([path], env={"TMPDIR": str(long_tmp)}, timeout=600)
+        r = results[0]
+        assert code == 0, stderr[-2000:]
+        assert r["containment"] == "namespaces+uid", r
+        assert r["score"] == r["max_score"] == 4.0, [t["feedback"] for t in r["tests"]]
+        assert not list(long_tmp.iterdir())  # nothing was left there, or graded there
+    finally:
+        shutil.rmtree(long_tmp, ignore_errors=True)
+
+
+def test_no_short_temporary_folder_is_a_clear_message(monkeypatch):
+    from autograder import sandbox
+    from autograder.course import GradingError
+
+    monkeypatch.setattr(sandbox.tempfile, "gettempdir", lambda: "/" + "d" * 120)
+    monkeypatch.setattr(sandbox.os, "access", lambda *a, **k: False)
+    with pytest.raises(GradingError, match=r"too long for the kernel's sockets .*set TMPDIR"):
+        sandbox.run_dir_base()
+    monkeypatch.setattr(sandbox.tempfile, "gettempdir", lambda: "/tmp")
+    assert sandbox.run_dir_base() is None  # a short one is used as it is
