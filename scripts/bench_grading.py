@@ -25,31 +25,37 @@ NOTES = """Why the figures are what they are:
 
 - The floor runs in this script's own process, with nbclient already imported; every other way
   is a command of its own. Once per command, grading pays Python's start-up, `import autograder`
-  (NumPy, about 0.3 s of CPU) and nbgrader's import (about 2.5-2.8 s of CPU with jsonschema
-  pinned to 4.24.1; it was 7 s with jsonschema 4.25, as nbformat's import alone took 3 s): a
-  batch of 6 spreads that over 6 submissions, a class of 300 makes it vanish.
+  (NumPy), nbgrader's modules (without its package `__init__`, which loads Jupyter server
+  extensions grading does not use) and JAX for the judge: about 0.9 s of CPU, 0.7 s of which
+  in one process while the second core waits (the sandbox's probe runs beside it, in a thread).
+  A batch of 6 spreads that over 6 submissions; a class of 300 makes it vanish.
 - Per submission, the grader copies a cached gradebook, runs nbgrader's OverwriteCells,
-  CheckCellMetadata and SaveAutoGrades (about 0.3 s of CPU); the judge (01_phases is judged)
-  calls the learner's functions through the kernel and computes its references in the grading
-  process; as root, it sets up the sandbox (mount, PID and network namespaces, a uid and a
-  memory cgroup of its own: `unshare`, a launcher and a dozen `mount` calls, tens of
-  milliseconds; the sandbox is probed once per command). It saves what the floor spends on a
-  graceful kernel shutdown: once every reply is in, it kills the sandbox (or the kernel) at once.
-- In parallel, nbgrader, the judge and JAX are imported once, in the parent, before the grading
-  processes fork; each then grades one notebook at a time (a process a submission kills costs
-  only that notebook).
-- Since the hidden tests left the kernel for the judge, the notebooks themselves run in about
-  half the time they did, so what a command pays once, serially, in the parent (Python's start,
-  nbgrader's import) weighs more: on 2 cores it caps a batch of 6 near a 1.6x parallel speed-up,
-  below the 1.7x and 2x targets (a larger batch spreads those costs thinner; not measured here).
-- `nbgrader autograde` pays its import once too, and per submission a gradebook update, its
-  own preprocessors and a graceful kernel shutdown. Being 2x faster than it on 2 cores needs
-  a parallel speed-up of about 2x over a grader that is itself near the floor: the ceiling on
-  2 cores. The grader earns its margin on more cores (`--jobs` defaults to one per core).
-- Parallel grading runs one kernel per core; JAX's compiler threads of two kernels then share
-  the two cores, which keeps the speed-up below 2x even on an idle machine.
-- Wall times on a machine shared with other work swing by 50% or more between runs; CPU seconds do
-  hardly, so compare those when the load average is near or above the number of cores.
+  CheckCellMetadata and SaveAutoGrades; the judge (01_phases is judged) calls the learner's
+  functions through the kernel, and computes its references in the grading process; as root,
+  it sets up the sandbox (mount, PID and network namespaces, a uid and a memory cgroup of its
+  own). It does not run the test cells in the kernel (the judge decides), finds a starting kernel
+  ready as soon as it answers (jupyter_client's own wait, which the floor and nbgrader use,
+  looks in steps of 1 s and 0.2 s: about 0.2 s of idle time per kernel), and kills the sandbox
+  once every reply is in instead of a graceful kernel shutdown. Serial grading is therefore
+  close to the floor, or below it.
+- In parallel, the imports are paid once, in the parent, before the grading processes fork;
+  each grades one notebook at a time (a process a submission kills costs only that notebook).
+  There is one grading process per core and one more: a grading process often waits (for its
+  kernel to start, for a reply), and the extra one fills that time (it was faster than one per
+  core in each of ten paired runs on 2 cores).
+- What caps the parallel speed-up on 2 cores: (1) the parent's once-per-command imports run on
+  one core; (2) serial grading already uses more than one core at times (the grading process
+  and its kernel overlap, the probe runs beside the imports), so 2 cores are less than 2x its
+  resources; (3) the same work costs about 9% more CPU when two kernels run at once (measured
+  with a batch of 24: 34.8 CPU seconds in parallel, 31.9 serially), for JAX's compiles share
+  the cores' caches; (4) at the end of a batch one notebook may run alone. A batch of 24 of the
+  same notebooks was graded 1.65x faster in parallel than serially (31.1 s and 18.8 s, one pair
+  of runs): even where the once-per-command cost vanishes, the speed-up stays below 1.7x here.
+- `nbgrader autograde` pays its import once too (with its server extensions), and per
+  submission a gradebook update, its own preprocessors, the test cells in the kernel and a
+  graceful kernel shutdown.
+- Wall times on a machine shared with other work swing by 50% or more between runs; CPU seconds
+  hardly do. Each way runs 3 times, interleaved, and its median round is reported.
 """
 BIN = Path(sys.executable).parent
 
