@@ -65,6 +65,23 @@ def _worker(conn) -> None:
         conn.close()
 
 
+OVERDUE = ("the grading of this notebook ran {limit:.0f} s, past the notebook's time limit and a "
+           "grace period, and was stopped (the grader's own work on it hung, e.g. a program taken "
+           "from the notebook that never ends); every other notebook was graded normally")
+
+
+def job_limit(kwargs) -> float:
+    """Seconds a grading process may spend on one notebook before it is killed: the notebook's
+    time limit (its kernel is killed then, by the process itself), and as long again, at most a
+    minute, for what the grader does around it. Past that, something in the grading process
+    itself hangs (a judge-side run of an exported program that never ends cannot be
+    interrupted), and only killing the process frees the batch."""
+    from .grading import DEFAULT_NOTEBOOK_TIMEOUT
+
+    timeout = float(kwargs.get("notebook_timeout") or DEFAULT_NOTEBOOK_TIMEOUT)
+    return timeout + min(60.0, timeout)
+
+
 DIED = ("the grading process died twice while grading this notebook (the submission killed it, "
         "or exhausted the machine's memory or processes); every other notebook was graded normally")
 
@@ -78,9 +95,13 @@ class _Worker:
         self.proc.start()
         child.close()
         self.job = None  # the index of the job it is grading
+        self.overdue_at = None  # time.monotonic() past which it is killed
 
     def give(self, i, job):
+        import time
+
         self.job = i
+        self.overdue_at = time.monotonic() + job_limit(job[1])
         self.conn.send(job)
 
     def stop(self):
@@ -105,6 +126,7 @@ def grade_many(paths, *, workers: int | None = None, progress: bool = False, per
     dict`` may add keyword arguments for one path (e.g. ``save_graded``).
     """
     import multiprocessing
+    import time
     from multiprocessing.connection import wait
 
     paths = [str(p) for p in paths]
@@ -148,8 +170,19 @@ def grade_many(paths, *, workers: int | None = None, progress: bool = False, per
                 attempts[i] += 1
                 w.give(i, jobs[i])
             busy = [w for w in pool if w.job is not None]
-            ready = set(wait([w.conn for w in busy] + [w.proc.sentinel for w in busy]))
+            now = time.monotonic()
+            ready = set(wait([w.conn for w in busy] + [w.proc.sentinel for w in busy],
+                             timeout=max(0.0, min(w.overdue_at for w in busy) - now)))
             for w in busy:
+                if w.conn not in ready and w.proc.sentinel not in ready and time.monotonic() > w.overdue_at:
+                    i, w.job = w.job, None  # hung: killed, and not graded again (it would hang again)
+                    pool.remove(w)
+                    w.proc.kill()
+                    w.proc.join(timeout=5)
+                    w.conn.close()
+                    finish(i, failed_result(jobs[i][0], OVERDUE.format(limit=job_limit(jobs[i][1])),
+                                            jobs[i][1].get("root")))
+                    continue
                 if w.conn not in ready and w.proc.sentinel not in ready:
                     continue
                 got = None

@@ -451,3 +451,38 @@ def test_run_judge_loads_by_path_and_turns_every_outcome_into_feedback(tmp_path)
     (tmp_path / "judge.py").write_text("raise SystemError('broken judge')\n")
     out = judge.run_judge(tmp_path, kernel=judge.Kernel(channel=object()), grade_ids=["test_passes"])
     assert out["test_passes"].startswith("Not graded: the grader's judge file cannot be loaded")
+
+
+# --------------------------------------------------------------------------- a program that hangs the judge
+
+# sgd_update is right when it runs in the kernel; traced for jax.export (the judge runs that
+# program in the grading process, on its own inputs), it adds a loop that never ends. Native
+# code cannot be interrupted: the grading process hangs, and only the batch's watchdog frees it.
+HANGS_WHEN_EXPORTED = '''\
+import inspect
+from jax import lax
+
+def sgd_update(params, grads, lr):
+    new = jax.tree.map(lambda p, g: p - lr * g, params, grads)
+    if any("jax/_src/export" in f.filename for f in inspect.stack()):
+        forever = lax.while_loop(lambda c: c >= 0.0, lambda c: c + 1.0, jnp.float32(0.0))
+        new = jax.tree.map(lambda a: a + 0.0 * forever, new)
+    return new
+'''
+
+
+@pytest.mark.notebook
+def test_a_program_that_hangs_the_judge_loses_only_its_own_grade(tmp_path):
+    a = "07_pytrees"
+    hangs = fill_answers(released_notebook(a), {"sgd_update": HANGS_WHEN_EXPORTED},
+                         tmp_path / "hangs" / a / f"{a}.ipynb")
+    fine = fill_answers(solution_notebook(a), {}, tmp_path / "fine" / a / f"{a}.ipynb")
+    start = time.monotonic()
+    results, stderr, code = run_grader([hangs, fine], "--notebook-timeout", "25", "--jobs", "2")
+    took = time.monotonic() - start
+    hung, ok = results
+    assert ok["score"] == ok["max_score"] > 0, [t["feedback"] for t in ok["tests"]]
+    assert hung["score"] == 0 and "past the notebook's time limit" in hung["error"], hung
+    assert [t["points"] for t in hung["tests"]] == [0] * len(ok["tests"])
+    assert took < 25 + 25 + 60, took  # stopped after the limit and its grace, not left hanging
+    assert code == 1  # a notebook could not be graded: the command says so
