@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from .gradebook import import_nbgrader
 from .grading import NAMESPACE, NONE, PROCESS_GROUP, Result, failed_result, grade_notebook
-from .sandbox import check_once
+from .sandbox import check_once, die_with_parent
 
 
 def default_workers(n_jobs: int) -> int:
@@ -53,6 +53,7 @@ def _grade_job(job):
 
 def _worker(conn) -> None:
     """A grading process: grade the jobs it is sent, one at a time, until it is sent None."""
+    die_with_parent()
     try:
         while True:
             job = conn.recv()

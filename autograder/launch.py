@@ -40,6 +40,7 @@ import subprocess
 import sys
 
 PR_SET_NO_NEW_PRIVS = 38
+PR_SET_PDEATHSIG = 1
 
 
 def _mount(*args: str) -> None:
@@ -106,6 +107,9 @@ def drop_to(uid: int) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise SystemExit("autograder sandbox: prctl(PR_SET_NO_NEW_PRIVS) failed")
+    # unshare's --kill-child asked for SIGKILL when unshare ends, but a change of uid clears that
+    # request: ask again, so that the kernel ends with its grading process whatever kills it
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getuid() != uid or os.geteuid() != uid:
         raise SystemExit("autograder sandbox: the uid did not change")
 

@@ -140,6 +140,26 @@ class Sandbox:
 
 # --------------------------------------------------------------------------- the kernel's side
 
+def die_with_parent() -> None:
+    """Ask Linux to kill this process when the thread that started it ends
+    (``PR_SET_PDEATHSIG``): a grader stopped by Ctrl-C or killed leaves no grading process
+    and no kernel running on (one stuck in a judge-side program would spin at full CPU).
+    Elsewhere than Linux, nothing."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent ended before the request took effect
+        os._exit(1)
+
+
 def kernel_limits(cpu_seconds: int, box: Sandbox | None = None):
     """Runs in the kernel's process (as the grader, before ``unshare``): CPU-time limit, no core
     dumps; in a sandbox, a cap on its uid's processes and the memory limit (its cgroup joined,
@@ -152,6 +172,7 @@ def kernel_limits(cpu_seconds: int, box: Sandbox | None = None):
     def apply():
         import resource
 
+        die_with_parent()  # and unshare's --kill-child takes the kernel with it
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         if contained:

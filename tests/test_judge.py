@@ -486,3 +486,48 @@ def test_a_program_that_hangs_the_judge_loses_only_its_own_grade(tmp_path):
     assert [t["points"] for t in hung["tests"]] == [0] * len(ok["tests"])
     assert took < 25 + 25 + 60, took  # stopped after the limit and its grace, not left hanging
     assert code == 1  # a notebook could not be graded: the command says so
+
+
+@pytest.mark.notebook
+@pytest.mark.skipif(not AS_ROOT, reason="the kernel's sandbox (unshare, a uid of its own) is root's")
+def test_a_killed_grader_leaves_no_grading_process_and_no_kernel(tmp_path):
+    """Ctrl-C or a kill of the grader while a grading process hangs in the judge (the program
+    above): every process it started ends with it, the kernel in its sandbox included."""
+    import signal
+    import subprocess
+    import sys
+
+    import psutil
+
+    a = "07_pytrees"
+    hangs = fill_answers(released_notebook(a), {"sgd_update": HANGS_WHEN_EXPORTED},
+                         tmp_path / "hangs" / a / f"{a}.ipynb")
+    grader = subprocess.Popen([sys.executable, "-m", "autograder", "grade", "--json", str(hangs)],
+                              cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        me = psutil.Process(grader.pid)
+
+        def ask(p, what, default=None):  # short-lived children end while they are looked at
+            try:
+                return what(p)
+            except psutil.Error:
+                return default
+
+        deadline, spinning = time.monotonic() + 120, 0
+        while time.monotonic() < deadline:  # until the judge spins in the grading process (2 s)
+            kids = me.children(recursive=True)
+            kernel = [p for p in kids if "ipykernel" in " ".join(ask(p, psutil.Process.cmdline, []))]
+            workers = [p for p in me.children() if p not in kernel]
+            busy = kernel and any(ask(p, lambda q: q.cpu_percent(interval=0.5), 0) > 80 for p in workers)
+            spinning = spinning + 1 if busy else 0
+            if spinning >= 4:
+                break
+        else:
+            pytest.fail("the grading process never reached the judge's run of the exported program")
+        started = me.children(recursive=True)
+        assert any(ask(p, lambda q: q.uids().real, 0) >= 61000 for p in started)  # the sandboxed kernel
+    finally:
+        grader.send_signal(signal.SIGKILL)
+        grader.wait(timeout=30)
+    gone, alive = psutil.wait_procs(started, timeout=15)
+    assert not alive, [(p.pid, ask(p, psutil.Process.cmdline, [])[:4]) for p in alive]
