@@ -10,16 +10,31 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from pathlib import Path
 
 from .course import GradingError
 
 
+MAX_NOTEBOOK_MB = 100  # a submission larger than this is not read (AUTOGRADER_MAX_NOTEBOOK_MB)
+
+
+def max_notebook_bytes() -> int:
+    return int(float(os.environ.get("AUTOGRADER_MAX_NOTEBOOK_MB") or MAX_NOTEBOOK_MB) * 2**20)
+
+
 def read_submission(path: Path):
-    """Read and validate a submitted notebook, upgrading old formats; raise GradingError if unusable."""
+    """Read and validate a submitted notebook, upgrading old formats; raise GradingError if unusable
+    (too large to read, among others: reading and parsing take several times its size in memory)."""
     import nbformat
 
     try:
+        size = os.stat(path).st_size
+        if size > max_notebook_bytes():
+            raise GradingError(
+                f"{path} is {size / 2**20:.0f} MB, more than the {max_notebook_bytes() / 2**20:.0f} MB "
+                "the grader reads: clear its outputs (Kernel > Restart Kernel and Clear Outputs "
+                "of All Cells), save it and submit it again")
         raw = Path(path).read_bytes()
     except FileNotFoundError as exc:
         raise GradingError(f"no such file: {path}") from exc

@@ -260,6 +260,21 @@ def test_unreadable_notebooks_get_a_clear_message_and_do_not_stop_others(tmp_pat
     assert "unknown assignment '0l_phases'" not in stderr and "unknown assignment 'exercises'" not in stderr
 
 
+def test_a_notebook_too_large_to_read_gets_a_clear_message_and_others_are_graded(tmp_path):
+    """A submission over the size the grader reads (AUTOGRADER_MAX_NOTEBOOK_MB, 100 MB by
+    default; 1 MB here) is not read at all: zero, and what to do about it."""
+    big = _released()
+    big.cells.append(nbformat.v4.new_markdown_cell("x" * (2 * 2**20)))
+    big = fill_answers(_write(tmp_path, "big", big), SOLUTIONS, tmp_path / "big2" / A / f"{A}.ipynb")
+    good = fill_answers(released_notebook(A), SOLUTIONS, tmp_path / "good" / A / f"{A}.ipynb")
+    results, stderr, code = run_grader([big, good], env={"AUTOGRADER_MAX_NOTEBOOK_MB": "1"})
+    assert code != 0
+    r, ok = results
+    assert ok["score"] == 4.0
+    assert r["score"] == 0.0 and [t["grade_id"] for t in r["tests"]] == TESTS
+    assert "is 2 MB, more than the 1 MB the grader reads: clear its outputs" in r["error"], r["error"]
+
+
 def test_an_internal_grading_error_still_lists_every_test_at_zero(tmp_path, monkeypatch, capfd):
     """nbgrader itself failing while a notebook is graded (here its Execute preprocessor cannot
     even be created): the notebook still gets its result, every test of the source at zero."""
