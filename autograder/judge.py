@@ -259,7 +259,20 @@ class Exported:
     def __init__(self, exported, text):
         self.exported, self.text = exported, text
 
-    def call(self, *args, **kwargs):
+    @property
+    def has_loops(self) -> bool:
+        """Whether the program has a loop (``stablehlo.while``; any "while" in its text counts)."""
+        return "while" in self.text
+
+    def call(self, *args, loops: bool = False, **kwargs):
+        """Run the program here, in the grading process. A loop may never end, and a program
+        running in native code cannot be interrupted: a program with a loop is run only where
+        the judge says the exercise needs one (``loops=True``; then only the batch's watchdog,
+        past the notebook's time limit, ends a loop that does not). Judges test
+        :attr:`has_loops` first."""
+        if self.has_loops and not loops:
+            raise RuntimeError("a program with a loop is not run in the grading process unless the "
+                               "judge allows it (loops=True)")
         return self.exported.call(*args, **kwargs)
 
     def custom_calls(self) -> list[str]:

@@ -455,27 +455,29 @@ def test_run_judge_loads_by_path_and_turns_every_outcome_into_feedback(tmp_path)
 
 # --------------------------------------------------------------------------- a program that hangs the judge
 
-# sgd_update is right when it runs in the kernel; traced for jax.export (the judge runs that
-# program in the grading process, on its own inputs), it adds a loop that never ends. Native
-# code cannot be interrupted: the grading process hangs, and only the batch's watchdog frees it.
-HANGS_WHEN_EXPORTED = '''\
+# train_losses is right when it runs in the kernel; traced for jax.export (the judge runs that
+# program in the grading process, on its own inputs, and lets it loop: the exercise needs a
+# scan), it adds a loop that never ends. Native code cannot be interrupted: the grading process
+# hangs, and only the batch's watchdog frees it. (Judges run a looping program only where the
+# exercise needs a loop: Exported.call refuses one otherwise.)
+HANG = "06_async_dispatch"
+HANGS_WHEN_EXPORTED = {"train_losses": '''\
 import inspect
 from jax import lax
 
-def sgd_update(params, grads, lr):
-    new = jax.tree.map(lambda p, g: p - lr * g, params, grads)
+def train_losses(params, batches):
+    _, losses = jax.lax.scan(lambda p, batch: sgd_step(p, batch), params, batches)
     if any("jax/_src/export" in f.filename for f in inspect.stack()):
         forever = lax.while_loop(lambda c: c >= 0.0, lambda c: c + 1.0, jnp.float32(0.0))
-        new = jax.tree.map(lambda a: a + 0.0 * forever, new)
-    return new
-'''
+        losses = losses + 0.0 * forever
+    return losses
+'''}
 
 
 @pytest.mark.notebook
 def test_a_program_that_hangs_the_judge_loses_only_its_own_grade(tmp_path):
-    a = "07_pytrees"
-    hangs = fill_answers(released_notebook(a), {"sgd_update": HANGS_WHEN_EXPORTED},
-                         tmp_path / "hangs" / a / f"{a}.ipynb")
+    a = HANG
+    hangs = fill_answers(released_notebook(a), HANGS_WHEN_EXPORTED, tmp_path / "hangs" / a / f"{a}.ipynb")
     fine = fill_answers(solution_notebook(a), {}, tmp_path / "fine" / a / f"{a}.ipynb")
     start = time.monotonic()
     results, stderr, code = run_grader([hangs, fine], "--notebook-timeout", "25", "--jobs", "2")
@@ -499,9 +501,8 @@ def test_a_killed_grader_leaves_no_grading_process_and_no_kernel(tmp_path):
 
     import psutil
 
-    a = "07_pytrees"
-    hangs = fill_answers(released_notebook(a), {"sgd_update": HANGS_WHEN_EXPORTED},
-                         tmp_path / "hangs" / a / f"{a}.ipynb")
+    a = HANG
+    hangs = fill_answers(released_notebook(a), HANGS_WHEN_EXPORTED, tmp_path / "hangs" / a / f"{a}.ipynb")
     grader = subprocess.Popen([sys.executable, "-m", "autograder", "grade", "--json", str(hangs)],
                               cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -531,3 +532,21 @@ def test_a_killed_grader_leaves_no_grading_process_and_no_kernel(tmp_path):
         grader.wait(timeout=30)
     gone, alive = psutil.wait_procs(started, timeout=15)
     assert not alive, [(p.pid, ask(p, psutil.Process.cmdline, [])[:4]) for p in alive]
+
+
+def test_a_looping_program_runs_in_the_grading_process_only_where_the_judge_allows_it():
+    import jax
+    import jax.numpy as jnp
+    from jax import export, lax
+
+    def program(f):
+        exp = export.export(jax.jit(f))(jax.ShapeDtypeStruct((), jnp.float32))
+        return judge.Exported(exp, exp.mlir_module())
+
+    loop = program(lambda x: lax.while_loop(lambda c: c < 10.0, lambda c: c + 1.0, x))
+    flat = program(lambda x: x * 2.0)
+    assert loop.has_loops and not flat.has_loops
+    assert float(flat.call(np.float32(3.0))) == 6.0
+    with pytest.raises(RuntimeError, match="not run in the grading process"):
+        loop.call(np.float32(3.0))
+    assert float(loop.call(np.float32(3.0), loops=True)) == 10.0
