@@ -275,22 +275,23 @@ def test_a_notebook_too_large_to_read_gets_a_clear_message_and_others_are_graded
     assert "is 2 MB, more than the 1 MB the grader reads: clear its outputs" in r["error"], r["error"]
 
 
-def test_an_internal_grading_error_still_lists_every_test_at_zero(tmp_path, monkeypatch, capfd):
+def test_an_internal_grading_error_still_lists_every_test_at_zero(tmp_path):
     """nbgrader itself failing while a notebook is graded (here its Execute preprocessor cannot
-    even be created): the notebook still gets its result, every test of the source at zero."""
-    import nbgrader.preprocessors
-
-    from autograder.__main__ import main
-
-    class Broken:
-        def __init__(self, *args, **kwargs):
-            raise RuntimeError("nbgrader's Execute could not be created")
-
-    monkeypatch.setattr(nbgrader.preprocessors, "Execute", Broken)
+    even be created): the notebook still gets its result, every test of the source at zero.
+    (A grader of its own, patched: this process has started JAX, which a fork must not copy.)"""
     path = fill_answers(released_notebook(A), SOLUTIONS, tmp_path / "solved" / A / f"{A}.ipynb")
-    code = main(["grade", str(path), "--json"])
-    out, err = capfd.readouterr()
-    result = json.loads(out)
+    script = (
+        "import sys, nbgrader.preprocessors\n"
+        "class Broken:\n"
+        "    def __init__(self, *args, **kwargs):\n"
+        "        raise RuntimeError(\"nbgrader's Execute could not be created\")\n"
+        "nbgrader.preprocessors.Execute = Broken\n"
+        "from autograder.__main__ import main\n"
+        "sys.exit(main(sys.argv[1:]))\n")
+    proc = subprocess.run([sys.executable, "-c", script, "grade", str(path), "--json"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    code, err = proc.returncode, proc.stderr
+    result = json.loads(proc.stdout)
     assert code != 0
     assert result["error"] == ("internal grading error: RuntimeError: nbgrader's Execute could "
                                "not be created"), result
