@@ -140,24 +140,35 @@ class Sandbox:
 
 # --------------------------------------------------------------------------- the kernel's side
 
-def die_with_parent() -> None:
-    """Ask Linux to kill this process when the thread that started it ends
-    (``PR_SET_PDEATHSIG``): a grader stopped by Ctrl-C or killed leaves no grading process
-    and no kernel running on (one stuck in a judge-side program would spin at full CPU).
-    Elsewhere than Linux, nothing."""
+def _pdeathsig():
+    """A function that asks Linux to kill the calling process when the thread that started it
+    ends (``PR_SET_PDEATHSIG``), prepared here so that calling it imports nothing: it runs in
+    forked children, where an import could wait forever on a lock another thread held at the
+    fork. Elsewhere than Linux, a function that does nothing."""
     if not sys.platform.startswith("linux"):
-        return
+        return lambda: None
     import ctypes
     import signal
 
-    parent = os.getppid()
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:  # the parent ended before the request took effect
-        os._exit(1)
+        return lambda: None
+    sigkill = int(signal.SIGKILL)
+
+    def ask():
+        parent = os.getppid()
+        prctl(1, sigkill, 0, 0, 0)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent ended before the request took effect
+            os._exit(1)
+    return ask
+
+
+def die_with_parent() -> None:
+    """Have Linux kill this process when the thread that started it ends: a grader stopped by
+    Ctrl-C or killed leaves no grading process and no kernel running on (one stuck in a
+    judge-side program would spin at full CPU)."""
+    _pdeathsig()()
 
 
 def kernel_limits(cpu_seconds: int, box: Sandbox | None = None):
@@ -169,10 +180,12 @@ def kernel_limits(cpu_seconds: int, box: Sandbox | None = None):
     memory = memory_limit_mb() << 20
     nproc = int(os.environ.get("AUTOGRADER_NPROC") or SANDBOX_NPROC)
 
-    def apply():
-        import resource
+    import resource  # here, not in the forked child (see _pdeathsig)
 
-        die_with_parent()  # and unshare's --kill-child takes the kernel with it
+    die_with_parent_now = _pdeathsig()
+
+    def apply():
+        die_with_parent_now()  # and unshare's --kill-child takes the kernel with it
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         if contained:
