@@ -51,9 +51,9 @@ def _grade_job(job):
                              kwargs.get("root")).as_dict()
 
 
-def _worker(conn) -> None:
+def _worker(conn, die_with_parent_now) -> None:
     """A grading process: grade the jobs it is sent, one at a time, until it is sent None."""
-    die_with_parent()
+    die_with_parent_now()
     try:
         while True:
             job = conn.recv()
@@ -92,7 +92,7 @@ class _Worker:
 
     def __init__(self, ctx):
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker, args=(child,), daemon=True)
+        self.proc = ctx.Process(target=_worker, args=(child, die_with_parent()), daemon=True)
         self.proc.start()
         child.close()
         self.job = None  # the index of the job it is grading

@@ -140,11 +140,14 @@ class Sandbox:
 
 # --------------------------------------------------------------------------- the kernel's side
 
-def _pdeathsig():
-    """A function that asks Linux to kill the calling process when the thread that started it
-    ends (``PR_SET_PDEATHSIG``), prepared here so that calling it imports nothing: it runs in
-    forked children, where an import could wait forever on a lock another thread held at the
-    fork. Elsewhere than Linux, a function that does nothing."""
+def die_with_parent():
+    """A function for a child of this process to call right after the fork: it asks Linux to
+    kill the child when the thread that started it ends (``PR_SET_PDEATHSIG``), so a grader
+    stopped by Ctrl-C or killed leaves no grading process and no kernel running on (one stuck in
+    a judge-side program would spin at full CPU). Prepared here, in the parent: the child imports
+    nothing (an import in a forked child can wait forever on a lock another thread held at the
+    fork), and it can tell whether this process ended before the request took effect. Elsewhere
+    than Linux, a function that does nothing."""
     if not sys.platform.startswith("linux"):
         return lambda: None
     import ctypes
@@ -154,21 +157,13 @@ def _pdeathsig():
         prctl = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
         return lambda: None
-    sigkill = int(signal.SIGKILL)
+    sigkill, parent = int(signal.SIGKILL), os.getpid()
 
     def ask():
-        parent = os.getppid()
         prctl(1, sigkill, 0, 0, 0)  # PR_SET_PDEATHSIG
         if os.getppid() != parent:  # the parent ended before the request took effect
             os._exit(1)
     return ask
-
-
-def die_with_parent() -> None:
-    """Have Linux kill this process when the thread that started it ends: a grader stopped by
-    Ctrl-C or killed leaves no grading process and no kernel running on (one stuck in a
-    judge-side program would spin at full CPU)."""
-    _pdeathsig()()
 
 
 def kernel_limits(cpu_seconds: int, box: Sandbox | None = None):
@@ -180,9 +175,9 @@ def kernel_limits(cpu_seconds: int, box: Sandbox | None = None):
     memory = memory_limit_mb() << 20
     nproc = int(os.environ.get("AUTOGRADER_NPROC") or SANDBOX_NPROC)
 
-    import resource  # here, not in the forked child (see _pdeathsig)
+    import resource  # here, not in the forked child (see die_with_parent)
 
-    die_with_parent_now = _pdeathsig()
+    die_with_parent_now = die_with_parent()
 
     def apply():
         die_with_parent_now()  # and unshare's --kill-child takes the kernel with it

@@ -188,10 +188,7 @@ def _check_matmul(k, rows, inner, cols, jit, what, exported=False):
 
 def _check_matmul_program(k, program, shape_x, shape_w):
     """The learner's traced program, run here on the judge's own explicit 2 x 4 mesh on new
-    values: the sharding in its output's type and the values, seen in this process (a program
-    with a loop is not run here: a product needs none, and a loop might not end)."""
-    if program.has_loops:
-        return
+    values: the sharding in its output's type and the values, seen in this process."""
     jax = _judge_devices()
     from jax.sharding import NamedSharding, PartitionSpec as P
 
@@ -234,7 +231,7 @@ _COLLECTIVE_OPS = re.compile(r"stablehlo\.(all_reduce|all_gather|reduce_scatter|
                              r"collective_broadcast)\b")
 
 
-def _exported(data, what):
+def _exported(data, what, idea="explicit_sharding"):
     """The learner's exported program (base64 of ``jax.export``'s bytes), read here; host
     callbacks are refused (no learner Python ever runs in the judge)."""
     import base64
@@ -254,6 +251,9 @@ def _exported(data, what):
             or getattr(exp, "unordered_effects", ())):
         ag.fail("purity", f"{what} calls back into Python from the compiled program; the grader only runs "
                           "pure JAX programs.")
+    if program.has_loops:  # its sharding is checked by running it here, and a loop might not end
+        ag.fail(idea, f"the program of {what} has a loop (`while`); a sharded product or mean needs "
+                      "none: let the collectives and the compiler do the work.")
     return program
 
 
@@ -267,7 +267,7 @@ def _check_mean(k, rows_per_device, cols, jit=False, exported=False):
     mean = xh.astype(np.float64).mean()
     _check_mean_value(res["out"], mean, what)
     if exported:  # the traced program, read and run here
-        program = _exported(res.get("exported"), "global_mean(x, mesh)")
+        program = _exported(res.get("exported"), "global_mean(x, mesh)", idea="shard_map")
         if not _MANUAL.search(program.text):
             ag.fail("shard_map", "the program of global_mean(x, mesh) has no `shard_map`: the exercise asks for "
                                  "per-device code written with `jax.shard_map`, not for the compiler's "
@@ -280,8 +280,6 @@ def _check_mean(k, rows_per_device, cols, jit=False, exported=False):
         from jax.sharding import NamedSharding, PartitionSpec as P
 
         xh2 = (k.rng.normal(size=shape) * 3 + 1).astype(np.float32)  # new values, the same shape
-        if program.has_loops:  # a mean needs none, and a loop might not end: not run here
-            return
         try:
             out = program.call(jax.device_put(xh2, NamedSharding(_judge_mesh(jax), P("data"))))
         except Exception as exc:  # noqa: BLE001

@@ -51,6 +51,15 @@ def global_mean(x, mesh):
     return shard_map_fn()(lambda b: jax.lax.psum(jnp.mean(b), "data"), mesh=mesh,
                           in_specs=P("data"), out_specs=P())(x)
 ''', "8 times the mean", "shard_map"),
+        ('''
+def global_mean(x, mesh):
+    # the right number, but each device sums its rows in a loop: the grader runs the program
+    # itself, and no loop that the exercise does not need
+    def per_device(block):
+        total = jax.lax.fori_loop(1, block.shape[0], lambda i, acc: acc + jnp.sum(block[i]), jnp.sum(block[0]))
+        return jax.lax.psum(total, "data") / x.size
+    return shard_map_fn()(per_device, mesh=mesh, in_specs=P("data"), out_specs=P())(x)
+''', "has a loop (`while`)", "shard_map"),
     ],
     "signature_key": [
         ("""
