@@ -147,6 +147,14 @@ def grade_many(paths, *, workers: int | None = None, progress: bool = False, per
         _warm()
     finally:
         probe.join()  # no thread may be running when the processes fork
+    # What the parent holds now is shared with every grading process, page for page, until one
+    # writes to it, and a collection of the cyclic garbage collector writes to every object it
+    # visits: frozen (moved out of its reach, as the gc module's documentation advises before a
+    # fork), those pages stay shared, and no process spends CPU copying them. It also spares the
+    # parent a last collection over all of it when the command ends (about 0.4 s).
+    import gc
+
+    gc.freeze()
     ctx = multiprocessing.get_context("fork")
     queue = list(range(len(jobs)))
     attempts = [0] * len(jobs)

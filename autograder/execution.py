@@ -18,7 +18,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from .sandbox import DEFAULT_CPU_LIMIT, kernel_env, kernel_limits, kernel_manager_class
+from .sandbox import DEFAULT_CPU_LIMIT, kernel_env, kernel_manager_class
 
 DEFAULT_OUTPUT_LIMIT = 1_000_000  # characters of output kept per cell
 _END_MARK = "autograder-end-of-notebook"  # metadata of the cell appended to run after-cell hooks
@@ -213,8 +213,7 @@ def make_executor(cell_timeout: int, deadline: float, cpu_limit: int = DEFAULT_C
             watchdog.daemon = True
             watchdog.start()
             try:
-                self.execute(stdout=devnull, stderr=devnull, stdin=devnull, env=kernel_env(home),
-                             preexec_fn=kernel_limits(cpu_limit, box))
+                self.execute(stdout=devnull, stderr=devnull, stdin=devnull, env=kernel_env(home))
             except OutOfTime:
                 pass
             except DeadKernelError:
@@ -234,9 +233,7 @@ def make_executor(cell_timeout: int, deadline: float, cpu_limit: int = DEFAULT_C
                         self.skipped.add(index)
             return self.nb, self.resources
 
-    from jupyter_client.manager import AsyncKernelManager
-
-    manager = kernel_manager_class(box, box_dir) if contained else AsyncKernelManager
+    manager = kernel_manager_class(box, box_dir, cpu_limit)
     extra = {"kernel_manager_class": quick_ready(manager)}
     # "immediate": every reply is in, and whatever the kernel's atexit hooks would do is of no
     # use to grading (a graceful shutdown of a JAX kernel costs a second of wall time).

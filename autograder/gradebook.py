@@ -43,6 +43,49 @@ def import_nbgrader() -> None:
         del sys.modules["nbgrader"]  # the usual import will say what is wrong
         raise
     package.__version__ = __version__
+    _lazy_archive_util()
+
+
+def _lazy_archive_util() -> None:
+    """``nbgrader.utils`` imports three functions of ``setuptools.archive_util`` (for unpacking
+    zip files), and that import loads setuptools and ``pkg_resources``, which scans every
+    installed distribution: about 0.13 s of CPU on every command, for functions grading never
+    calls. Until one of them is called, stand-ins that import the real module then take their
+    place; once setuptools is imported, this does nothing."""
+    name = "setuptools.archive_util"
+    if "setuptools" in sys.modules or name in sys.modules:
+        return
+    import importlib
+    import importlib.util
+    import types
+
+    try:
+        if importlib.util.find_spec("setuptools") is None:
+            return
+    except (ImportError, ValueError):
+        return
+    stand_in = types.ModuleType(name, "setuptools.archive_util, imported when first used")
+
+    def real():
+        if sys.modules.get(name) is stand_in:
+            del sys.modules[name]
+        return importlib.import_module(name)
+
+    def forward(attr):
+        def call(*args, **kwargs):
+            return getattr(real(), attr)(*args, **kwargs)
+        call.__name__ = call.__qualname__ = attr
+        return call
+
+    for attr in ("unpack_archive", "unpack_tarfile", "unpack_zipfile"):
+        setattr(stand_in, attr, forward(attr))
+    def anything_else(attr):
+        if attr.startswith("__"):  # what the import system asks of any module (__path__, ...)
+            raise AttributeError(attr)
+        return getattr(real(), attr)
+
+    stand_in.__getattr__ = anything_else
+    sys.modules[name] = stand_in
 
 
 def nbgrader_resources(assignment, notebook_id, db_url, workdir=None) -> dict:

@@ -25,6 +25,12 @@ over Unix sockets). It uses the standard library only (``-I``: no user site, no
 "kernel"): it exits non-zero, saying why, unless ipykernel and the ``autograder`` package import,
 the home folder is writable, and the paths given cannot be read.
 
+``limits``: started by the grading process (see :func:`autograder.sandbox.limited`), before
+``unshare`` or, without a sandbox, the kernel itself: it asks to die with that process
+(``PR_SET_PDEATHSIG``, kept across ``execve``), sets the CPU-time limit and no core dumps, in a
+sandbox a cap on processes and the memory limit (the cgroup joined, or ``RLIMIT_DATA``), and
+executes the rest of its command line.
+
 ``kill UID``: as root, become ``UID`` and kill every process of it (``kill(-1)`` from that uid
 reaches exactly its processes, in whatever session or namespace).
 """
@@ -33,22 +39,25 @@ from __future__ import annotations
 import argparse
 import ctypes
 import os
-import shutil
 import signal
 import stat
-import subprocess
 import sys
 
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_PDEATHSIG = 1
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND = 1, 2, 4, 8, 32, 4096
 
 
-def _mount(*args: str) -> None:
-    tool = shutil.which("mount", path="/usr/bin:/bin:/usr/sbin:/sbin") or "mount"
-    proc = subprocess.run([tool, *args], stdin=subprocess.DEVNULL, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise SystemExit(f"autograder sandbox: mount {' '.join(args)} failed: "
-                         f"{proc.stderr.strip() or proc.returncode}")
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str = "") -> None:
+    """mount(2) itself (a dozen per kernel: no ``mount`` program started for each)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def c(text):
+        return text.encode() if text else None
+    if libc.mount(c(source), c(target), c(fstype), ctypes.c_ulong(flags), c(data)) != 0:
+        what = fstype or ("a read-only remount" if flags & MS_REMOUNT else "a bind mount")
+        raise SystemExit(f"autograder sandbox: mounting {what} on {target} failed: "
+                         f"{os.strerror(ctypes.get_errno())}")
 
 
 def _ancestors(path: str) -> list[str]:
@@ -71,7 +80,7 @@ def _depth(path: str) -> int:
 
 def build_view(keep_ro: list[str], keep_rw: list[str], hide: list[str]) -> None:
     """Steps 1-4 of ``run`` (see the module's docstring)."""
-    _mount("-t", "proc", "-o", "nosuid,nodev,noexec", "proc", "/proc")
+    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     keep = [(os.path.realpath(p), True) for p in keep_ro] + [(os.path.realpath(p), False) for p in keep_rw]
     keep = [(p, ro) for p, ro in keep if os.path.exists(p)]
     handles = {p: os.open(p, os.O_PATH | os.O_CLOEXEC) for p, _ in keep}
@@ -85,16 +94,16 @@ def build_view(keep_ro: list[str], keep_rw: list[str], hide: list[str]) -> None:
                                           and _depth(h) < _depth(path)):
             continue  # already under an empty tmpfs
         mode, size = ("1777", "512m") if path in shared_tmp else ("0755", "1m")
-        _mount("-t", "tmpfs", "-o", f"mode={mode},size={size},nosuid,nodev", "tmpfs", path)
+        _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"mode={mode},size={size}")
     for p, ro in sorted(keep, key=lambda k: _depth(k[0])):
         if os.path.isdir(f"/proc/self/fd/{handles[p]}"):
             os.makedirs(p, mode=0o755, exist_ok=True)
         elif not os.path.exists(p):
             os.makedirs(os.path.dirname(p), mode=0o755, exist_ok=True)
             open(p, "a").close()  # noqa: SIM115 - a mount point for a file
-        _mount("--no-canonicalize", "--bind", f"/proc/{os.getpid()}/fd/{handles[p]}", p)
+        _mount(f"/proc/{os.getpid()}/fd/{handles[p]}", p, None, MS_BIND)
         if ro:
-            _mount("-o", "remount,bind,ro,nosuid,nodev", p)
+            _mount(None, p, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
     for fd in handles.values():
         os.close(fd)
 
@@ -150,6 +159,28 @@ def check(args) -> int:
     return 0
 
 
+def limits(args) -> None:
+    import resource
+
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if args.parent and os.getppid() != args.parent:
+            os._exit(1)  # the grading process ended before the request took effect
+    resource.setrlimit(resource.RLIMIT_CPU, (args.cpu, args.cpu + 5))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if args.nproc:
+        resource.setrlimit(resource.RLIMIT_NPROC, (args.nproc, args.nproc))
+    if args.memory:
+        try:
+            if not args.cgroup:
+                raise OSError("no memory cgroup")
+            with open(os.path.join(args.cgroup, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+        except OSError:  # never without a memory limit
+            resource.setrlimit(resource.RLIMIT_DATA, (args.memory, args.memory))
+    os.execvp(args.command[0], args.command)
+
+
 def kill(uid: int) -> None:
     os.setgroups([])
     os.setresgid(uid, uid, uid)
@@ -174,16 +205,23 @@ def main(argv=None) -> int:
     c.add_argument("--home", required=True)
     c.add_argument("--package", default="")
     c.add_argument("--secret", action="append", default=[])
+    lim = sub.add_parser("limits")
+    lim.add_argument("--cpu", type=int, required=True, help="CPU seconds")
+    lim.add_argument("--parent", type=int, default=0, help="the pid that must still be the parent")
+    lim.add_argument("--nproc", type=int, default=0)
+    lim.add_argument("--memory", type=int, default=0, help="bytes")
+    lim.add_argument("--cgroup", default="")
+    lim.add_argument("command", nargs=argparse.REMAINDER)
     k = sub.add_parser("kill")
     k.add_argument("uid", type=int)
     args = parser.parse_args(argv)
-    if args.what == "run":
+    if args.what in ("run", "limits"):
         if args.command and args.command[0] == "--":
             args.command = args.command[1:]
         if not args.command:
             parser.error("no command to run")
-        run(args)
-        return 0  # not reached: run() executes the command
+        (run if args.what == "run" else limits)(args)
+        return 0  # not reached: the command is executed
     if args.what == "check":
         return check(args)
     kill(args.uid)

@@ -67,6 +67,7 @@ class Sandbox:
     cgroup: str | None = None    # the kernel's memory cgroup folder, when there is one
     hide: list = field(default_factory=list)
     keep_rw: list = field(default_factory=list)
+    ended: bool = True           # no process of the uid since its last kill_all
 
     @property
     def refused(self) -> bool:
@@ -80,11 +81,13 @@ class Sandbox:
         """The kernel command, run inside the sandbox."""
         if self.uid is None:
             return cmd
+        self.ended = False
         keep_ro = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix,
                                                  sys.base_exec_prefix)}
         keep_ro.add(str(package_root() / "autograder"))
         launch = [self.unshare, "--mount", "--propagation", "private", "--pid", "--net", "--fork",
-                  "--kill-child", "--ipc", "--", sys.executable, "-I", str(_LAUNCH), "run", f"--uid={self.uid}"]
+                  "--kill-child", "--ipc", "--", sys.executable, "-I", "-S", str(_LAUNCH), "run",
+                  f"--uid={self.uid}"]
         launch += [f"--ro={p}" for p in sorted(keep_ro)]
         launch += [f"--rw={p}" for p in self.keep_rw]
         launch += [f"--hide={p}" for p in self.hide]
@@ -97,9 +100,10 @@ class Sandbox:
         import subprocess
 
         try:
-            subprocess.run([sys.executable, "-I", str(_LAUNCH), "kill", str(self.uid)],
+            subprocess.run([sys.executable, "-I", "-S", str(_LAUNCH), "kill", str(self.uid)],
                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL, timeout=30, check=False)
+                           stderr=subprocess.DEVNULL, timeout=30, check=True)
+            self.ended = True
         except (OSError, subprocess.SubprocessError):
             pass
 
@@ -108,7 +112,8 @@ class Sandbox:
         its cgroup, unlock it."""
         if self.uid is None or self.lock_fd is None:
             return
-        self.kill_all()
+        if not self.ended:
+            self.kill_all()
         for shared in {tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm"}:
             try:
                 entries = list(os.scandir(shared))
@@ -166,33 +171,24 @@ def die_with_parent():
     return ask
 
 
-def kernel_limits(cpu_seconds: int, box: Sandbox | None = None):
-    """Runs in the kernel's process (as the grader, before ``unshare``): CPU-time limit, no core
-    dumps; in a sandbox, a cap on its uid's processes and the memory limit (its cgroup joined,
-    or ``RLIMIT_DATA``, which JAX tolerates, where there is no cgroup)."""
+def limited(cmd: list, cpu_seconds: int, box: Sandbox | None = None) -> list:
+    """``cmd`` (the kernel's, already wrapped in the sandbox) started by ``launch.py limits``,
+    which sets the limits on itself and executes it: a CPU-time limit, no core dumps, death with
+    the grading process that started it (``PR_SET_PDEATHSIG``; then ``unshare``'s
+    ``--kill-child`` takes the kernel along); in a sandbox, a cap on its uid's processes and the
+    memory limit (its cgroup joined, or ``RLIMIT_DATA``, which JAX tolerates, where there is no
+    cgroup). A command of its own rather than ``preexec_fn``: no Python runs between the fork
+    and the exec of a grading process in which JAX's threads run (JAX warns of a deadlock for
+    every such fork), and the process is started with ``vfork``, not a copy of that large one."""
     contained = box is not None and box.uid is not None
-    cgroup = box.cgroup if contained else None
-    memory = memory_limit_mb() << 20
-    nproc = int(os.environ.get("AUTOGRADER_NPROC") or SANDBOX_NPROC)
-
-    import resource  # here, not in the forked child (see die_with_parent)
-
-    die_with_parent_now = die_with_parent()
-
-    def apply():
-        die_with_parent_now()  # and unshare's --kill-child takes the kernel with it
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        if contained:
-            resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
-            try:
-                if not cgroup:
-                    raise OSError("no memory cgroup")
-                with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
-                    f.write(str(os.getpid()))
-            except OSError:  # never without a memory limit
-                resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
-    return apply
+    prefix = [sys.executable, "-I", "-S", str(_LAUNCH), "limits", f"--cpu={cpu_seconds}",
+              f"--parent={os.getpid()}"]
+    if contained:
+        prefix += [f"--nproc={int(os.environ.get('AUTOGRADER_NPROC') or SANDBOX_NPROC)}",
+                   f"--memory={memory_limit_mb() << 20}"]
+        if box.cgroup:
+            prefix.append(f"--cgroup={box.cgroup}")
+    return [*prefix, "--", *cmd]
 
 
 def kernel_env(home: Path | None) -> dict:
@@ -230,13 +226,23 @@ def run_dir_base() -> str | None:
                        f"most {SOCKET_PATH_MAX - _RUN_DIR_TAIL} characters")
 
 
-def kernel_manager_class(box: Sandbox, box_dir: Path):
-    """A jupyter_client kernel manager whose kernel runs inside ``box``: its command wrapped, its
-    connection file in the box, and its channels on Unix sockets there (``transport="ipc"``:
-    the kernel has no network)."""
+def kernel_manager_class(box: Sandbox | None, box_dir: Path | None, cpu_seconds: int):
+    """A jupyter_client kernel manager whose kernel starts under :func:`limited`; in a sandbox
+    (``box`` with a uid), inside ``box``: its command wrapped, its connection file in the box,
+    and its channels on Unix sockets there (``transport="ipc"``: the kernel has no network)."""
     from jupyter_client.manager import AsyncKernelManager
 
-    class SandboxedKernelManager(AsyncKernelManager):
+    contained = box is not None and box.uid is not None
+
+    class LimitedKernelManager(AsyncKernelManager):
+        def format_kernel_cmd(self, extra_arguments=None):
+            cmd = super().format_kernel_cmd(extra_arguments)
+            return limited(box.wrap(cmd) if contained else cmd, cpu_seconds, box)
+
+    if not contained:
+        return LimitedKernelManager
+
+    class SandboxedKernelManager(LimitedKernelManager):
         def __init__(self, **kw):
             super().__init__(**kw)
             self.transport = "ipc"
@@ -246,9 +252,6 @@ def kernel_manager_class(box: Sandbox, box_dir: Path):
         def write_connection_file(self, **kw):
             super().write_connection_file(**kw)
             os.chown(self.connection_file, box.uid, box.uid)  # the kernel must read its key
-
-        def format_kernel_cmd(self, extra_arguments=None):
-            return box.wrap(super().format_kernel_cmd(extra_arguments))
 
     return SandboxedKernelManager
 
@@ -391,8 +394,6 @@ def open_sandbox(deadline: float, root: Path | None = None, submission: Path | N
     if not unshare or not os.access(unshare, os.X_OK):
         return _refuse("util-linux's unshare is not installed",
                        "install util-linux (e.g. apt-get install util-linux)")
-    if not shutil.which("mount", path="/usr/bin:/bin:/usr/sbin:/sbin"):
-        return _refuse("the mount command is not installed", "install util-linux's mount")
     locks = _lock_dir()
     if locks is None:
         return _refuse("there is no private folder for the sandbox uid locks (/run/lock or the "
@@ -470,8 +471,8 @@ def _probe_sandbox(box: Sandbox, home: Path, workdir: Path, secrets) -> str:
     env = kernel_env(home)
     env["PYTHONPATH"] = str(package_root())
     try:
-        proc = subprocess.run(probe, stdin=subprocess.DEVNULL, capture_output=True, timeout=60,
-                              cwd=workdir, env=env, preexec_fn=kernel_limits(60, box))
+        proc = subprocess.run(limited(probe, 60, box), stdin=subprocess.DEVNULL, capture_output=True,
+                              timeout=60, cwd=workdir, env=env)
     except (OSError, subprocess.SubprocessError) as exc:
         return f"the sandbox could not start: {exc}"
     if proc.returncode != 0:

@@ -57,6 +57,9 @@ def run_grader(paths, *extra, timeout=900, env=None, cwd=ROOT):
         data = json.loads(proc.stdout)
     except json.JSONDecodeError:
         pytest.fail(f"grader stdout is not JSON: {proc.stdout[:2000]!r}\nstderr: {proc.stderr[-3000:]}")
+    # a grading process, in which JAX's threads run once the judge has used it, starts kernels:
+    # JAX warns of a deadlock whenever Python code runs between such a fork and its exec
+    assert "os.fork() was called" not in proc.stderr, proc.stderr[-3000:]
     return data, proc.stderr, proc.returncode
 
 

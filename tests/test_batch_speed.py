@@ -48,6 +48,25 @@ def test_nbgrader_imports_without_its_server_extensions_and_still_grades():
     assert out.split() == ["1"]
 
 
+def test_nbgrader_utils_loads_no_setuptools_until_it_unzips():
+    out = _run("""
+        import sys, tempfile, zipfile, os
+        from autograder.gradebook import import_nbgrader
+        import_nbgrader()
+        import nbgrader.utils, nbgrader.preprocessors, nbgrader.api
+        print("pkg_resources" in sys.modules, "setuptools" in sys.modules)
+        tmp = tempfile.mkdtemp()
+        with zipfile.ZipFile(os.path.join(tmp, "a.zip"), "w") as z:
+            z.writestr("inner/answer.txt", "forty-two")
+        os.mkdir(os.path.join(tmp, "out"))
+        nbgrader.utils.unzip(os.path.join(tmp, "a.zip"), os.path.join(tmp, "out"))
+        print(open(os.path.join(tmp, "out", "inner", "answer.txt")).read())
+        import setuptools.archive_util as real
+        print("setuptools" in sys.modules, isinstance(real.UnrecognizedFormat, type))
+    """)
+    assert out.split() == ["False", "False", "forty-two", "True", "True"]
+
+
 def test_nbgrader_already_imported_in_full_is_left_alone():
     out = _run("""
         import nbgrader
