@@ -48,6 +48,13 @@ PR_SET_PDEATHSIG = 1
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND = 1, 2, 4, 8, 32, 4096
 
 
+def _die_with_parent() -> None:
+    """SIGKILL when the parent ends (``PR_SET_PDEATHSIG``; kept across ``execve``, cleared by a
+    change of uid)."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
 def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str = "") -> None:
     """mount(2) itself (a dozen per kernel: no ``mount`` program started for each)."""
     libc = ctypes.CDLL(None, use_errno=True)
@@ -118,7 +125,7 @@ def drop_to(uid: int) -> None:
         raise SystemExit("autograder sandbox: prctl(PR_SET_NO_NEW_PRIVS) failed")
     # unshare's --kill-child asked for SIGKILL when unshare ends, but a change of uid clears that
     # request: ask again, so that the kernel ends with its grading process whatever kills it
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    _die_with_parent()
     if os.getuid() != uid or os.geteuid() != uid:
         raise SystemExit("autograder sandbox: the uid did not change")
 
@@ -162,10 +169,9 @@ def check(args) -> int:
 def limits(args) -> None:
     import resource
 
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if args.parent and os.getppid() != args.parent:
-            os._exit(1)  # the grading process ended before the request took effect
+    _die_with_parent()
+    if args.parent and os.getppid() != args.parent:
+        os._exit(1)  # the grading process ended before the request took effect
     resource.setrlimit(resource.RLIMIT_CPU, (args.cpu, args.cpu + 5))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if args.nproc:

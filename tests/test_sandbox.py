@@ -21,7 +21,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from conftest import ROOT, course_in_0700, released_notebook, solution_notebook
+from conftest import ROOT, course_in_0700, released_notebook, run_grader, solution_notebook
 
 pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("grading")]
 
@@ -33,14 +33,24 @@ SANDBOX_UIDS = range(61000, 61184)
 
 
 def _grade(paths, *extra, env=None, cwd=ROOT, timeout=900):
-    cmd = [sys.executable, "-m", "autograder", "grade", *map(str, paths), "--json", *extra]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd,
-                          env={**os.environ, **(env or {})})
-    try:
-        data = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        pytest.fail(f"grader stdout is not JSON: {proc.stdout[:2000]!r}\nstderr: {proc.stderr[-3000:]}")
-    return (data if isinstance(data, list) else [data]), proc.stderr, proc.returncode
+    data, stderr, code = run_grader(paths, *extra, env=env, cwd=cwd, timeout=timeout)
+    return (data if isinstance(data, list) else [data]), stderr, code
+
+
+def test_the_limits_launcher_sets_its_limits_and_refuses_an_orphan():
+    """``launch.py limits`` (how every kernel starts): the CPU-time limit and no core dumps are
+    set before the command runs; started for a parent that is not its own (that parent ended
+    before the death signal was asked for), it runs nothing."""
+    launch = [sys.executable, "-I", "-S", str(ROOT / "autograder" / "launch.py"), "limits", "--cpu=7"]
+    show = [sys.executable, "-c", "import resource as r; "
+            "print(r.getrlimit(r.RLIMIT_CPU), r.getrlimit(r.RLIMIT_CORE))"]
+    ran = subprocess.run([*launch, f"--parent={os.getpid()}", "--", *show], capture_output=True,
+                         text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split("\n")[0] == "(7, 12) (0, 0)", ran.stdout
+    orphan = subprocess.run([*launch, f"--parent={os.getpid() + 1}", "--", *show],
+                            capture_output=True, text=True, timeout=60)
+    assert orphan.returncode == 1 and orphan.stdout == "", (orphan.returncode, orphan.stdout)
 
 
 def _notebook(dest: Path, src: Path, first_cell: str | None = None, answers: dict | None = None) -> Path:
