@@ -26,31 +26,42 @@ NOTES = """Why the figures are what they are:
 - The floor runs in this script's own process, with nbclient already imported; every other way
   is a command of its own. Once per command, grading pays Python's start-up, `import autograder`
   (NumPy), nbgrader's modules (without its package `__init__`, which loads Jupyter server
-  extensions grading does not use) and JAX for the judge: about 0.9 s of CPU, 0.7 s of which
-  in one process while the second core waits (the sandbox's probe runs beside it, in a thread).
-  A batch of 6 spreads that over 6 submissions; a class of 300 makes it vanish.
+  extensions grading does not use, and without setuptools, which `nbgrader.utils` imports for
+  unzipping, until something unzips) and JAX for the judge: about 0.85 s, on one core, while
+  the second waits (the sandbox's probe runs beside it, in a thread). A batch of 6 spreads that
+  over 6 submissions; a class of 300 makes it vanish.
 - Per submission, the grader copies a cached gradebook, runs nbgrader's OverwriteCells,
   CheckCellMetadata and SaveAutoGrades; the judge (01_phases is judged) calls the learner's
   functions through the kernel, and computes its references in the grading process; as root,
   it sets up the sandbox (mount, PID and network namespaces, a uid and a memory cgroup of its
-  own). It does not run the test cells in the kernel (the judge decides), finds a starting kernel
-  ready as soon as it answers (jupyter_client's own wait, which the floor and nbgrader use,
-  looks in steps of 1 s and 0.2 s: about 0.2 s of idle time per kernel), and kills the sandbox
-  once every reply is in instead of a graceful kernel shutdown. Serial grading is therefore
-  close to the floor, or below it.
+  own; the launcher mounts with mount(2) itself, and the uid is killed once). It does not run
+  the test cells in the kernel (the judge decides), finds a starting kernel ready as soon as it
+  answers (jupyter_client's own wait, which the floor and nbgrader use, looks in steps of 1 s
+  and 0.2 s: about 0.2 s of idle time per kernel), and kills the sandbox once every reply is in
+  instead of a graceful kernel shutdown. Serial grading is therefore close to the floor, or
+  below it.
 - In parallel, the imports are paid once, in the parent, before the grading processes fork;
-  each grades one notebook at a time (a process a submission kills costs only that notebook).
-  There is one grading process per core and one more: a grading process often waits (for its
-  kernel to start, for a reply), and the extra one fills that time (it was faster than one per
-  core in each of ten paired runs on 2 cores).
-- What caps the parallel speed-up on 2 cores: (1) the parent's once-per-command imports run on
-  one core; (2) serial grading already uses more than one core at times (the grading process
-  and its kernel overlap, the probe runs beside the imports), so 2 cores are less than 2x its
-  resources; (3) the same work costs about 9% more CPU when two kernels run at once (measured
-  with a batch of 24: 34.8 CPU seconds in parallel, 31.9 serially), for JAX's compiles share
-  the cores' caches; (4) at the end of a batch one notebook may run alone. A batch of 24 of the
-  same notebooks was graded 1.65x faster in parallel than serially (31.1 s and 18.8 s, one pair
-  of runs): even where the once-per-command cost vanishes, the speed-up stays below 1.7x here.
+  its objects are frozen out of the garbage collector's reach first (`gc.freeze()`), so their
+  pages stay shared with every grading process instead of being copied (and the parent skips
+  a last collection of 0.4 s at exit). Each grading process grades one notebook at a time (a
+  process a submission kills costs only that notebook) and starts its kernels with `vfork`
+  and `execve` (the limits are set by a small launcher, not by Python code run in a copy of a
+  large process). There is one grading process per core and one more: a grading process often
+  waits (for its kernel to start, for a reply), and the extra one fills that time.
+- What caps the parallel speed-up on 2 cores: (1) the once-per-command work above (about 1 s
+  with start-up and exit) runs on one core in both ways, so it weighs 1.6 times more against
+  the parallel run; (2) serial grading already uses more than one core at times (the grading
+  process and its kernel overlap; XLA runs the notebook's matmuls on both cores), so 2 cores
+  are less than 2x its resources; (3) the same work costs more CPU when two kernels share the
+  cores and their caches (9% with a batch of 24 before `gc.freeze()`); (4) a grading process's
+  first notebook takes about 0.15 s longer (JAX's CPU backend and the judge set up): three
+  times in parallel, once serially; (5) at
+  the end of a batch one notebook may run alone. The notebooks' own phase of a batch of 6
+  (after the imports, before exit) runs about 1.8x faster in parallel; the command as a whole,
+  1.55-1.65x in our runs. Measured: every per-submission saving lowers serial and parallel times alike, so
+  it raises the speed-up over nbgrader but not this ratio; only the once-per-command cost and
+  the contention do, and moving the imports into the grading processes (so that they start
+  sooner) costs as much CPU as it saves wall time.
 - `nbgrader autograde` pays its import once too (with its server extensions), and per
   submission a gradebook update, its own preprocessors, the test cells in the kernel and a
   graceful kernel shutdown.
