@@ -150,10 +150,11 @@ def grade_many(paths, *, workers: int | None = None, progress: bool = False, per
     # What the parent holds now is shared with every grading process, page for page, until one
     # writes to it, and a collection of the cyclic garbage collector writes to every object it
     # visits: frozen (moved out of its reach, as the gc module's documentation advises before a
-    # fork), those pages stay shared, and no process spends CPU copying them. It also spares the
-    # parent a last collection over all of it when the command ends (about 0.4 s).
+    # fork), those pages stay shared, and no process spends CPU copying them. Unfrozen after the
+    # batch (unless the caller had frozen objects of its own), as the caller left it.
     import gc
 
+    thaw = gc.get_freeze_count() == 0
     gc.freeze()
     ctx = multiprocessing.get_context("fork")
     queue = list(range(len(jobs)))
@@ -216,6 +217,8 @@ def grade_many(paths, *, workers: int | None = None, progress: bool = False, per
     finally:
         for w in pool:
             w.stop()
+        if thaw:
+            gc.unfreeze()
     bar and bar.close()
     return results  # type: ignore[return-value]
 

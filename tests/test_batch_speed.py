@@ -174,3 +174,24 @@ def test_a_judge_file_is_loaded_once_per_process_and_again_when_it_changes(tmp_p
     os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))
     second = load_judge(path)
     assert second is not first and second.LOADS == ["changed"]
+
+
+# --------------------------------------------------------------------------- the garbage collector around the fork
+
+def test_a_batch_freezes_the_parent_for_its_fork_and_leaves_the_collector_as_it_found_it():
+    out = _run("""
+        import gc
+        from autograder import batch
+        seen = []
+        real = batch._Worker.__init__
+        def spy(self, ctx):  # the state the grading processes are forked in
+            seen.append(gc.get_freeze_count() > 0)
+            real(self, ctx)
+        batch._Worker.__init__ = spy
+        batch.grade_many(["/nonexistent/01_phases/01_phases.ipynb"], workers=1)
+        print(seen, gc.get_freeze_count())
+        gc.freeze()  # a caller that had frozen objects of its own keeps them frozen
+        batch.grade_many(["/nonexistent/01_phases/01_phases.ipynb"], workers=1)
+        print(gc.get_freeze_count() > 0)
+    """)
+    assert out.split("\n")[:2] == ["[True] 0", "True"], out
