@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, solution_notebook
 
 PY = sys.executable
 
@@ -195,3 +195,33 @@ def test_a_batch_freezes_the_parent_for_its_fork_and_leaves_the_collector_as_it_
         print(gc.get_freeze_count() > 0)
     """)
     assert out.split("\n")[:2] == ["[True] 0", "True"], out
+
+
+# --------------------------------------------------------------------------- a grading process's first notebook
+
+def test_a_grading_process_imports_nothing_on_its_first_notebook(tmp_path):
+    """What every grading process needs (nbgrader's ORM set up, the schema validator, the kernel
+    spec and IPython, the judge's MLIR dialects) is made ready once in the parent before the
+    fork, not once per process on its first notebook."""
+    import shutil
+
+    nb = tmp_path / "01_phases" / "01_phases.ipynb"
+    nb.parent.mkdir()
+    shutil.copy(solution_notebook("01_phases"), nb)
+    out = _run(f"""
+        import sys
+        from autograder import batch
+        real = batch._grade_job
+        def spy(job):
+            before = set(sys.modules)
+            result = real(job)
+            print("new modules:", sorted(set(sys.modules) - before), flush=True)
+            return result
+        batch._grade_job = spy
+        [result] = batch.grade_many([{str(nb)!r}], workers=1)
+        print("score:", result.score, result.max_score)
+    """)
+    lines = [l for l in out.splitlines() if l.startswith(("new modules:", "score:"))]
+    assert lines[0] == "new modules: []", lines
+    score, top = lines[1].split()[1:]
+    assert float(score) == float(top) > 0, lines
