@@ -27,8 +27,8 @@ NOTES = """Why the figures are what they are:
   is a command of its own. Once per command, grading pays Python's start-up, `import autograder`
   (NumPy), nbgrader's modules (without its package `__init__`, which loads Jupyter server
   extensions grading does not use, and without setuptools, which `nbgrader.utils` imports for
-  unzipping, until something unzips) and JAX for the judge: about 0.85 s, on one core, while
-  the second waits (the sandbox's probe runs beside it, in a thread). A batch of 6 spreads that
+  unzipping, until something unzips), JAX for the judge, and what every grading process would
+  otherwise do on its first notebook: about 0.9 s, on one core, while the second waits (the sandbox's probe runs beside it, in a thread). A batch of 6 spreads that
   over 6 submissions; a class of 300 makes it vanish.
 - Per submission, the grader copies a cached gradebook, runs nbgrader's OverwriteCells,
   CheckCellMetadata and SaveAutoGrades; the judge (01_phases is judged) calls the learner's
@@ -53,12 +53,16 @@ NOTES = """Why the figures are what they are:
   the parallel run; (2) serial grading already uses more than one core at times (the grading
   process and its kernel overlap; XLA runs the notebook's matmuls on both cores), so 2 cores
   are less than 2x its resources; (3) the same work costs more CPU when two kernels share the
-  cores and their caches (9% with a batch of 24 before `gc.freeze()`); (4) a grading process's
-  first notebook takes about 0.15 s longer (JAX's CPU backend and the judge set up): three
-  times in parallel, once serially; (5) at
+  cores and their caches (9% with a batch of 24 before `gc.freeze()`); (4) what each grading
+  process does once is paid three times in parallel, once serially: most of it (nbgrader's
+  ORM set up, the schema validator, the kernel spec and IPython's import, about 0.15 s) is done
+  in the parent before the fork, but JAX's first compile for the judge (about 0.08 s) cannot be:
+  JAX's threads start with it, and a process with threads must not fork; (5) at
   the end of a batch one notebook may run alone. The notebooks' own phase of a batch of 6
   (after the imports, before exit) runs about 1.8x faster in parallel; the command as a whole,
-  1.55-1.65x in our runs. Measured: every per-submission saving lowers serial and parallel times alike, so
+  1.55-1.7x in our runs. Most of nbgrader's once-per-command import is nbconvert's exporters and
+  their Markdown and template filters (about 0.13 s), which every nbgrader preprocessor imports
+  for one class; skipping them would mean bypassing a third package's `__init__`, so they stay. Measured: every per-submission saving lowers serial and parallel times alike, so
   it raises the speed-up over nbgrader but not this ratio; only the once-per-command cost and
   the contention do, and moving the imports into the grading processes (so that they start
   sooner) costs as much CPU as it saves wall time.
