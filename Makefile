@@ -77,6 +77,6 @@ feedback: env
 export: env
 	$(BIN)/python -m autograder export
 
-## bench-grading: bare nbclient vs nbgrader autograde vs our batch grading (docs/bench-grading.md)
+## bench-grading: bare nbclient vs nbgrader autograde vs our batch grading, now and before the judge (docs/bench-grading.md)
 bench-grading: env
 	$(BIN)/python scripts/bench_grading.py
