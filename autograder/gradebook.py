@@ -79,6 +79,7 @@ def _lazy_archive_util() -> None:
 
     for attr in ("unpack_archive", "unpack_tarfile", "unpack_zipfile"):
         setattr(stand_in, attr, forward(attr))
+
     def anything_else(attr):
         if attr.startswith("__"):  # what the import system asks of any module (__path__, ...)
             raise AttributeError(attr)
