@@ -32,8 +32,9 @@ NOTES = """Why the figures are what they are:
   (NumPy), nbgrader's modules (without its package `__init__`, which loads Jupyter server
   extensions grading does not use, and without setuptools, which `nbgrader.utils` imports for
   unzipping, until something unzips), JAX for the judge, and what every grading process would
-  otherwise do on its first notebook: about 0.9 s, on one core, while the second waits (the sandbox's probe runs beside it, in a thread). A batch of 6 spreads that
-  over 6 submissions; a class of 300 makes it vanish.
+  otherwise do on its first notebook: about 0.9 s, on one core, while the second waits (the
+  sandbox's probe runs beside it, in a thread). A batch of 6 spreads that over 6 submissions; a
+  class of 300 makes it vanish.
 - Per submission, the grader copies a cached gradebook, runs nbgrader's OverwriteCells,
   CheckCellMetadata and SaveAutoGrades; the judge (01_phases is judged) calls the learner's
   functions through the kernel, and computes its references in the grading process; as root,
@@ -66,14 +67,16 @@ NOTES = """Why the figures are what they are:
   (after the imports, before exit) runs about 1.8x faster in parallel; the command as a whole,
   1.55-1.7x in our runs. Most of nbgrader's once-per-command import is nbconvert's exporters and
   their Markdown and template filters (about 0.13 s), which every nbgrader preprocessor imports
-  for one class; skipping them would mean bypassing a third package's `__init__`, so they stay. Measured: every per-submission saving lowers serial and parallel times alike, so
-  it raises the speed-up over nbgrader but not this ratio; only the once-per-command cost and
+  for one class; skipping them would mean bypassing a third package's `__init__`, so they stay.
+  Measured: every per-submission saving lowers serial and parallel times alike, so it raises
+  the speed-up over nbgrader but not this ratio; only the once-per-command cost and
   the contention do, and moving the imports into the grading processes (so that they start
   sooner) costs as much CPU as it saves wall time.
 - The grader before the judge (commit 511c696) ran the hidden tests in the learner's kernel and
   shut each kernel down gracefully: its serial grading waits more (its wall time exceeds its CPU
   time), and parallel grading fills those waits, so its serial-to-parallel ratio is higher
-  (1.78x and 1.86x where this grader measured 1.64x and 1.80x, batches of 6 and 24, same runs)
+  (1.75-1.78x on batches of 6, 1.86x on 24, where this grader measured 1.63-1.64x and 1.80x in
+  the same runs)
   while it is slower both ways: 1.3-1.4x this grader's serial time and 1.2-1.3x its parallel
   time per submission. A grader whose serial run wastes nothing cannot show that ratio: on a
   batch of 24 this one's parallel run took 0.69 s per submission where its CPU time over 2 cores
