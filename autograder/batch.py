@@ -16,7 +16,9 @@ import sys
 from pathlib import Path
 from .gradebook import import_nbgrader
 from .grading import NAMESPACE, NONE, PROCESS_GROUP, Result, failed_result, grade_notebook
-from .sandbox import check_once, die_with_parent
+from .course import GradingError
+from .sandbox import check_once, check_settings, die_with_parent
+from .submission import max_notebook_bytes
 
 
 def default_workers(n_jobs: int) -> int:
@@ -168,6 +170,11 @@ def grade_many(paths, *, workers: int | None = None, progress: bool = False, per
     from multiprocessing.connection import wait
 
     paths = [str(p) for p in paths]
+    try:  # an operator's setting that does not parse: every row says which, nothing is run
+        check_settings()
+        max_notebook_bytes()
+    except GradingError as exc:
+        return [failed_result(p, str(exc), grade_kwargs.get("root")) for p in paths]
     folders = {f for p in paths for f in (Path(p).resolve().parent, Path(p).resolve().parent.parent)}
     grade_kwargs.setdefault("hide", tuple(sorted(map(str, folders))))  # out of every kernel's sight
     jobs = [(p, {**grade_kwargs, **(per_job(p) if per_job else {})}) for p in paths]

@@ -48,20 +48,33 @@ PR_SET_PDEATHSIG = 1
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND = 1, 2, 4, 8, 32, 4096
 
 
-def _die_with_parent() -> None:
-    """SIGKILL when the parent ends (``PR_SET_PDEATHSIG``; kept across ``execve``, cleared by a
-    change of uid)."""
+def libc():
+    """The C library, for prctl(2) and mount(2) (``ctypes``; loaded once)."""
+    global _LIBC
+    if _LIBC is None:
+        _LIBC = ctypes.CDLL(None, use_errno=True)
+    return _LIBC
+
+
+_LIBC = None
+
+
+def die_with_parent(parent: int = 0, prctl=None) -> None:
+    """Ask for SIGKILL when the parent ends (``PR_SET_PDEATHSIG``: Linux only; kept across
+    ``execve``, cleared by a change of uid), then exit at once if ``parent`` (a pid) is no
+    longer the parent: it ended before the request took effect. ``prctl``: the C function,
+    looked up beforehand by a caller that must not load anything here (a forked child)."""
     if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        (prctl or libc().prctl)(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if parent and os.getppid() != parent:
+        os._exit(1)
 
 
 def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str = "") -> None:
     """mount(2) itself (a dozen per kernel: no ``mount`` program started for each)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-
     def c(text):
         return text.encode() if text else None
-    if libc.mount(c(source), c(target), c(fstype), ctypes.c_ulong(flags), c(data)) != 0:
+    if libc().mount(c(source), c(target), c(fstype), ctypes.c_ulong(flags), c(data)) != 0:
         what = fstype or ("a read-only remount" if flags & MS_REMOUNT else "a bind mount")
         raise SystemExit(f"autograder sandbox: mounting {what} on {target} failed: "
                          f"{os.strerror(ctypes.get_errno())}")
@@ -120,12 +133,11 @@ def drop_to(uid: int) -> None:
     os.setgroups([])
     os.setresgid(uid, uid, uid)
     os.setresuid(uid, uid, uid)
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+    if libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise SystemExit("autograder sandbox: prctl(PR_SET_NO_NEW_PRIVS) failed")
     # unshare's --kill-child asked for SIGKILL when unshare ends, but a change of uid clears that
     # request: ask again, so that the kernel ends with its grading process whatever kills it
-    _die_with_parent()
+    die_with_parent()
     if os.getuid() != uid or os.geteuid() != uid:
         raise SystemExit("autograder sandbox: the uid did not change")
 
@@ -169,9 +181,7 @@ def check(args) -> int:
 def limits(args) -> None:
     import resource
 
-    _die_with_parent()
-    if args.parent and os.getppid() != args.parent:
-        os._exit(1)  # the grading process ended before the request took effect
+    die_with_parent(args.parent)  # the grading process that started it
     resource.setrlimit(resource.RLIMIT_CPU, (args.cpu, args.cpu + 5))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if args.nproc:

@@ -51,8 +51,29 @@ def sandbox_disabled() -> bool:
     return os.environ.get("AUTOGRADER_SANDBOX", "").lower() in ("0", "off", "no", "false")
 
 
+def setting(name: str, default: float, what: str, kind=int):
+    """The operator's setting ``name`` from the environment (``default`` when unset), a positive
+    ``kind``; a clear :class:`GradingError` otherwise (checked once per command, before grading:
+    :func:`check_settings`)."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = kind(raw)
+    except ValueError:
+        value = None
+    if value is None or value <= 0:
+        raise GradingError(f"{name}={raw!r} is not {what}: set it to one, or unset it for the "
+                           f"default ({default})")
+    return value
+
+
 def memory_limit_mb() -> int:
-    return int(os.environ.get("AUTOGRADER_MEMORY_MB") or DEFAULT_MEMORY_MB)
+    return setting("AUTOGRADER_MEMORY_MB", DEFAULT_MEMORY_MB, "a positive whole number of MiB")
+
+
+def nproc_limit() -> int:
+    return setting("AUTOGRADER_NPROC", SANDBOX_NPROC, "a positive whole number of processes")
 
 
 @dataclass
@@ -149,26 +170,22 @@ def die_with_parent():
     """A function for a child of this process to call right after the fork: it asks Linux to
     kill the child when the thread that started it ends (``PR_SET_PDEATHSIG``), so a grader
     stopped by Ctrl-C or killed leaves no grading process and no kernel running on (one stuck in
-    a judge-side program would spin at full CPU). Prepared here, in the parent: the child imports
+    a judge-side program would spin at full CPU). Prepared here, in the parent: the child loads
     nothing (an import in a forked child can wait forever on a lock another thread held at the
-    fork), and it can tell whether this process ended before the request took effect. Elsewhere
-    than Linux, a function that does nothing."""
+    fork), and it can tell whether this process ended before the request took effect. The same
+    request as the launcher's (:func:`autograder.launch.die_with_parent`), which kernels make
+    after their ``execve``. Elsewhere than Linux, a function that does nothing."""
     if not sys.platform.startswith("linux"):
         return lambda: None
-    import ctypes
-    import signal
+    import functools
+
+    from . import launch
 
     try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
+        prctl = launch.libc().prctl
     except (OSError, AttributeError):
         return lambda: None
-    sigkill, parent = int(signal.SIGKILL), os.getpid()
-
-    def ask():
-        prctl(1, sigkill, 0, 0, 0)  # PR_SET_PDEATHSIG
-        if os.getppid() != parent:  # the parent ended before the request took effect
-            os._exit(1)
-    return ask
+    return functools.partial(launch.die_with_parent, os.getpid(), prctl)
 
 
 def limited(cmd: list, cpu_seconds: int, box: Sandbox | None = None) -> list:
@@ -184,7 +201,7 @@ def limited(cmd: list, cpu_seconds: int, box: Sandbox | None = None) -> list:
     prefix = [sys.executable, "-I", "-S", str(_LAUNCH), "limits", f"--cpu={cpu_seconds}",
               f"--parent={os.getpid()}"]
     if contained:
-        prefix += [f"--nproc={int(os.environ.get('AUTOGRADER_NPROC') or SANDBOX_NPROC)}",
+        prefix += [f"--nproc={nproc_limit()}",
                    f"--memory={memory_limit_mb() << 20}"]
         if box.cgroup:
             prefix.append(f"--cgroup={box.cgroup}")
@@ -259,11 +276,26 @@ def kernel_manager_class(box: Sandbox | None, box_dir: Path | None, cpu_seconds:
 # --------------------------------------------------------------------------- setting it up
 
 def _sandbox_uids() -> range:
-    spec = os.environ.get("AUTOGRADER_SANDBOX_UIDS", "")
+    spec = os.environ.get("AUTOGRADER_SANDBOX_UIDS", "").strip()
     if spec:
         lo, _, hi = spec.partition("-")
-        return range(int(lo), int(hi or lo) + 1)
+        try:
+            uids = range(int(lo), int(hi or lo) + 1)
+        except ValueError:
+            uids = range(0)
+        if not uids or uids.start <= 0:
+            raise GradingError(f"AUTOGRADER_SANDBOX_UIDS={spec!r} is not a range of user ids like "
+                               f"61000-61183: set it to one, or unset it for the default")
+        return uids
     return SANDBOX_UIDS
+
+
+def check_settings() -> None:
+    """Every sandbox setting the operator may give in the environment parses (else
+    :class:`GradingError` naming it)."""
+    memory_limit_mb()
+    nproc_limit()
+    _sandbox_uids()
 
 
 def _lock_dir() -> Path | None:

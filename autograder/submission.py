@@ -20,7 +20,10 @@ MAX_NOTEBOOK_MB = 100  # a submission larger than this is not read (AUTOGRADER_M
 
 
 def max_notebook_bytes() -> int:
-    return int(float(os.environ.get("AUTOGRADER_MAX_NOTEBOOK_MB") or MAX_NOTEBOOK_MB) * 2**20)
+    from .sandbox import setting
+
+    return int(setting("AUTOGRADER_MAX_NOTEBOOK_MB", MAX_NOTEBOOK_MB, "a positive number of MB",
+                       float) * 2**20)
 
 
 def read_submission(path: Path):

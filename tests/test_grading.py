@@ -275,6 +275,22 @@ def test_a_notebook_too_large_to_read_gets_a_clear_message_and_others_are_graded
     assert "is 2 MB, more than the 1 MB the grader reads: clear its outputs" in r["error"], r["error"]
 
 
+@pytest.mark.parametrize("name, value", [("AUTOGRADER_MEMORY_MB", "4GB"), ("AUTOGRADER_NPROC", "0"),
+                                         ("AUTOGRADER_SANDBOX_UIDS", "61000-60000"),
+                                         ("AUTOGRADER_MAX_NOTEBOOK_MB", "lots")])
+def test_an_operator_setting_that_does_not_parse_is_named_and_nothing_is_run(tmp_path, name, value):
+    """A mistyped setting in the grader's environment: every row of the batch says which one and
+    what it must be (no traceback, no "internal error"), and no notebook is run with a guess."""
+    good = fill_answers(released_notebook(A), SOLUTIONS, tmp_path / "good" / A / f"{A}.ipynb")
+    results, stderr, code = run_grader([good, good], env={name: value})
+    assert code != 0
+    for r in results:
+        assert r["score"] == 0.0 and [t["grade_id"] for t in r["tests"]] == TESTS
+        assert r["error"].startswith(f"{name}={value!r} is not "), r["error"]
+        assert not r.get("containment"), r  # no kernel ran
+    assert "Traceback" not in stderr and "internal grading error" not in stderr, stderr[-2000:]
+
+
 def test_an_internal_grading_error_still_lists_every_test_at_zero(tmp_path):
     """nbgrader itself failing while a notebook is graded (here its Execute preprocessor cannot
     even be created): the notebook still gets its result, every test of the source at zero.
