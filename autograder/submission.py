@@ -4,7 +4,8 @@ sanitized the way nbgrader's ``autograde`` does, before it runs.
 :func:`sanitize` runs ``ClearOutput`` -> ``DeduplicateIds`` -> (drop emptied nbgrader
 metadata) -> ``OverwriteKernelspec`` -> ``OverwriteCells`` (missing cells added back) ->
 ``CheckCellMetadata``: edited, emptied, deleted, duplicated or retyped test cells are restored
-from the source notebook recorded in the gradebook.
+from the source notebook recorded in the gradebook (a deleted one wherever the cells around it
+were deleted too: :func:`_restoring_overwrite_cells`).
 """
 from __future__ import annotations
 
@@ -94,17 +95,61 @@ class DropSelfCheck:
         return nb, res
 
 
+def _restoring_overwrite_cells(order):
+    """nbgrader's ``OverwriteCells`` whose re-adding of deleted grade cells cannot fail.
+
+    nbgrader puts a deleted grade cell back after the source cell just before it, and raises
+    ``KeyError`` when that one was deleted too (an answer cell deleted with its test cell, or an
+    empty notebook): the whole submission would then be ungradable, its other answers included.
+    Here each deleted grade cell goes back after the nearest earlier source cell the submission
+    still has (``order``: the source notebook's ``grade_id``s, in order), else before the nearest
+    later one, else at the end; nbgrader's own ``missing_cell_transform`` makes the cell."""
+    from nbgrader.preprocessors import OverwriteCells
+
+    rank = {gid: i for i, gid in enumerate(order)}
+
+    class RestoringOverwriteCells(OverwriteCells):
+        def add_missing_grade_cells(self, nb, resources):
+            source_nb = self.gradebook.find_notebook(self.notebook_id, self.assignment_id)
+            source = {c.name: c for c in source_nb.source_cells}
+            solutions = {c.name for c in source_nb.solution_cells}
+            grade_cells = sorted(source_nb.grade_cells, key=lambda c: rank.get(c.name, len(rank)))
+            for grade_cell in grade_cells:
+                gid = grade_cell.name
+                where = {c.metadata["nbgrader"]["grade_id"]: i for i, c in enumerate(nb.cells)
+                         if c.metadata.get("nbgrader", {}).get("grade_id") in rank}
+                if gid in where or gid not in source:
+                    continue
+                self.log.warning(f"Missing grade cell {gid} encountered, adding to notebook")
+                cell = self.missing_cell_transform(source[gid], grade_cell.max_score,
+                                                   is_solution=gid in solutions)
+                mine = rank.get(gid, len(rank))
+                before = [g for g in where if rank[g] < mine]
+                after = [g for g in where if rank[g] > mine]
+                if before:
+                    at = where[max(before, key=rank.__getitem__)] + 1
+                elif after:
+                    at = where[min(after, key=rank.__getitem__)]
+                else:
+                    at = len(nb.cells)
+                nb.cells.insert(at, cell)
+            return nb, resources
+
+    return RestoringOverwriteCells
+
+
 def sanitize(nb, res, released):
     """The submission as nbgrader's autograde would run it (see the module's docstring), with
     the released notebook's kernelspec. Raises GradingError for metadata nbgrader refuses."""
     import nbformat
-    from nbgrader.preprocessors import (CheckCellMetadata, ClearOutput, DeduplicateIds,
-                                        OverwriteCells, OverwriteKernelspec)
+    from nbgrader.preprocessors import CheckCellMetadata, ClearOutput, DeduplicateIds, OverwriteKernelspec
 
     nb.metadata["kernelspec"] = copy.deepcopy(released.metadata.get("kernelspec", {}))
+    order = [c.metadata["nbgrader"]["grade_id"] for c in released.cells
+             if isinstance(c.metadata.get("nbgrader"), dict) and c.metadata["nbgrader"].get("grade_id")]
     try:
         for pp in (ClearOutput(), DeduplicateIds(), DropEmptyMetadata(), OverwriteKernelspec(),
-                   OverwriteCells(add_missing_cells=True), CheckCellMetadata()):
+                   _restoring_overwrite_cells(order)(add_missing_cells=True), CheckCellMetadata()):
             nb, res = pp.preprocess(nb, res)
     except Exception as exc:  # noqa: BLE001 - metadata nbgrader refuses
         raise GradingError(f"the notebook's cell metadata is unusable: {exc}") from exc

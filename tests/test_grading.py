@@ -260,6 +260,41 @@ def test_unreadable_notebooks_get_a_clear_message_and_do_not_stop_others(tmp_pat
     assert "unknown assignment '0l_phases'" not in stderr and "unknown assignment 'exercises'" not in stderr
 
 
+def test_deleted_answer_and_test_cells_cost_only_their_own_exercise(tmp_path):
+    """nbgrader puts a deleted test cell back after the cell before it in the source, and fails
+    (KeyError) when that one was deleted too: the whole notebook was then "not graded", its
+    correct answers included. Each exercise whose cells are gone now scores zero on its own."""
+    def solved_without(*exercises):
+        nb = nbformat.read(str(fill_answers(released_notebook(A), SOLUTIONS,
+                                            tmp_path / "src" / secrets.token_hex(4) / f"{A}.ipynb")),
+                           as_version=4)
+        gone = {g for e in exercises for g in (e, f"test_{e}")}
+        nb.cells = [c for c in nb.cells if _gid(c) not in gone]
+        return nb
+
+    reordered = solved_without()
+    reordered.cells = [c for c in reordered.cells if _gid(c) not in TESTS][::-1]  # tests gone, order reversed
+    cases = {
+        "one": (solved_without("runtime_print"), {"runtime_print"}),
+        "first_and_last": (solved_without("primitive_names", "matmul_flops"), {"primitive_names", "matmul_flops"}),
+        "reversed": (reordered, set()),
+        "empty": (nbformat.v4.new_notebook(), set(SOLUTIONS) | {"scaled"}),
+        "v3_empty": (json.dumps({"nbformat": 3, "nbformat_minor": 0, "metadata": {},
+                                 "worksheets": [{"cells": []}]}), set(SOLUTIONS) | {"scaled"}),
+    }
+    paths = [_write(tmp_path, name, nb) for name, (nb, _) in cases.items()]
+    results, stderr, code = run_grader(paths)
+    assert code == 0, stderr[-3000:]
+    for (name, (_, missing)), r in zip(cases.items(), results):
+        assert not r.get("error"), (name, r.get("error"))
+        assert [t["grade_id"] for t in r["tests"]] == TESTS, name
+        for t in r["tests"]:
+            if t["exercise"] in missing:
+                assert t["points"] == 0 and "is not defined" in t["feedback"], (name, t)
+            else:
+                assert t["points"] == t["max_points"], (name, t)
+
+
 def test_a_notebook_too_large_to_read_gets_a_clear_message_and_others_are_graded(tmp_path):
     """A submission over the size the grader reads (AUTOGRADER_MAX_NOTEBOOK_MB, 100 MB by
     default; 1 MB here) is not read at all: zero, and what to do about it."""
