@@ -5,7 +5,8 @@ sanitized the way nbgrader's ``autograde`` does, before it runs.
 metadata) -> ``OverwriteKernelspec`` -> ``OverwriteCells`` (missing cells added back) ->
 ``CheckCellMetadata``: edited, emptied, deleted, duplicated or retyped test cells are restored
 from the source notebook recorded in the gradebook (a deleted one wherever the cells around it
-were deleted too: :func:`_restoring_overwrite_cells`).
+were deleted too), and every cell's nbgrader metadata from the source notebook
+(:func:`_restoring_overwrite_cells`).
 """
 from __future__ import annotations
 
@@ -95,20 +96,39 @@ class DropSelfCheck:
         return nb, res
 
 
-def _restoring_overwrite_cells(order):
-    """nbgrader's ``OverwriteCells`` whose re-adding of deleted grade cells cannot fail.
+def _restoring_overwrite_cells(trusted: dict):
+    """nbgrader's ``OverwriteCells``, with the nbgrader metadata of every cell restored from the
+    source and a re-adding of deleted grade cells that cannot fail.
 
-    nbgrader puts a deleted grade cell back after the source cell just before it, and raises
-    ``KeyError`` when that one was deleted too (an answer cell deleted with its test cell, or an
-    empty notebook): the whole submission would then be ungradable, its other answers included.
-    Here each deleted grade cell goes back after the nearest earlier source cell the submission
-    still has (``order``: the source notebook's ``grade_id``s, in order), else before the nearest
-    later one, else at the end; nbgrader's own ``missing_cell_transform`` makes the cell."""
+    ``trusted``: ``grade_id -> nbgrader metadata`` of the source notebook's cells, in order.
+
+    - nbgrader restores a cell's type, lock, points and (locked) source, but refuses the whole
+      notebook when other flags were edited (``grade`` set on an answer cell: "No such grade
+      cell"; ``solution`` set on a test cell: "Inconsistent checksums"; a newer
+      ``schema_version``), and every answer of the notebook then counts for nothing. Here a
+      cell that names a source cell gets that cell's nbgrader metadata back first, as its
+      source is given back; a cell naming none (made up by the submission) becomes an
+      ordinary cell.
+    - nbgrader puts a deleted grade cell back after the source cell just before it, and raises
+      ``KeyError`` when that one was deleted too (an answer cell deleted with its test cell, an
+      empty notebook). Here it goes after the nearest earlier source cell the submission still
+      has, else before the nearest later one, else at the end (nbgrader's own
+      ``missing_cell_transform`` makes the cell).
+    """
     from nbgrader.preprocessors import OverwriteCells
 
-    rank = {gid: i for i, gid in enumerate(order)}
+    rank = {gid: i for i, gid in enumerate(trusted)}
 
     class RestoringOverwriteCells(OverwriteCells):
+        def preprocess_cell(self, cell, resources, index):
+            meta = cell.metadata.get("nbgrader")
+            if isinstance(meta, dict) and meta.get("grade_id"):
+                if meta["grade_id"] not in trusted:
+                    del cell.metadata["nbgrader"]
+                    return cell, resources
+                cell.metadata["nbgrader"] = copy.deepcopy(trusted[meta["grade_id"]])
+            return super().preprocess_cell(cell, resources, index)
+
         def add_missing_grade_cells(self, nb, resources):
             source_nb = self.gradebook.find_notebook(self.notebook_id, self.assignment_id)
             source = {c.name: c for c in source_nb.source_cells}
@@ -145,11 +165,11 @@ def sanitize(nb, res, released):
     from nbgrader.preprocessors import CheckCellMetadata, ClearOutput, DeduplicateIds, OverwriteKernelspec
 
     nb.metadata["kernelspec"] = copy.deepcopy(released.metadata.get("kernelspec", {}))
-    order = [c.metadata["nbgrader"]["grade_id"] for c in released.cells
-             if isinstance(c.metadata.get("nbgrader"), dict) and c.metadata["nbgrader"].get("grade_id")]
+    trusted = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"] for c in released.cells
+               if isinstance(c.metadata.get("nbgrader"), dict) and c.metadata["nbgrader"].get("grade_id")}
     try:
         for pp in (ClearOutput(), DeduplicateIds(), DropEmptyMetadata(), OverwriteKernelspec(),
-                   _restoring_overwrite_cells(order)(add_missing_cells=True), CheckCellMetadata()):
+                   _restoring_overwrite_cells(trusted)(add_missing_cells=True), CheckCellMetadata()):
             nb, res = pp.preprocess(nb, res)
     except Exception as exc:  # noqa: BLE001 - metadata nbgrader refuses
         raise GradingError(f"the notebook's cell metadata is unusable: {exc}") from exc

@@ -82,6 +82,17 @@ def _hostile_corpus():
             c.metadata = {}
             c.source = "print('ok')"
     corpus["cells_without_metadata"] = nb
+    nb = _released()  # nbgrader metadata forged: points claimed, tests made answers, a made-up test
+    for c in nb.cells:
+        if _gid(c) in TESTS:
+            c.metadata["nbgrader"].update(solution=True, points=100, schema_version=99)
+            c.source = "pass"
+        elif c.metadata.get("nbgrader", {}).get("solution"):
+            c.metadata["nbgrader"].update(grade=True, points=100)
+    nb.cells.append(nbformat.v4.new_code_cell("pass", metadata={"nbgrader": {
+        "grade": True, "grade_id": "test_bonus", "points": 10, "solution": False, "locked": True,
+        "schema_version": 3}}))
+    corpus["nbgrader_metadata_forged"] = nb
     corpus["checks_monkeypatched"] = _with_answer(_released(), "primitive_names", (
         "import autograder as ag, autograder.numerics, numpy as np, jax.numpy as jnp\n"
         "for _m in (ag, autograder.numerics):\n"
@@ -260,10 +271,11 @@ def test_unreadable_notebooks_get_a_clear_message_and_do_not_stop_others(tmp_pat
     assert "unknown assignment '0l_phases'" not in stderr and "unknown assignment 'exercises'" not in stderr
 
 
-def test_deleted_answer_and_test_cells_cost_only_their_own_exercise(tmp_path):
+def test_deleted_cells_and_edited_nbgrader_metadata_cost_only_what_they_touch(tmp_path):
     """nbgrader puts a deleted test cell back after the cell before it in the source, and fails
-    (KeyError) when that one was deleted too: the whole notebook was then "not graded", its
-    correct answers included. Each exercise whose cells are gone now scores zero on its own."""
+    (KeyError) when that one was deleted too; it refuses a notebook whose nbgrader flags were
+    edited. Either way the whole notebook was "not graded", its correct answers included. Each
+    exercise whose cells are gone now scores zero on its own, and edited flags are put back."""
     def solved_without(*exercises):
         nb = nbformat.read(str(fill_answers(released_notebook(A), SOLUTIONS,
                                             tmp_path / "src" / secrets.token_hex(4) / f"{A}.ipynb")),
@@ -272,12 +284,21 @@ def test_deleted_answer_and_test_cells_cost_only_their_own_exercise(tmp_path):
         nb.cells = [c for c in nb.cells if _gid(c) not in gone]
         return nb
 
+    def solved_with(**flags):  # grade_id -> nbgrader flags changed in that cell
+        nb = solved_without()
+        for c in nb.cells:
+            c.metadata.get("nbgrader", {}).update(flags.get(_gid(c), {}))
+        return nb
+
     reordered = solved_without()
     reordered.cells = [c for c in reordered.cells if _gid(c) not in TESTS][::-1]  # tests gone, order reversed
     cases = {
         "one": (solved_without("runtime_print"), {"runtime_print"}),
         "first_and_last": (solved_without("primitive_names", "matmul_flops"), {"primitive_names", "matmul_flops"}),
         "reversed": (reordered, set()),
+        "flags_edited": (solved_with(runtime_print={"grade": True, "points": 5},
+                                     test_scaled={"solution": True},
+                                     test_matmul_flops={"schema_version": 99, "locked": False}), set()),
         "empty": (nbformat.v4.new_notebook(), set(SOLUTIONS) | {"scaled"}),
         "v3_empty": (json.dumps({"nbformat": 3, "nbformat_minor": 0, "metadata": {},
                                  "worksheets": [{"cells": []}]}), set(SOLUTIONS) | {"scaled"}),
