@@ -27,6 +27,7 @@ check, never as a verdict. Must run on JAX 0.7.2 too.
 from __future__ import annotations
 
 import base64
+import contextlib
 import traceback
 
 from . import wire
@@ -43,6 +44,18 @@ _CLAIM_MODULES = ("autograder", "autograder.pytrees", "autograder.shapes", "auto
 # JAX flags a learner cell could flip to fool a kernel-side check, and the values claims need.
 CONFIG = {"jax_disable_jit": False, "jax_debug_nans": False, "jax_debug_infs": False,
           "jax_enable_checks": False, "jax_log_compiles": False, "jax_explain_cache_misses": False}
+
+# JAX's own defaults for the flags that change what a program computes (dtypes, promotion, the
+# PRNG): the judge computes its references with them, so every request runs with them (a
+# learner who left float64 on, as 02 shows how to, is graded as the course's programs run),
+# and the notebook's own values are put back after it.
+SEMANTICS = {"jax_enable_x64": False, "jax_numpy_rank_promotion": "allow",
+             "jax_numpy_dtype_promotion": "standard", "jax_default_matmul_precision": None,
+             "jax_default_prng_impl": "threefry2x32", "jax_threefry_partitionable": True}
+
+# NumPy's default print options: what ``jax.debug.print`` shows is read back by the judge
+NUMPY_PRINT = {"precision": 8, "threshold": 1000, "edgeitems": 3, "linewidth": 75,
+               "suppress": False, "floatmode": "maxprec", "sign": "-", "formatter": None}
 
 MESSAGE_LIMIT = 2000
 _JITTED: dict = {}
@@ -239,8 +252,49 @@ def _nonce_of(text: str):
         return None
 
 
+@contextlib.contextmanager
+def course_semantics():
+    """:data:`SEMANTICS` and :data:`NUMPY_PRINT` in force (the flags this JAX has), the
+    notebook's values put back after."""
+    import jax
+    import numpy as np
+
+    printing = np.get_printoptions()
+    try:
+        np.set_printoptions(**NUMPY_PRINT)
+    except Exception:  # noqa: BLE001
+        pass
+    changed = {}
+    for flag, value in SEMANTICS.items():
+        try:
+            current = getattr(jax.config, flag)
+            if getattr(current, "value", current) != value:
+                jax.config.update(flag, value)
+                changed[flag] = current
+        except Exception:  # noqa: BLE001 - a flag this JAX does not have, or a patched config
+            continue
+    try:
+        yield
+    finally:
+        try:
+            np.set_printoptions(**{k: printing[k] for k in NUMPY_PRINT if k in printing})
+        except Exception:  # noqa: BLE001
+            pass
+        for flag, value in changed.items():
+            try:
+                jax.config.update(flag, getattr(value, "value", value))
+            except Exception:  # noqa: BLE001
+                pass
+
+
 def handle(text: str) -> dict:
-    """Run one request (its JSON text) and return the reply (a dict of wire data)."""
+    """Run one request (its JSON text) with :data:`SEMANTICS` in force and return the reply (a
+    dict of wire data)."""
+    with course_semantics():
+        return _handle(text)
+
+
+def _handle(text: str) -> dict:
     try:
         req = wire.decode(text, markers=_markers())
     except NameError as exc:

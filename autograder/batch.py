@@ -43,6 +43,8 @@ def _warm():
 
     from . import fixtures, judge  # noqa: F401
 
+    judge.ensure_judge_devices()  # before JAX starts: a grading process judges every chapter
+
     # What each grading process would otherwise do once, on its first notebook (about 0.15 s of
     # CPU: once serially, once per process in parallel), done here once, before the fork; none
     # of it starts a thread. Best effort: what fails here is done (or reported) by the grading.

@@ -41,6 +41,7 @@ from . import wire
 from .feedback import TAUGHT_IN, ExerciseFailure, explain_error
 
 REQUEST_TIMEOUT = 120.0
+JUDGE_CPU_DEVICES = 8  # the most CPU devices a judge needs (09_sharding's mesh): see ensure_judge_devices
 MAX_OUTPUT_BYTES = 256 * 2**20  # everything one request's messages may carry (prints included)
 CHECK_TAG = "check-my-answers"
 
@@ -395,6 +396,20 @@ class Kernel:
 
 
 # --------------------------------------------------------------------------- running a judge file
+
+def ensure_judge_devices() -> None:
+    """Ask JAX for :data:`JUDGE_CPU_DEVICES` virtual CPU devices in this process (the config
+    only: kernels do not inherit it). JAX fixes the count when it starts its backends, on the
+    first judge's first operation, and one grading process judges notebooks of any chapter:
+    asked later (09's judge asks on import), a process that judged another chapter first would
+    stay at 1 device. Too late once JAX has started: then the count stays what it is."""
+    import jax
+
+    try:
+        jax.config.update("jax_num_cpu_devices", JUDGE_CPU_DEVICES)
+    except Exception:  # noqa: BLE001 - the backends already exist, or an older JAX
+        pass
+
 
 def judge_path(assignment_dir: Path) -> Path:
     return Path(assignment_dir) / "judge.py"

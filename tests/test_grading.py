@@ -316,6 +316,28 @@ def test_deleted_cells_and_edited_nbgrader_metadata_cost_only_what_they_touch(tm
                 assert t["points"] == t["max_points"], (name, t)
 
 
+def test_one_grading_process_judges_every_chapter_with_jax_defaults(tmp_path):
+    """One grading process (-j 1) judges a correct 01 that left float64 on and rank promotion
+    raising (the judge calls it with JAX's defaults), then a correct 09, whose judge needs 8 CPU
+    devices: JAX fixes that count when the first judge starts it, so it is set before."""
+    nb = nbformat.read(str(fill_answers(released_notebook(A), SOLUTIONS, tmp_path / "src" / f"{A}.ipynb")),
+                       as_version=4)
+    first = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code")
+    nb.cells.insert(first + 1, nbformat.v4.new_code_cell(
+        "import jax\njax.config.update('jax_enable_x64', True)\n"
+        "jax.config.update('jax_numpy_rank_promotion', 'raise')"))
+    sharding = "09_sharding"
+    answers = {c.metadata["nbgrader"]["grade_id"]: c.source
+               for c in nbformat.read(str(solution_notebook(sharding)), as_version=4).cells
+               if c.metadata.get("nbgrader", {}).get("solution")}
+    paths = [_write(tmp_path, "x64", nb),
+             fill_answers(released_notebook(sharding), answers, tmp_path / "s09" / sharding / f"{sharding}.ipynb")]
+    results, stderr, code = run_grader(paths, "--jobs", "1")
+    assert code == 0, stderr[-3000:]
+    for r in results:
+        assert r["score"] == r["max_score"] > 0, [(t["grade_id"], t["feedback"]) for t in r["tests"] if not t["passed"]]
+
+
 def test_a_notebook_too_large_to_read_gets_a_clear_message_and_others_are_graded(tmp_path):
     """A submission over the size the grader reads (AUTOGRADER_MAX_NOTEBOOK_MB, 100 MB by
     default; 1 MB here) is not read at all: zero, and what to do about it."""
