@@ -106,6 +106,8 @@ def error_kind(class_names, message: str = "") -> str | None:
         return "indivisible"
     if "TypeError" in names and ("immutable" in first_line or "item assignment" in first_line):
         return "immutable"
+    if "NameError" in names and "is not defined" in first_line:
+        return "not_defined"
     return None
 
 
@@ -177,6 +179,11 @@ def explain_error(class_names, message: str, what: str, concrete_idea: str = "st
         return ExerciseFailure(
             "inplace", f"{what} assigned into a JAX array in place ({first_line}); JAX arrays are "
                        "immutable: return a new array with `x.at[idx].set(value)`.")
+    if kind == "not_defined":
+        return ExerciseFailure(
+            "unanswered", f"{what} raised NameError ({first_line}): run from top to bottom, the "
+                          "notebook does not define that name. Keep the exercise's function under "
+                          "the name it is given, in its answer cell, and define what it uses above it.")
     return ExerciseFailure("numerics", f"{what} raised {name}: {first_line}")
 
 

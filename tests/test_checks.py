@@ -1018,4 +1018,7 @@ def test_error_kind_is_shared_by_checks_review_and_judge():
     # judged by names alone, as the judge sees a kernel's error
     assert error_kind(["TypeError", "Exception"], "'ArrayImpl' object does not support item assignment") == "immutable"
     assert error_kind(["RuntimeError"], "boom") is None
+    missing = explain_error(["NameError", "Exception"], "name 'scaled' is not defined", "`scaled`")
+    assert missing.idea == "unanswered" and "does not define that name" in str(missing)
+    assert error_kind(["UnboundLocalError", "NameError"], "cannot access local variable 'x'") is None
     assert explain_error(["RuntimeError"], "boom", "f").idea == "numerics"
