@@ -47,10 +47,10 @@ def wrong_answers(assignment: str) -> dict:
     return runpy.run_path(str(path))["WRONG"] if path.exists() else {}
 
 
-def run_grader(paths, *extra, timeout=900, env=None, cwd=ROOT):
+def run_grader(paths, *extra, timeout=900, env=None, cwd=ROOT, prefix=()):
     """Run ``python -m autograder grade PATHS --json`` and return (results, stderr, returncode);
-    ``env``: variables added to this environment."""
-    cmd = [sys.executable, "-m", "autograder", "grade", *map(str, paths), "--json", *extra]
+    ``env``: variables added to this environment; ``prefix``: a command it runs under."""
+    cmd = [*prefix, sys.executable, "-m", "autograder", "grade", *map(str, paths), "--json", *extra]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd,
                           env={**os.environ, **(env or {})})
     try:

@@ -474,6 +474,29 @@ def test_without_root_the_kernel_runs_in_a_process_group_as_before(monkeypatch, 
     assert box.mode == "process-group" and box.reason == "the grader does not run as root"
 
 
+def _user_namespace_works() -> bool:
+    try:
+        return subprocess.run(["unshare", "--user", "true"], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+@pytest.mark.skipif(not _user_namespace_works(), reason="needs util-linux's unshare --user")
+def test_without_root_a_batch_is_graded_end_to_end_in_process_groups(tmp_path):
+    """A learner's or an instructor's laptop, where the grader is not root (here: a user
+    namespace, in which this machine's root is uid 65534): a batch grades in process groups,
+    says so, and a submission that ends its kernel loses only its own grade."""
+    paths = [_notebook(tmp_path / "solved" / A / f"{A}.ipynb", solution_notebook(A)),
+             _notebook(tmp_path / "released" / A / f"{A}.ipynb", released_notebook(A)),
+             _notebook(tmp_path / "exits" / A / f"{A}.ipynb", solution_notebook(A), "import os\nos._exit(3)")]
+    results, stderr, code = run_grader(paths, env={"AUTOGRADER_SANDBOX": ""}, prefix=("unshare", "--user"))
+    assert code == 0, stderr[-3000:]
+    assert [r["score"] for r in results] == [4.0, 0.0, 0.0], [r.get("error") for r in results]
+    assert all(r["containment"] == "process-group" for r in results), results
+    assert "the grader does not run as root" in results[0]["containment_reason"]
+    assert all("kernel died" in t["feedback"] for t in results[2]["tests"]), results[2]["tests"]
+
+
 # --------------------------------------------------------------------------- a long temporary folder
 
 @needs_root
