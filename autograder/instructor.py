@@ -245,6 +245,29 @@ def _write_atomic(path: Path, data: bytes) -> None:
         raise
 
 
+def _copy_atomic(path: Path, src, limit: int) -> int:
+    """Stream the readable ``src`` into ``path`` atomically (as :func:`_write_atomic`), keeping
+    at most ``limit + 1`` bytes; the number of bytes read. Nothing larger than that is ever held
+    in memory or written, whatever ``src`` claims (a zip member that expands without end)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    size = 0
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            while size <= limit:
+                chunk = src.read(min(2**20, limit + 1 - size))
+                if not chunk:
+                    break
+                fh.write(chunk)
+                size += len(chunk)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return size
+
+
 # --------------------------------------------------------------------------- collect
 
 _STUDENT_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9.\-]*)_")
@@ -262,6 +285,9 @@ def collect(folder, assignment: str, course: Course) -> list[tuple[str, Path]]:
     student id are reported on stderr and skipped."""
     if assignment not in course.assignments():
         raise SystemExit(f"unknown assignment {assignment!r}; known: {', '.join(course.assignments())}")
+    from .submission import max_notebook_bytes
+
+    limit = max_notebook_bytes()  # more is not read by the grader: never copied whole here
     collected = []
     for item in sorted(Path(folder).iterdir()):
         student = student_of(item.name)
@@ -271,8 +297,9 @@ def collect(folder, assignment: str, course: Course) -> list[tuple[str, Path]]:
             continue
         dest = course.submitted / student / assignment / f"{assignment}.ipynb"
         dest.parent.mkdir(parents=True, exist_ok=True)
-        if item.suffix == ".ipynb":
-            _write_atomic(dest, item.read_bytes())
+        if item.suffix == ".ipynb":  # already on disk whole: copied whole, the grader says its size
+            with open(item, "rb") as src:
+                size = _copy_atomic(dest, src, max(limit, item.stat().st_size))
         else:
             try:
                 with zipfile.ZipFile(item) as zf:
@@ -281,10 +308,17 @@ def collect(folder, assignment: str, course: Course) -> list[tuple[str, Path]]:
                     if best is None:
                         print(f"collect: {item.name} holds no notebook", file=sys.stderr)
                         continue
-                    _write_atomic(dest, zf.read(best))
-            except zipfile.BadZipFile:
-                print(f"collect: {item.name} is not a valid zip; kept as is for grading", file=sys.stderr)
-                _write_atomic(dest, item.read_bytes())
+                    with zf.open(best) as src:
+                        size = _copy_atomic(dest, src, limit)
+            except Exception as exc:  # noqa: BLE001 - a bad zip (corrupt, encrypted, truncated...)
+                print(f"collect: {item.name} cannot be unzipped ({type(exc).__name__}: {exc}); kept as "
+                      "is for grading", file=sys.stderr)
+                with open(item, "rb") as src:
+                    size = _copy_atomic(dest, src, max(limit, item.stat().st_size))
+        if size > limit and item.suffix == ".zip":
+            print(f"collect: {item.name} holds a notebook over {limit / 2**20:.0f} MB uncompressed "
+                  "(AUTOGRADER_MAX_NOTEBOOK_MB): only its beginning was unzipped, and grading will "
+                  "say it is too large", file=sys.stderr)
         collected.append((student, dest))
     return collected
 

@@ -112,3 +112,36 @@ def test_export_to_standard_output(course):
     out = _cli("export", "--state", state, "--out", "/dev/stdout").stdout
     rows = list(csv.DictReader(out.splitlines()))
     assert {r["student"] for r in rows} == {"alice", "alicetwin", "bob", "carol", "dave"}
+
+
+def test_collect_never_reads_more_than_the_grader_would(tmp_path, monkeypatch, capsys):
+    """A zip member that expands to 3 MB (a zip bomb, in small) and a corrupt zip, with the
+    grader's limit at 1 MB: collect unzips at most the limit and a byte (never the whole member
+    into memory) and says so, and grading says the notebook is too large; a 3 MB notebook file
+    is copied as it is (grading names its size); the corrupt zip is kept as is and graded as not
+    a notebook."""
+    from autograder.grading import grade_notebook
+    from autograder.instructor import Course, collect
+
+    monkeypatch.setenv("AUTOGRADER_MAX_NOTEBOOK_MB", "1")
+    lms = tmp_path / "lms"
+    lms.mkdir()
+    big = b'{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5, "pad": "' + b" " * 3 * 2**20 + b'"}'
+    with zipfile.ZipFile(lms / "erin_bomb.zip", "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr(f"{A}.ipynb", big)
+    assert (lms / "erin_bomb.zip").stat().st_size < 2**16
+    (lms / "frank_big.ipynb").write_bytes(big)
+    (lms / "gina_bad.zip").write_bytes(b"PK\x03\x04 truncated")
+    course = Course(root=ROOT, state=tmp_path / "state")
+    got = dict(collect(lms, A, course))
+    err = capsys.readouterr().err
+    assert sorted(got) == ["erin", "frank", "gina"]
+    assert got["erin"].stat().st_size == 2**20 + 1 and got["frank"].stat().st_size == len(big)
+    assert "erin_bomb.zip holds a notebook over 1 MB" in err and "frank" not in err
+    for student in ("erin", "frank"):
+        r = grade_notebook(got[student], root=ROOT)
+        assert r.score == 0 and "more than the 1 MB the grader reads" in r.error, r.error
+    assert "is 3 MB" in grade_notebook(got["frank"], root=ROOT).error
+    assert "gina_bad.zip cannot be unzipped" in err
+    assert "not valid JSON" in grade_notebook(got["gina"], root=ROOT).error
+
