@@ -23,6 +23,11 @@ c.CourseDirectory.db_url = re.sub(r"^postgres(ql)?://", "postgresql+psycopg://",
 c.Exchange.root = os.path.join(STATE, "exchange")
 c.Exchange.path_includes_course = True
 
+# A submission is shown sanitized wherever nbgrader renders it as HTML (the formgrader, feedback):
+# no scripts, event handlers or unsafe tags from a learner's outputs or Markdown. The formgrader
+# runs in the instructor's browser session, where a learner's script could change grades.
+c.HTMLExporter.sanitize_html = True
+
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.OverwriteCells.add_missing_cells = True
 c.Execute.timeout = 120

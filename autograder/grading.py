@@ -157,8 +157,20 @@ def _grade_in(tmp: Path, nb, given, assignment, source, cell_timeout, notebook_t
     if save_graded is not None:  # the executed notebook, for the formgrader (instructors only)
         save_graded = Path(save_graded)
         save_graded.parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(nb, str(save_graded))
+        nbformat.write(sanitized_for_viewing(nb), str(save_graded))
     return result
+
+
+def sanitized_for_viewing(nb):
+    """``nb`` as an instructor may open it anywhere (the formgrader, nbviewer, an editor): the
+    learner's HTML outputs and Markdown cleaned by nbconvert's ``SanitizeHTML`` (scripts, event
+    handlers, unsafe tags and JavaScript outputs removed), as nbgrader_config.py also asks of
+    every HTML page nbgrader renders. A learner's script in the instructor's browser session
+    could change grades."""
+    from nbconvert.preprocessors.sanitize import SanitizeHTML
+
+    nb, _ = SanitizeHTML().preprocess(nb, {})
+    return nb
 
 
 def _not_judged(executor) -> str:
