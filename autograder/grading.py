@@ -90,38 +90,42 @@ def _grade_in(tmp: Path, nb, given, assignment, source, cell_timeout, notebook_t
     warnings.filterwarnings("ignore", module="nbgrader")
     warnings.filterwarnings("ignore", category=Warning, message=".*not in session.*")
 
-    # the gradebook and the submission's folders
+    # the gradebook, the sandbox and the submission's folders
     db_url = scratch_gradebook(source, assignment, tmp)
-    box_dir = tmp / "box"  # all the submission's kernel may write (besides shared temp folders)
-    workdir = box_dir / "work" / assignment
-    workdir.mkdir(parents=True)
-    for item in data_files(source):
-        (shutil.copytree if item.is_dir() else shutil.copy)(item, workdir / item.name)
-    res = nbgrader_resources(assignment, source.stem, db_url, workdir)
-
-    # the submission, sanitized
-    try:
-        nb = sanitize(nb, res, read_source(source))
-    except GradingError as exc:
-        return zero_result(given, assignment, source, str(exc))
-    judge = JudgeStep.for_source(source, cell_timeout)  # solutions/<a>/judge.py decides
-    if judge is None:
-        return zero_result(given, assignment, source,
-                           f"the course has no judge for {assignment} (solutions/{assignment}/judge.py), "
-                           "so it cannot be graded: ask your instructor")
-    judge.prepare(nb)  # test cells and "Check my answers" are not run in the kernel
-
-    # the sandbox and the execution
+    box_dir = tmp / "box"  # all the submission's kernel may write (besides private temp folders)
     deadline = time.monotonic() + notebook_timeout
-    home = box_dir / "home"
-    (home / "tmp").mkdir(parents=True)
     box = open_sandbox(deadline, root, path, hide)
     if box.refused:
         return zero_result(given, assignment, source, box.reason)
-    after_cells = [judge]  # f(live: execution.LiveKernel), called with the kernel alive
     old_pp = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = str(package_root()) + (os.pathsep + old_pp if old_pp else "")
     try:
+        try:
+            box_limit = box.mount_box(box_dir)
+        except GradingError as exc:
+            return zero_result(given, assignment, source, str(exc))
+        workdir = box_dir / "work" / assignment
+        workdir.mkdir(parents=True)
+        for item in data_files(source):
+            (shutil.copytree if item.is_dir() else shutil.copy)(item, workdir / item.name)
+        res = nbgrader_resources(assignment, source.stem, db_url, workdir)
+
+        # the submission, sanitized
+        try:
+            nb = sanitize(nb, res, read_source(source))
+        except GradingError as exc:
+            return zero_result(given, assignment, source, str(exc))
+        judge = JudgeStep.for_source(source, cell_timeout)  # solutions/<a>/judge.py decides
+        if judge is None:
+            return zero_result(given, assignment, source,
+                               f"the course has no judge for {assignment} (solutions/{assignment}/judge.py), "
+                               "so it cannot be graded: ask your instructor")
+        judge.prepare(nb)  # test cells and "Check my answers" are not run in the kernel
+
+        # the execution
+        home = box_dir / "home"
+        (home / "tmp").mkdir(parents=True)
+        after_cells = [judge]  # f(live: execution.LiveKernel), called with the kernel alive
+        os.environ["PYTHONPATH"] = str(package_root()) + (os.pathsep + old_pp if old_pp else "")
         if box.contained:
             # Only the box is the sandbox uid's, and only the box is in the kernel's view: the
             # gradebook beside it, the course and other submissions are hidden (sandbox.py).
@@ -150,7 +154,8 @@ def _grade_in(tmp: Path, nb, given, assignment, source, cell_timeout, notebook_t
     judge.restore(nb)
     feedback = judge.write_verdicts(nb, _not_judged(executor))
 
-    result = Result(given, assignment, containment=box.mode, containment_reason=box.reason)
+    result = Result(given, assignment, containment=box.mode,
+                    containment_reason="; ".join(r for r in (box.reason, box_limit) if r))
     result.tests = save_autogrades(nb, res, source, feedback)
     result.score = sum(t["points"] for t in result.tests)
     result.max_score = sum(t["max_points"] for t in result.tests)

@@ -9,7 +9,9 @@ an unprivileged uid locked for this one submission and executes the kernel. The 
 of its PID namespace (when it ends, everything it started ends), has no network (a network
 namespace of its own; it talks to the grader over Unix sockets in its box), a memory limit (a
 memory cgroup when one can be made, else ``RLIMIT_DATA``), a CPU-time limit and a cap on its
-uid's processes.
+uid's processes. Its box is a tmpfs of ``AUTOGRADER_BOX_MB`` (:meth:`Sandbox.mount_box`), mounted
+in the grading process's own mount namespace (:func:`private_mounts`): what the kernel writes
+cannot fill the machine's disk.
 
 :func:`open_sandbox` returns the :class:`Sandbox` of one submission. It **fails closed**: as
 root, a sandbox that cannot be set up is a refusal (``mode`` ``REFUSED``, ``reason`` naming the
@@ -34,6 +36,7 @@ DEFAULT_MEMORY_MB = 4096      # memory of one contained kernel (AUTOGRADER_MEMOR
 SANDBOX_NPROC = 4096          # processes and threads of one sandbox uid (a fork bomb stops there;
                               # AUTOGRADER_NPROC changes it)
 SANDBOX_UIDS = range(61000, 61184)  # above login.defs' UID_MAX, below systemd's dynamic users
+DEFAULT_BOX_MB = 1024         # what one contained kernel may write in its box (AUTOGRADER_BOX_MB)
 
 NAMESPACE = "namespaces+uid"    # ``containment``: own mount, PID and network namespaces and uid
 PROCESS_GROUP = "process-group"  # ... the grader's uid, the kernel in its own process group
@@ -76,6 +79,34 @@ def nproc_limit() -> int:
     return setting("AUTOGRADER_NPROC", SANDBOX_NPROC, "a positive whole number of processes")
 
 
+def box_limit_mb() -> int:
+    return setting("AUTOGRADER_BOX_MB", DEFAULT_BOX_MB, "a positive whole number of MiB")
+
+
+_CLONE_NEWNS, _MS_REC, _MS_PRIVATE, _MNT_DETACH = 0x00020000, 16384, 1 << 18, 2
+_PRIVATE_MOUNTS = []  # [True] once this process has a mount namespace of its own
+
+
+def private_mounts() -> bool:
+    """Give this process (a grading process, as root) a mount namespace of its own, whose mounts
+    propagate nowhere: the boxes' tmpfs mounts are made there, seen by this process and the
+    kernels it starts, and they vanish with it, however it ends. True when it has one. Must run
+    while the process has a single thread (``unshare(CLONE_NEWNS)`` refuses otherwise)."""
+    if _PRIVATE_MOUNTS:
+        return True
+    if not hasattr(os, "geteuid") or os.geteuid() != 0 or sandbox_disabled() or not sys.platform.startswith("linux"):
+        return False
+    from . import launch
+
+    libc = launch.libc()
+    if libc.unshare(_CLONE_NEWNS) != 0:
+        return False
+    if libc.mount(None, b"/", None, launch.ctypes.c_ulong(_MS_REC | _MS_PRIVATE), None) != 0:
+        return False  # its mounts could reach the machine's: none is made (boxes stay on disk)
+    _PRIVATE_MOUNTS.append(True)
+    return True
+
+
 @dataclass
 class Sandbox:
     """How one submission's kernel is contained (see the module's docstring)."""
@@ -89,6 +120,7 @@ class Sandbox:
     hide: list = field(default_factory=list)
     keep_rw: list = field(default_factory=list)
     ended: bool = True           # no process of the uid since its last kill_all
+    box_mount: str | None = None  # the box's tmpfs (see mount_box), unmounted by close
 
     @property
     def refused(self) -> bool:
@@ -128,13 +160,38 @@ class Sandbox:
         except (OSError, subprocess.SubprocessError):
             pass
 
+    def mount_box(self, box_dir: Path) -> str:
+        """In a grading process with its own mount namespace (:func:`private_mounts`), put an
+        empty tmpfs of ``AUTOGRADER_BOX_MB`` on ``box_dir``, the one folder a contained kernel
+        may write besides its private temporary folders: what it writes cannot fill the
+        machine's disk, counts against its memory cgroup, and is gone when the box is closed
+        (or the grading process ends). The limit's words for the result, '' when there is none."""
+        if not self.contained or not _PRIVATE_MOUNTS:
+            return ""
+        from . import launch
+
+        mb = box_limit_mb()
+        box_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            launch._mount("tmpfs", str(box_dir), "tmpfs", launch.MS_NOSUID | launch.MS_NODEV,
+                          f"mode=0700,size={mb}m")
+        except SystemExit as exc:
+            raise GradingError(f"the sandbox's box cannot be set up: {exc}") from None
+        self.box_mount = str(box_dir)
+        return f"files limited to {mb} MiB (a tmpfs)"
+
     def close(self) -> None:
-        """Kill what is left of the uid, remove its files from shared temporary folders, remove
-        its cgroup, unlock it."""
+        """Kill what is left of the uid, unmount its box, remove its files from shared temporary
+        folders, remove its cgroup, unlock it."""
         if self.uid is None or self.lock_fd is None:
             return
         if not self.ended:
             self.kill_all()
+        if self.box_mount:
+            from . import launch
+
+            launch.libc().umount2(self.box_mount.encode(), _MNT_DETACH)
+            self.box_mount = None
         for shared in {tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm"}:
             try:
                 entries = list(os.scandir(shared))
@@ -295,6 +352,7 @@ def check_settings() -> None:
     :class:`GradingError` naming it)."""
     memory_limit_mb()
     nproc_limit()
+    box_limit_mb()
     _sandbox_uids()
 
 

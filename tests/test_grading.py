@@ -355,7 +355,7 @@ def test_a_notebook_too_large_to_read_gets_a_clear_message_and_others_are_graded
 
 @pytest.mark.parametrize("name, value", [("AUTOGRADER_MEMORY_MB", "4GB"), ("AUTOGRADER_NPROC", "0"),
                                          ("AUTOGRADER_SANDBOX_UIDS", "61000-60000"),
-                                         ("AUTOGRADER_MAX_NOTEBOOK_MB", "lots")])
+                                         ("AUTOGRADER_MAX_NOTEBOOK_MB", "lots"), ("AUTOGRADER_BOX_MB", "1GB")])
 def test_an_operator_setting_that_does_not_parse_is_named_and_nothing_is_run(tmp_path, name, value):
     """A mistyped setting in the grader's environment: every row of the batch says which one and
     what it must be (no traceback, no "internal error"), and no notebook is run with a guess."""

@@ -374,6 +374,28 @@ def test_a_memory_hog_is_stopped_and_loses_only_its_grade(request, how, batch, r
     assert good["score"] == good["max_score"] == 4.0 and reason in good["containment_reason"], good
 
 
+_FILLER = ("with open('fill', 'wb') as _f:  # 32 MiB into the box, the notebook's own folder\n"
+           "    for _ in range(32):\n        _f.write(b'0' * 2**20)\n        _f.flush()\n")
+
+
+@needs_root
+def test_a_submission_cannot_fill_the_disk(tmp_path):
+    """A contained kernel writes only in its box (and private temporary folders), a tmpfs of
+    AUTOGRADER_BOX_MB in its grading process's own mount namespace: a notebook writing past it
+    gets "No space left on device" (its answer defined after the write never is), its other
+    answers keep their marks, and so does the notebook graded beside it."""
+    nbs = [_notebook(tmp_path / "good" / A / f"{A}.ipynb", solution_notebook(A)),
+           _notebook(tmp_path / "filler" / A / f"{A}.ipynb", solution_notebook(A), None,
+                     {"primitive_names": _FILLER + _solution(A, "primitive_names")})]
+    results, stderr, code = _grade(nbs, "--jobs", "2", env={"AUTOGRADER_BOX_MB": "8"})
+    good, filler = results
+    assert good["score"] == good["max_score"] == 4.0, good
+    passed = {t["exercise"]: t["passed"] for t in filler["tests"]}
+    assert passed == {"primitive_names": False, "runtime_print": True, "scaled": True, "matmul_flops": True}
+    assert "files limited to 8 MiB (a tmpfs)" in filler["containment_reason"], filler
+    assert not [line for line in Path("/proc/mounts").read_text().splitlines() if "/run-" in line]
+
+
 @needs_root
 def test_a_fork_bomb_is_stopped(crashes):
     bomb = crashes["results"]["bomb"]
