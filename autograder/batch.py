@@ -17,7 +17,7 @@ from pathlib import Path
 from .gradebook import import_nbgrader
 from .grading import NAMESPACE, NONE, PROCESS_GROUP, Result, failed_result, grade_notebook
 from .course import GradingError
-from .sandbox import check_once, check_settings, die_with_parent, private_mounts
+from .sandbox import check_once, check_settings, die_with_parent, limit_judge_memory, private_mounts
 from .submission import max_notebook_bytes
 
 
@@ -96,6 +96,7 @@ def _worker(conn, die_with_parent_now) -> None:
     """A grading process: grade the jobs it is sent, one at a time, until it is sent None."""
     die_with_parent_now()
     private_mounts()  # as root: the boxes' tmpfs mounts are this process's, and end with it
+    limit_judge_memory()  # a learner's program the judge runs here cannot take the machine's memory
     try:
         while True:
             job = conn.recv()

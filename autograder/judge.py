@@ -274,7 +274,14 @@ class Exported:
         if self.has_loops and not loops:
             raise RuntimeError("a program with a loop is not run in the grading process unless the "
                                "judge allows it (loops=True)")
-        return self.exported.call(*args, **kwargs)
+        try:
+            return self.exported.call(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - XLA's error type differs across JAX versions
+            if "RESOURCE_EXHAUSTED" not in str(exc):
+                raise
+            raise ChannelError("The program traced from your function ran out of memory when the grader "
+                               f"ran it ({str(exc).strip().splitlines()[0][:200]}): it builds arrays far "
+                               "larger than the exercise needs.") from None
 
     def custom_calls(self) -> list[str]:
         return sorted({a or b for a, b in _TARGET.findall(self.text)})

@@ -27,7 +27,8 @@ the home folder is writable, and the paths given cannot be read.
 
 ``limits``: started by the grading process (see :func:`autograder.sandbox.limited`), before
 ``unshare`` or, without a sandbox, the kernel itself: it asks to die with that process
-(``PR_SET_PDEATHSIG``, kept across ``execve``), sets the CPU-time limit and no core dumps, in a
+(``PR_SET_PDEATHSIG``, kept across ``execve``), lifts the grading process's own soft limit on
+data memory, sets the CPU-time limit and no core dumps, in a
 sandbox a cap on processes and the memory limit (the cgroup joined, or ``RLIMIT_DATA``), and
 executes the rest of its command line.
 
@@ -182,6 +183,8 @@ def limits(args) -> None:
     import resource
 
     die_with_parent(args.parent)  # the grading process that started it
+    # the grading process's own cap on data memory (a soft limit, for the judge) is not the kernel's
+    resource.setrlimit(resource.RLIMIT_DATA, (resource.getrlimit(resource.RLIMIT_DATA)[1],) * 2)
     resource.setrlimit(resource.RLIMIT_CPU, (args.cpu, args.cpu + 5))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if args.nproc:

@@ -37,6 +37,8 @@ SANDBOX_NPROC = 4096          # processes and threads of one sandbox uid (a fork
                               # AUTOGRADER_NPROC changes it)
 SANDBOX_UIDS = range(61000, 61184)  # above login.defs' UID_MAX, below systemd's dynamic users
 DEFAULT_BOX_MB = 1024         # what one contained kernel may write in its box (AUTOGRADER_BOX_MB)
+DEFAULT_JUDGE_MEMORY_MB = 4096  # data memory of one grading process (AUTOGRADER_JUDGE_MEMORY_MB);
+                                # it uses about 600 MiB, judging any chapter
 
 NAMESPACE = "namespaces+uid"    # ``containment``: own mount, PID and network namespaces and uid
 PROCESS_GROUP = "process-group"  # ... the grader's uid, the kernel in its own process group
@@ -54,10 +56,10 @@ def sandbox_disabled() -> bool:
     return os.environ.get("AUTOGRADER_SANDBOX", "").lower() in ("0", "off", "no", "false")
 
 
-def setting(name: str, default: float, what: str, kind=int):
+def setting(name: str, default: float, what: str, kind=int, minimum=None):
     """The operator's setting ``name`` from the environment (``default`` when unset), a positive
-    ``kind``; a clear :class:`GradingError` otherwise (checked once per command, before grading:
-    :func:`check_settings`)."""
+    ``kind`` (at least ``minimum``); a clear :class:`GradingError` otherwise (checked once per
+    command, before grading: :func:`check_settings`)."""
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
@@ -65,7 +67,7 @@ def setting(name: str, default: float, what: str, kind=int):
         value = kind(raw)
     except ValueError:
         value = None
-    if value is None or value <= 0:
+    if value is None or value <= 0 or (minimum is not None and value < minimum):
         raise GradingError(f"{name}={raw!r} is not {what}: set it to one, or unset it for the "
                            f"default ({default})")
     return value
@@ -81,6 +83,26 @@ def nproc_limit() -> int:
 
 def box_limit_mb() -> int:
     return setting("AUTOGRADER_BOX_MB", DEFAULT_BOX_MB, "a positive whole number of MiB")
+
+
+def judge_memory_mb() -> int:
+    # below about 600 MiB a grading process could not even start its kernel's client threads
+    return setting("AUTOGRADER_JUDGE_MEMORY_MB", DEFAULT_JUDGE_MEMORY_MB,
+                   "a whole number of MiB, at least 1024", minimum=1024)
+
+
+def limit_judge_memory() -> None:
+    """Cap this grading process's data memory (``RLIMIT_DATA``, the soft limit): the judge runs
+    programs exported from learner code here (:meth:`autograder.judge.Exported.call`), and one
+    that allocates without end then fails with XLA's ``RESOURCE_EXHAUSTED`` instead of taking
+    the machine's memory. Kernels do not inherit it (``launch.py limits`` lifts it)."""
+    import resource
+
+    _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    limit = judge_memory_mb() << 20
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
 
 
 _CLONE_NEWNS, _MS_REC, _MS_PRIVATE, _MNT_DETACH = 0x00020000, 16384, 1 << 18, 2
@@ -353,6 +375,7 @@ def check_settings() -> None:
     memory_limit_mb()
     nproc_limit()
     box_limit_mb()
+    judge_memory_mb()
     _sandbox_uids()
 
 

@@ -338,6 +338,51 @@ def test_one_grading_process_judges_every_chapter_with_jax_defaults(tmp_path):
         assert r["score"] == r["max_score"] > 0, [(t["grade_id"], t["feedback"]) for t in r["tests"] if not t["passed"]]
 
 
+def test_a_program_the_judge_runs_cannot_take_the_machines_memory():
+    """The judge runs programs exported from learner code in the grading process, whose data
+    memory is capped (AUTOGRADER_JUDGE_MEMORY_MB, a soft RLIMIT_DATA): one that builds a 3.6 GB
+    array fails there with a message for the learner, and the process goes on."""
+    code = (
+        "import os, jax, jax.numpy as jnp\n"
+        "os.environ['AUTOGRADER_JUDGE_MEMORY_MB'] = '1536'\n"
+        "from autograder.sandbox import limit_judge_memory\n"
+        "from autograder.judge import ChannelError, Exported\n"
+        "limit_judge_memory()\n"
+        "f = jax.jit(lambda x: jnp.zeros((30000, 30000), jnp.float32) + x[0])\n"
+        "exp = jax.export.export(f)(jax.ShapeDtypeStruct((3,), jnp.float32))\n"
+        "try:\n    Exported(exp, exp.mlir_module()).call(jnp.ones(3))\n    print('allocated')\n"
+        "except ChannelError as exc:\n    print(exc)\n"
+        "print(float(Exported(exp, '').exported.call(jnp.ones(3))[0, 0]) if False else 'alive')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "ran out of memory when the grader ran it" in proc.stdout and "alive" in proc.stdout, proc.stdout
+
+
+def test_grading_processes_have_the_judges_memory_cap_and_kernels_do_not(tmp_path, monkeypatch):
+    """A grading process starts under the cap (a soft RLIMIT_DATA); a correct notebook whose kernel
+    holds 2 GiB before it defines an answer keeps full marks under a 1536 MiB cap: kernels are not
+    held to it (the limits launcher lifts it)."""
+    import multiprocessing
+    import resource
+
+    from autograder import batch
+
+    monkeypatch.setenv("AUTOGRADER_JUDGE_MEMORY_MB", "1536")
+    monkeypatch.setattr(batch, "_grade_job", lambda job: {"data": resource.getrlimit(resource.RLIMIT_DATA)})
+    worker = batch._Worker(multiprocessing.get_context("fork"))
+    try:
+        worker.give(0, ("unused", {}))
+        assert worker.conn.poll(60), "the grading process did not answer"
+        assert worker.conn.recv()["data"][0] == 1536 << 20
+    finally:
+        worker.stop()
+    ballast = {"primitive_names": "import numpy as np\n_ballast = np.ones(2**31, np.uint8)  # 2 GiB\n"
+                                  + SOLUTIONS["primitive_names"]}
+    heavy = fill_answers(released_notebook(A), {**SOLUTIONS, **ballast}, tmp_path / "heavy" / A / f"{A}.ipynb")
+    results, stderr, code = run_grader([heavy], env={"AUTOGRADER_JUDGE_MEMORY_MB": "1536"})
+    assert code == 0 and results["score"] == results["max_score"] == 4.0, results
+
+
 def test_a_notebook_too_large_to_read_gets_a_clear_message_and_others_are_graded(tmp_path):
     """A submission over the size the grader reads (AUTOGRADER_MAX_NOTEBOOK_MB, 100 MB by
     default; 1 MB here) is not read at all: zero, and what to do about it."""
@@ -355,7 +400,8 @@ def test_a_notebook_too_large_to_read_gets_a_clear_message_and_others_are_graded
 
 @pytest.mark.parametrize("name, value", [("AUTOGRADER_MEMORY_MB", "4GB"), ("AUTOGRADER_NPROC", "0"),
                                          ("AUTOGRADER_SANDBOX_UIDS", "61000-60000"),
-                                         ("AUTOGRADER_MAX_NOTEBOOK_MB", "lots"), ("AUTOGRADER_BOX_MB", "1GB")])
+                                         ("AUTOGRADER_MAX_NOTEBOOK_MB", "lots"), ("AUTOGRADER_BOX_MB", "1GB"),
+                                         ("AUTOGRADER_JUDGE_MEMORY_MB", "64")])
 def test_an_operator_setting_that_does_not_parse_is_named_and_nothing_is_run(tmp_path, name, value):
     """A mistyped setting in the grader's environment: every row of the batch says which one and
     what it must be (no traceback, no "internal error"), and no notebook is run with a guess."""
