@@ -95,14 +95,26 @@ def limit_judge_memory() -> None:
     """Cap this grading process's data memory (``RLIMIT_DATA``, the soft limit): the judge runs
     programs exported from learner code here (:meth:`autograder.judge.Exported.call`), and one
     that allocates without end then fails with XLA's ``RESOURCE_EXHAUSTED`` instead of taking
-    the machine's memory. Kernels do not inherit it (``launch.py limits`` lifts it)."""
+    the machine's memory. Kernels do not inherit it (``launch.py limits`` lifts it). Only where
+    JAX has no accelerator plugin installed: a GPU or TPU runtime maps memory of its own, which
+    this cap was not measured with."""
     import resource
 
+    if _accelerator_plugins():
+        return
     _, hard = resource.getrlimit(resource.RLIMIT_DATA)
     limit = judge_memory_mb() << 20
     if hard != resource.RLIM_INFINITY:
         limit = min(limit, hard)
     resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
+
+
+def _accelerator_plugins() -> list[str]:
+    """What gives JAX a GPU or TPU backend here: its plugins' namespace package (``jax_plugins``:
+    jax-cuda*, jax-rocm*) or ``libtpu``."""
+    import importlib.util
+
+    return [name for name in ("jax_plugins", "libtpu") if importlib.util.find_spec(name) is not None]
 
 
 _CLONE_NEWNS, _MS_REC, _MS_PRIVATE, _MNT_DETACH = 0x00020000, 16384, 1 << 18, 2
