@@ -358,24 +358,21 @@ def test_a_program_the_judge_runs_cannot_take_the_machines_memory():
     assert "ran out of memory when the grader ran it" in proc.stdout and "alive" in proc.stdout, proc.stdout
 
 
-def test_grading_processes_have_the_judges_memory_cap_and_kernels_do_not(tmp_path, monkeypatch):
+def test_grading_processes_have_the_judges_memory_cap_and_kernels_do_not(tmp_path):
     """A grading process starts under the cap (a soft RLIMIT_DATA); a correct notebook whose kernel
     holds 2 GiB before it defines an answer keeps full marks under a 1536 MiB cap: kernels are not
     held to it (the limits launcher lifts it)."""
-    import multiprocessing
-    import resource
-
-    from autograder import batch
-
-    monkeypatch.setenv("AUTOGRADER_JUDGE_MEMORY_MB", "1536")
-    monkeypatch.setattr(batch, "_grade_job", lambda job: {"data": resource.getrlimit(resource.RLIMIT_DATA)})
-    worker = batch._Worker(multiprocessing.get_context("fork"))
-    try:
-        worker.give(0, ("unused", {}))
-        assert worker.conn.poll(60), "the grading process did not answer"
-        assert worker.conn.recv()["data"][0] == 1536 << 20
-    finally:
-        worker.stop()
+    # a grading process of a fresh command (this one has JAX's threads: it must not fork)
+    code = ("import multiprocessing, resource\n"
+            "from autograder import batch\n"
+            "batch._grade_job = lambda job: {'data': resource.getrlimit(resource.RLIMIT_DATA)[0]}\n"
+            "w = batch._Worker(multiprocessing.get_context('fork'))\n"
+            "w.give(0, ('unused', {}))\n"
+            "print(w.conn.recv()['data'] if w.conn.poll(60) else 'no answer')\n"
+            "w.stop()\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                          env={**os.environ, "AUTOGRADER_JUDGE_MEMORY_MB": "1536"})
+    assert proc.stdout.split() == [str(1536 << 20)], (proc.stdout, proc.stderr[-2000:])
     ballast = {"primitive_names": "import numpy as np\n_ballast = np.ones(2**31, np.uint8)  # 2 GiB\n"
                                   + SOLUTIONS["primitive_names"]}
     heavy = fill_answers(released_notebook(A), {**SOLUTIONS, **ballast}, tmp_path / "heavy" / A / f"{A}.ipynb")
