@@ -254,11 +254,15 @@ def _nonce_of(text: str):
 
 @contextlib.contextmanager
 def course_semantics():
-    """:data:`SEMANTICS` and :data:`NUMPY_PRINT` in force (the flags this JAX has), the
-    notebook's values put back after."""
+    """:data:`SEMANTICS`, :data:`NUMPY_PRINT` and Python's default recursion limit (at least) in
+    force (the flags this JAX has), the notebook's values put back after."""
+    import sys
+
     import jax
     import numpy as np
 
+    depth = sys.getrecursionlimit()  # a notebook that lowered it could not decode a request
+    sys.setrecursionlimit(max(depth, 1000))
     printing = np.get_printoptions()
     try:
         np.set_printoptions(**NUMPY_PRINT)
@@ -276,6 +280,7 @@ def course_semantics():
     try:
         yield
     finally:
+        sys.setrecursionlimit(depth)
         try:
             np.set_printoptions(**{k: printing[k] for k in NUMPY_PRINT if k in printing})
         except Exception:  # noqa: BLE001

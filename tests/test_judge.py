@@ -286,26 +286,28 @@ def test_claims_fail_tests_and_the_jax_config_is_reset_first(kernel):
 
 
 def test_requests_run_with_jax_defaults_and_leave_the_notebook_settings(kernel):
-    """A notebook that turned float64 on (02 shows how), made rank promotion raise, or printed
-    with 2 digits is called with JAX's and NumPy's defaults, which the judge's references assume;
-    its own settings are back after each request."""
+    """A notebook that turned float64 on (02 shows how), made rank promotion raise, printed with 2
+    digits or lowered Python's recursion limit is called with JAX's, NumPy's and Python's
+    defaults, which the judge's references and its channel assume; its own settings are back
+    after each request."""
     k, kc = kernel
     kc.execute_interactive(
         "import numpy as _np\n"
         "def config_seen(x):\n"
         "    return {'x64': bool(jax.config.jax_enable_x64), 'dtype': str(jnp.asarray(x).dtype),\n"
         "            'rank': str(jax.config.jax_numpy_rank_promotion),\n"
-        "            'shown': _np.array2string(_np.float32([0.123456]))}\n"
+        "            'shown': _np.array2string(_np.float32([0.123456])),\n"
+        "            'depth': __import__('sys').getrecursionlimit()}\n"
         "jax.config.update('jax_enable_x64', True)\n"
         "jax.config.update('jax_numpy_rank_promotion', 'raise')\n"
-        "_np.set_printoptions(precision=2)", timeout=30)
+        "_np.set_printoptions(precision=2)\nimport sys\nsys.setrecursionlimit(120)", timeout=30)
     try:
         seen = k.call("config_seen", 1.5)
-        assert seen == {"x64": False, "dtype": "float32", "rank": "allow", "shown": "[0.123456]"}, seen
+        assert seen == {"x64": False, "dtype": "float32", "rank": "allow", "shown": "[0.123456]", "depth": 1000}, seen
         assert _printed(kc, "print(jax.config.jax_enable_x64, jax.config.jax_numpy_rank_promotion, "
-                            "_np.get_printoptions()['precision'])") == "True raise 2"
+                            "_np.get_printoptions()['precision'], sys.getrecursionlimit())") == "True raise 2 120"
     finally:
-        kc.execute_interactive("jax.config.update('jax_enable_x64', False)\n"
+        kc.execute_interactive("sys.setrecursionlimit(1000)\njax.config.update('jax_enable_x64', False)\n"
                                "jax.config.update('jax_numpy_rank_promotion', 'allow')\n"
                                "_np.set_printoptions(precision=8)", timeout=30)
 
