@@ -41,7 +41,7 @@ from . import wire
 from .feedback import TAUGHT_IN, ExerciseFailure, explain_error
 
 REQUEST_TIMEOUT = 120.0
-JUDGE_CPU_DEVICES = 8  # the most CPU devices a judge needs (09_sharding's mesh): see ensure_judge_devices
+JUDGE_CPU_DEVICES = 8  # the CPU devices of every grading process (09_sharding's judge meshes them)
 MAX_OUTPUT_BYTES = 256 * 2**20  # everything one request's messages may carry (prints included)
 CHECK_TAG = "check-my-answers"
 

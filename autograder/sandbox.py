@@ -117,7 +117,7 @@ def _accelerator_plugins() -> list[str]:
     return [name for name in ("jax_plugins", "libtpu") if importlib.util.find_spec(name) is not None]
 
 
-_CLONE_NEWNS, _MS_REC, _MS_PRIVATE, _MNT_DETACH = 0x00020000, 16384, 1 << 18, 2
+_CLONE_NEWNS, _MNT_DETACH = 0x00020000, 2
 _PRIVATE_MOUNTS = []  # [True] once this process has a mount namespace of its own
 
 
@@ -132,10 +132,11 @@ def private_mounts() -> bool:
         return False
     from . import launch
 
-    libc = launch.libc()
-    if libc.unshare(_CLONE_NEWNS) != 0:
+    if launch.libc().unshare(_CLONE_NEWNS) != 0:
         return False
-    if libc.mount(None, b"/", None, launch.ctypes.c_ulong(_MS_REC | _MS_PRIVATE), None) != 0:
+    try:
+        launch._mount(None, "/", None, launch.MS_REC | launch.MS_PRIVATE)
+    except SystemExit:
         return False  # its mounts could reach the machine's: none is made (boxes stay on disk)
     _PRIVATE_MOUNTS.append(True)
     return True

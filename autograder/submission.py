@@ -11,6 +11,7 @@ were deleted too), and every cell's nbgrader metadata from the source notebook
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
 from pathlib import Path
@@ -96,11 +97,13 @@ class DropSelfCheck:
         return nb, res
 
 
-def _restoring_overwrite_cells(trusted: dict):
-    """nbgrader's ``OverwriteCells``, with the nbgrader metadata of every cell restored from the
-    source and a re-adding of deleted grade cells that cannot fail.
+@functools.lru_cache(maxsize=None)
+def _restoring_overwrite_cells():
+    """nbgrader's ``OverwriteCells`` (the class, made once), with the nbgrader metadata of every
+    cell restored from the source and a re-adding of deleted grade cells that cannot fail.
 
-    ``trusted``: ``grade_id -> nbgrader metadata`` of the source notebook's cells, in order.
+    Its instances' ``trusted``: ``grade_id -> nbgrader metadata`` of the source notebook's
+    cells, in order.
 
     - nbgrader restores a cell's type, lock, points and (locked) source, but refuses the whole
       notebook when other flags were edited (``grade`` set on an answer cell: "No such grade
@@ -117,19 +120,20 @@ def _restoring_overwrite_cells(trusted: dict):
     """
     from nbgrader.preprocessors import OverwriteCells
 
-    rank = {gid: i for i, gid in enumerate(trusted)}
-
     class RestoringOverwriteCells(OverwriteCells):
+        trusted: dict = {}
+
         def preprocess_cell(self, cell, resources, index):
             meta = cell.metadata.get("nbgrader")
             if isinstance(meta, dict) and meta.get("grade_id"):
-                if meta["grade_id"] not in trusted:
+                if meta["grade_id"] not in self.trusted:
                     del cell.metadata["nbgrader"]
                     return cell, resources
-                cell.metadata["nbgrader"] = copy.deepcopy(trusted[meta["grade_id"]])
+                cell.metadata["nbgrader"] = copy.deepcopy(self.trusted[meta["grade_id"]])
             return super().preprocess_cell(cell, resources, index)
 
         def add_missing_grade_cells(self, nb, resources):
+            rank = {gid: i for i, gid in enumerate(self.trusted)}
             source_nb = self.gradebook.find_notebook(self.notebook_id, self.assignment_id)
             source = {c.name: c for c in source_nb.source_cells}
             solutions = {c.name for c in source_nb.solution_cells}
@@ -167,9 +171,11 @@ def sanitize(nb, res, released):
     nb.metadata["kernelspec"] = copy.deepcopy(released.metadata.get("kernelspec", {}))
     trusted = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"] for c in released.cells
                if isinstance(c.metadata.get("nbgrader"), dict) and c.metadata["nbgrader"].get("grade_id")}
+    overwrite = _restoring_overwrite_cells()(add_missing_cells=True)
+    overwrite.trusted = trusted
     try:
         for pp in (ClearOutput(), DeduplicateIds(), DropEmptyMetadata(), OverwriteKernelspec(),
-                   _restoring_overwrite_cells(trusted)(add_missing_cells=True), CheckCellMetadata()):
+                   overwrite, CheckCellMetadata()):
             nb, res = pp.preprocess(nb, res)
     except Exception as exc:  # noqa: BLE001 - metadata nbgrader refuses
         raise GradingError(f"the notebook's cell metadata is unusable: {exc}") from exc

@@ -352,10 +352,11 @@ def test_a_program_the_judge_runs_cannot_take_the_machines_memory():
         "exp = jax.export.export(f)(jax.ShapeDtypeStruct((3,), jnp.float32))\n"
         "try:\n    Exported(exp, exp.mlir_module()).call(jnp.ones(3))\n    print('allocated')\n"
         "except ChannelError as exc:\n    print(exc)\n"
-        "print(float(Exported(exp, '').exported.call(jnp.ones(3))[0, 0]) if False else 'alive')\n")
+        "print('after it', float(jax.jit(lambda x: x.sum())(jnp.ones(3))))\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "ran out of memory when the grader ran it" in proc.stdout and "alive" in proc.stdout, proc.stdout
+    assert "ran out of memory when the grader ran it" in proc.stdout, proc.stdout
+    assert "after it 3.0" in proc.stdout, proc.stdout  # the grading process goes on
 
 
 def test_grading_processes_have_the_judges_memory_cap_and_kernels_do_not(tmp_path):

@@ -24,20 +24,16 @@ import re
 import numpy as np
 
 import autograder as ag
+from autograder.judge import JUDGE_CPU_DEVICES as DEVICES, ensure_judge_devices
 from autograder.wire import AsJax, Fixture, Ref, Sharded
-
-DEVICES = 8
 
 
 def _judge_devices():
-    """Ask for 8 CPU devices in this process before JAX starts its backends (config only,
-    never the environment that kernels inherit); the count JAX ends up with."""
+    """JAX, asked for the judge's CPU devices before it starts its backends (the grading
+    process asks before it forks: :func:`autograder.judge.ensure_judge_devices`)."""
     import jax
 
-    try:
-        jax.config.update("jax_num_cpu_devices", DEVICES)
-    except Exception:  # noqa: BLE001 - the backends already exist
-        pass
+    ensure_judge_devices()
     return jax
 
 
