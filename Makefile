@@ -1,5 +1,7 @@
 # The course's workflows. `make lab` to learn, `make test` to check everything.
-PYTHON ?= python3
+# The interpreter the venv is built on: python3.13, else python3.12 (JAX 0.12 needs 3.12+).
+# scripts/find_python.sh finds it (pyenv's copies included) or says how to get one.
+PYTHON ?= $(shell scripts/find_python.sh)
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
@@ -9,7 +11,10 @@ PYTEST_WORKERS ?= 2
         colab collect autograde feedback export bench-grading hub
 
 $(STAMP): requirements.txt pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@test -n "$(PYTHON)" || { scripts/find_python.sh >/dev/null; exit 1; }
+	@# a venv left from an older interpreter (the course ran on 3.11 before JAX 0.12) is rebuilt
+	@$(BIN)/python -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null || \
+	    { rm -rf $(VENV) && echo "creating $(VENV) with $(PYTHON)" && $(PYTHON) -m venv $(VENV); }
 	$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements.txt
 	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps -e .
 	touch $(STAMP)

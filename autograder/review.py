@@ -341,6 +341,34 @@ def _condense_miss(msg: str) -> str:
     return f"{kind}: {reason}"[:300]
 
 
+def _own_miss(seq, i, names, static) -> str:
+    """Why call ``i`` of ``seq`` traced again, from the calls before it: the static arguments
+    whose values were never seen, or the arguments whose shape or dtype changed."""
+    def bound(call):
+        a, k = call
+        return dict(zip(names, list(a) + [k[n] for n in names[len(a):] if n in k]))
+
+    def aval(v):
+        shape, dtype = getattr(v, "shape", None), getattr(v, "dtype", None)
+        return (tuple(shape), str(dtype)) if shape is not None else type(v).__name__
+
+    now, before = bound(seq[i]), [bound(c) for c in seq[:i]]
+    reasons = []
+    for n, v in now.items():
+        if n in static:
+            seen = [b[n] for b in before if n in b]
+            try:
+                new = all(v != old for old in seen)
+            except Exception:  # noqa: BLE001 - a value that does not compare
+                new = True
+            if new:
+                reasons.append(f"static argument {n} = {v!r} is new (seen before: "
+                               f"{', '.join(dict.fromkeys(repr(x) for x in seen))})")
+        elif all(aval(v) != aval(b.get(n)) for b in before):
+            reasons.append(f"argument {n} has a new shape/dtype {aval(v)}")
+    return ("trace cache miss: " + "; ".join(reasons)) if reasons else ""
+
+
 def _dedupe(lines):
     """Identical explanations (up to object ids) once each, with a count."""
     import re
@@ -559,8 +587,10 @@ def review(f, *args, static_argnames=(), static_argnums=(), calls=None, eager=Tr
     # twice) they also serve the eager observations below, instead of two more calls
     reuse_eager = trace_error is not None and calls is None and eager
     outs, last_reads, last_compiles = [], None, None
+    retraced = []  # (call index) of each call after the first that traced again
     with capture_cache_misses() as misses, CompileCounter(fresh=False) as counter:
         for i, (a, k) in enumerate(seq):
+            before = trace_count["n"]
             try:
                 if reuse_eager and i == len(seq) - 1:
                     with CompileCounter(fresh=False) as ec, _HostReadCounter() as rc:
@@ -571,6 +601,8 @@ def review(f, *args, static_argnames=(), static_argnums=(), calls=None, eager=Tr
             except Exception as exc:  # noqa: BLE001
                 call_error = f"{type(exc).__name__}: {_first_lines(exc, 1)}"
                 break
+            if i > 0 and trace_error is None and trace_count["n"] > before:
+                retraced.append(i)
     # a function never seen before is the expected first compile; one re-defined on the
     # same line ("seen another function") is a jit made anew every call
     # (the review's own fresh wrapper of ``f`` is such a first compile, whatever JAX says)
@@ -578,7 +610,13 @@ def review(f, *args, static_argnames=(), static_argnums=(), calls=None, eager=Tr
     misses = [m for m in misses
               if "never seen" not in m
               or ("seen another function" in m and own not in m.splitlines()[0])]
-    cache_misses = _dedupe([_condense_miss(m) for m in misses])
+    condensed = [_condense_miss(m) for m in misses]
+    if any(m.endswith("cache miss explanation unavailable") for m in condensed):
+        # JAX 0.12 gives no reason for a changed static argument: say what changed ourselves
+        ours = [_own_miss(seq, i, names, static) for i in retraced]
+        condensed = [m for m in condensed if not m.endswith("cache miss explanation unavailable")]
+        condensed += [m for m in ours if m]
+    cache_misses = _dedupe(condensed)
     traces = trace_count["n"] if trace_error is None else counter.traces
 
     # ---- 2: keys and key reuse ---------------------------------------------------------

@@ -1,9 +1,9 @@
 """A simulated Colab session: Colab's JAX (0.7.2) and the packages Colab ships beside it, with
 nothing from the repo but a built wheel of the package and the notebooks themselves.
 
-Python: Colab runs Python 3.13 (since its August 2026 runtime). The simulation uses
-``python3.13`` when one that runs is on PATH, and otherwise the Python running the tests (3.11
-on this project's CI machine), so it checks Colab's *package versions*, not its interpreter.
+Python: Colab runs Python 3.13 (since its August 2026 runtime), and so does the simulation: the
+interpreter that ``scripts/find_python.sh 3.13`` finds (PATH, then pyenv's copies). Without one
+the tests fail and say how to get it: a simulation on another Python would not be Colab's.
 
 What runs in ``.venv-colab`` (rebuilt only when the pins or the interpreter change):
 
@@ -48,9 +48,8 @@ COLAB_JAX = "0.7.2"
 JAX_SIDE = [
     f"jax=={COLAB_JAX}", f"jaxlib=={COLAB_JAX}",
     "ml_dtypes==0.5.4", "opt_einsum==3.4.0", "scipy==1.16.3",
-    # numpy 2.0.2 is Colab's; it has no Python 3.13 wheels, so Colab's 3.13 image must ship a
-    # newer one, version unknown: 2.1.3 (the first series with 3.13 wheels) is a guess.
-    'numpy==2.0.2; python_version < "3.13"', 'numpy==2.1.3; python_version >= "3.13"',
+    # Colab's Python 3.13 image ships NumPy 2.1.3
+    "numpy==2.1.3",
     "matplotlib==3.10.0",
 ]
 COLAB_PINS = JAX_SIDE + [
@@ -96,14 +95,10 @@ RUNNER = textwrap.dedent('''
 
 
 def _base_python() -> tuple[str, str]:
-    """``python3.13`` if one runs from PATH (Colab's version), else the interpreter of the tests."""
-    found = shutil.which("python3.13")
-    if found:
-        proc = subprocess.run([found, "-c", "import sys, venv; print('%d.%d' % sys.version_info[:2])"],
-                              capture_output=True, text=True)
-        if proc.returncode == 0 and proc.stdout.strip() == "3.13":
-            return found, "3.13"
-    return sys.executable, "%d.%d" % sys.version_info[:2]
+    """Colab's interpreter, Python 3.13 (the one ``scripts/find_python.sh 3.13`` finds)."""
+    proc = subprocess.run([str(ROOT / "scripts" / "find_python.sh"), "3.13"], capture_output=True, text=True)
+    assert proc.returncode == 0, "the Colab simulation needs Python 3.13:\n" + proc.stderr
+    return proc.stdout.strip(), "3.13"
 
 
 def _pip(python, *args):
@@ -193,13 +188,11 @@ def _session(tmp: Path) -> Path:
     return work
 
 
-def test_python_version_is_stated(colab):
-    """Colab runs 3.13; say which interpreter this run really used (3.11 where 3.13 is absent)."""
+def test_python_version_is_colabs(colab):
+    """The simulation's kernel runs Colab's Python (3.13) and Colab's JAX (0.7.2)."""
     out = subprocess.run([str(colab["python"]), "-c", "import sys, jax; print('%d.%d' % sys.version_info[:2], jax.__version__)"],
                          capture_output=True, text=True, check=True).stdout.split()
-    assert out == [colab["version"], COLAB_JAX]
-    if colab["version"] != "3.13":
-        print(f"note: python3.13 not on PATH; the Colab simulation ran on Python {colab['version']}")
+    assert out == ["3.13", COLAB_JAX]
 
 
 def test_course_and_solved_exercises_run_on_colabs_jax(colab):
