@@ -15,8 +15,8 @@ c.CourseDirectory.submitted_directory = os.path.relpath(os.path.join(STATE, "sub
 c.CourseDirectory.autograded_directory = os.path.relpath(os.path.join(STATE, "autograded"), ROOT)
 c.CourseDirectory.feedback_directory = os.path.relpath(os.path.join(STATE, "feedback"), ROOT)
 # Any SQLAlchemy URL works here (e.g. postgresql://...) for a shared gradebook.
-# The trusted judge files (solutions/<a>/judge.py) are never released to learners.
-c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "judge.py"]
+# The trusted judge files (solutions/<a>/judge.py, judge_<exercise>.py) are never released to learners.
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "judge.py", "judge_*.py"]
 # A bare postgresql:// gradebook URL means psycopg 3 (requirements.txt), as in `python -m autograder`.
 c.CourseDirectory.db_url = re.sub(r"^postgres(ql)?://", "postgresql+psycopg://",
                                   os.environ.get("COURSE_DB_URL", "sqlite:///" + os.path.join(STATE, "gradebook.db")))

@@ -108,4 +108,9 @@ def data_files(source: Path):
     notebooks, hidden files, the judge or its byte code."""
     return [item for item in Path(source).parent.iterdir()
             if item.suffix not in (".ipynb", ".pyc") and not item.name.startswith(".")
-            and item.name not in (JUDGE, "__pycache__")]
+            and item.name not in (JUDGE, "__pycache__") and not is_judge_file(item.name)]
+
+
+def is_judge_file(name: str) -> bool:
+    """``judge.py`` or ``judge_<exercise>.py``: trusted tests, never where a kernel can read them."""
+    return name == JUDGE or (name.startswith("judge_") and name.endswith(".py"))

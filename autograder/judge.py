@@ -422,6 +422,28 @@ def judge_path(assignment_dir: Path) -> Path:
     return Path(assignment_dir) / "judge.py"
 
 
+def judge_paths(assignment_dir: Path) -> list[Path]:
+    """The assignment's judge files: ``judge.py``, then any ``judge_<exercise>.py`` beside it
+    (an exercise may keep its judge in a file of its own), in name order."""
+    main = judge_path(assignment_dir)
+    extra = sorted(p for p in Path(assignment_dir).glob("judge_*.py") if p.is_file())
+    return ([main] if main.is_file() else []) + extra
+
+
+def judge_tests(assignment_dir: Path) -> dict:
+    """``{test_<name>: function}`` over every judge file of the assignment; a test defined in two
+    files is an error of the course, not of the learner."""
+    tests: dict = {}
+    for path in judge_paths(assignment_dir):
+        module = load_judge(path)
+        for name, f in vars(module).items():
+            if name.startswith("test_") and callable(f) and getattr(f, "__module__", None) == module.__name__:
+                if name in tests:
+                    raise ValueError(f"{name} is defined in two judge files of {Path(assignment_dir).name}")
+                tests[name] = f
+    return tests
+
+
 _LOADED: dict = {}  # (path, mtime, size) -> module: a grading process loads each judge once
 
 
@@ -434,7 +456,7 @@ def load_judge(path: Path):
     st = path.stat()
     key = (str(path), st.st_mtime_ns, st.st_size)
     if key not in _LOADED:
-        spec = importlib.util.spec_from_file_location(f"_autograder_judge_{path.parent.name}", path)
+        spec = importlib.util.spec_from_file_location(f"_autograder_judge_{path.parent.name}_{path.stem}", path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         _LOADED[key] = module
@@ -474,11 +496,10 @@ def run_judge(assignment_dir, kernel_client=None, *, grade_ids=None, kernel: Ker
     the file has no function for scores zero with a message.
     """
     try:
-        module = load_judge(judge_path(assignment_dir))
+        tests = judge_tests(assignment_dir)
     except Exception as exc:  # noqa: BLE001
         msg = f"Not graded: the grader's judge file cannot be loaded ({type(exc).__name__}: {exc})."
         return {g: msg for g in (grade_ids or [])}
-    tests = {n: f for n, f in vars(module).items() if n.startswith("test_") and callable(f)}
     k = kernel or Kernel(kernel_client, **channel_kw)
     out = {}
     for gid in (grade_ids if grade_ids is not None else list(tests)):

@@ -41,8 +41,8 @@ def _tag(cell, tag: str) -> None:
         cell.metadata["tags"] = tags + [tag]
 
 
-# nbgrader's default ignore list, plus the trusted judge files (solutions/<a>/judge.py)
-JUDGE_IGNORE = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "judge.py"]
+# nbgrader's default ignore list, plus the trusted judge files (solutions/<a>/judge.py, judge_<exercise>.py)
+JUDGE_IGNORE = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "judge.py", "judge_*.py"]
 
 
 def assignments(root: Path = ROOT) -> list[str]:
