@@ -2,6 +2,8 @@
 and (across the course) ipywidgets interactions that leave an output when run headless."""
 from __future__ import annotations
 
+import re
+
 import nbformat
 import pytest
 from nbclient import NotebookClient
@@ -15,6 +17,10 @@ pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("course_notebooks")]
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 MIN_WIDGET_CHAPTERS = 8  # issue 12: an ipywidgets interaction in at least 8 of the 10 chapters
+# issue 22: these chapters print at least MIN_VERDICTS verdict lines of autograder.claims
+VERDICT_CHAPTERS = ("01", "02", "03", "04", "05", "06", "09")
+MIN_VERDICTS = 2
+VERDICT_LINE = re.compile(r"^claim: (?P<what>.+): (?P<verdict>holds|does not hold|inconclusive) \(", re.M)
 
 _executed: dict = {}  # path -> executed notebook, or the exception its execution raised
 
@@ -51,6 +57,36 @@ def test_chapter_executes(path):
         if "raises-exception" in cell.metadata.get("tags", []):
             assert any(o.output_type == "error" for o in cell.outputs), \
                 f"cell {i} is tagged raises-exception but raised nothing"
+
+
+def verdicts(nb) -> list[tuple[str, str]]:
+    """(claim, verdict) for every verdict line (autograder.claims) in the executed notebook's outputs."""
+    text = "".join(o.get("text", "") + str(o.get("data", {}).get("text/plain", ""))
+                   for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    return [(m["what"], m["verdict"]) for m in VERDICT_LINE.finditer(text)]
+
+
+@pytest.mark.parametrize("path", COURSE_NOTEBOOKS, ids=[p.stem for p in COURSE_NOTEBOOKS])
+def test_measured_claims_hold(path):
+    """Issue 22: no measured claim of a chapter says "does not hold" on this machine, and the
+    chapters that measure print at least MIN_VERDICTS verdicts."""
+    found = verdicts(executed(path))
+    failed = [what for what, verdict in found if verdict == "does not hold"]
+    assert not failed, f"{path.stem}: measured claims that do not hold here: {failed}"
+    if path.stem[:2] in VERDICT_CHAPTERS:
+        assert len(found) >= MIN_VERDICTS, \
+            f"{path.stem} prints {len(found)} verdict line(s) of autograder.claims, at least {MIN_VERDICTS} needed"
+
+
+def test_verdict_detection():
+    """The detector above on hand-made outputs: every verdict kind is found, other lines are not."""
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("")
+    cell.outputs = [nbformat.from_dict({"output_type": "stream", "name": "stdout", "text":
+                    "claim: scan is flat: holds (1.2x)\nclaim: a: b: does not hold (x)\n"
+                    "a claim: nothing: holds (x)\nclaim: c: inconclusive (spread)\nclaim: d: maybe (x)\n"})]
+    nb.cells = [cell]
+    assert verdicts(nb) == [("scan is flat", "holds"), ("a: b", "does not hold"), ("c", "inconclusive")]
 
 
 def _widget_models(nb) -> dict:
