@@ -7,8 +7,14 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 PYTEST_WORKERS ?= 2
 
-.PHONY: env lab test test-fast release check clean-outputs bench \
+.PHONY: help env lab test test-fast lint release check clean-outputs bench \
         colab collect autograde feedback export bench-grading hub
+.DEFAULT_GOAL := help
+
+## help: this list of targets (from the `## target: what it does` comments)
+help:
+	@awk '/^## [a-z-]+:/ { sub(/^## /, ""); i = index($$0, ":"); printf "  %-16s%s\n", substr($$0, 1, i - 1), substr($$0, i + 2); next } \
+	     /^##  / { sub(/^## +/, ""); printf "  %-16s%s\n", "", $$0 }' $(MAKEFILE_LIST) | sed 's/\$$\$$/$$/g'
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -n "$(PYTHON)" || { scripts/find_python.sh >/dev/null; exit 1; }
@@ -26,9 +32,13 @@ env: $(STAMP)
 lab: env
 	$(BIN)/python scripts/lab.py
 
-## test: the whole suite (what CI runs)
-test: env
+## test: the linter, then the whole suite (what CI runs)
+test: env lint
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -p no:cacheprovider tests
+
+## lint: ruff over the whole tree, notebooks included (rules in pyproject.toml)
+lint: env
+	$(BIN)/ruff check .
 
 ## test-fast: the suite without the slow environment tests (Colab venvs, browser, hub, PostgreSQL)
 test-fast: env
