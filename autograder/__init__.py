@@ -32,6 +32,6 @@ from .phases import captured_stdout, check_prints_values
 from .sharding import check_sharding, check_spec_in_type
 
 from .review import Review, review
-from .selfcheck import check_my_answers
+from .selfcheck import check_my_answers, passed
 
 __version__ = "0.1.0"
