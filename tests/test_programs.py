@@ -1,0 +1,132 @@
+"""autograder.programs: exported programs read as parsed modules. What a learner names
+(scopes, functions, arguments) never changes a fact; the operations do."""
+from __future__ import annotations
+
+import pytest
+
+from autograder import programs
+from autograder.judge import ensure_judge_devices
+
+ensure_judge_devices()  # before JAX starts (at collection): the shard_map test meshes 4 devices
+
+
+def _export(f, *shapes, dtype="float32"):
+    import jax
+    from jax import export
+
+    return export.export(jax.jit(f))(*(jax.ShapeDtypeStruct(s, dtype) for s in shapes))
+
+
+def _mean_sin(x):
+    import jax.numpy as jnp
+
+    return jnp.sin(x).mean()
+
+
+def _facts(p):
+    return (dict(p.op_counts), p.has_loops, p.collectives, p.callbacks, sorted(p.custom_call_targets), p.manual)
+
+
+def test_names_scopes_and_named_call_do_not_change_the_facts():
+    import jax
+
+    def scoped(x):
+        with jax.named_scope("stablehlo.all_reduce stablehlo.while {"):
+            return _mean_sin(x)
+
+    def braces(x):
+        return _mean_sin(x)
+    braces.__name__ = "f{ stablehlo.while } @main"
+
+    def named(x):
+        return jax.named_call(_mean_sin, name="stablehlo.all_gather")(x)
+
+    def nested(x):  # an inner jitted function: a func.call, counted as its body
+        return jax.jit(braces)(x)
+
+    plain = programs.read(_export(_mean_sin, (8,)))
+    assert plain.count("stablehlo.sine") == 1 and not plain.has_loops and not plain.collectives
+    for f in (scoped, braces, named, nested):
+        assert _facts(programs.read(_export(f, (8,)))) == _facts(plain), f.__name__
+
+
+def test_a_real_psum_in_shard_map_is_found():
+    import jax
+    from jax.sharding import PartitionSpec as P
+
+    n = 4
+    if len(jax.devices()) < n:
+        pytest.fail(f"JAX started with {len(jax.devices())} devices before this module asked for 8")
+    mesh = jax.make_mesh((n,), ("d",), axis_types=(jax.sharding.AxisType.Auto,))
+
+    def total(x):
+        return jax.shard_map(lambda b: jax.lax.psum(b.sum(), "d"), mesh=mesh, in_specs=P("d"), out_specs=P())(x)
+
+    p = programs.read(_export(total, (4 * n,)))
+    assert p.collectives == {"stablehlo.all_reduce": 1} and p.manual
+    q = programs.read(_export(_mean_sin, (4 * n,)))
+    assert not q.collectives and not q.manual
+
+
+def test_loops_and_calls_are_followed():
+    import jax
+    import jax.numpy as jnp
+
+    def looped(x):
+        return jax.lax.fori_loop(0, 3, lambda i, c: c * 2.0, x)
+
+    assert programs.read(_export(looped, (3,))).has_loops
+    step = jax.jit(lambda x: jnp.sin(x) + 1.0)
+
+    def three(x):
+        return step(step(step(x)))
+
+    p = programs.read(_export(three, (3,)))
+    assert p.count("stablehlo.sine") == 3  # one callee, three calls
+    assert [o.name for o in p.top_level].count("func.call") == 3
+    assert all(o.callee.op_counts["stablehlo.sine"] == 1 for o in p.top_level if o.name == "func.call")
+    with_loop = programs.read(_export(lambda x: jax.jit(looped)(x), (3,)))
+    assert with_loop.has_loops  # a loop inside a called function is the program's loop
+
+
+def test_custom_call_targets_and_types_come_from_the_operations():
+    import jax.numpy as jnp
+
+    p = programs.read(_export(lambda a: jnp.linalg.eigh(a @ a.T)[0], (3, 3)))
+    calls = [o for o in p.ops if o.name == programs.CUSTOM_CALL]
+    assert calls and all(o.target for o in calls) and not p.callbacks
+    assert all(o.results for o in calls)
+
+
+_CALLBACK_MODULE = """
+module @m {
+  func.func public @main(%arg0: tensor<f32> loc("xla_python_cpu_callback")) -> tensor<f32> {
+    %0 = stablehlo.custom_call @xla_ffi_python_cpu_callback(%arg0) {has_side_effect = true} : (tensor<f32>) -> tensor<f32>
+    return %0 : tensor<f32>
+  }
+}
+"""
+
+
+def test_a_host_callback_is_a_custom_call_target_not_a_word_in_the_text():
+    p = programs.read(_CALLBACK_MODULE)
+    assert p.callbacks == ["xla_ffi_python_cpu_callback"]
+    quiet = _CALLBACK_MODULE.replace("stablehlo.custom_call @xla_ffi_python_cpu_callback(%arg0) "
+                                     "{has_side_effect = true}", "stablehlo.sine %arg0")
+    q = programs.read(quiet)
+    assert q.callbacks == [] and q.count("stablehlo.sine") == 1  # the location's name is not read
+
+
+@pytest.mark.parametrize("text, why", [
+    ("not mlir at all", "cannot be parsed"),
+    ("module {\n}", "no entry function"),
+    ("""module {
+  func.func public @main(%a: tensor<f32>) -> tensor<f32> {
+    %0 = func.call @main(%a) : (tensor<f32>) -> tensor<f32>
+    return %0 : tensor<f32>
+  }
+}""", "recursively"),
+])
+def test_unreadable_programs_are_refused_with_a_reason(text, why):
+    with pytest.raises(programs.ProgramError, match=why):
+        programs.read(text)
