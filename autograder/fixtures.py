@@ -489,3 +489,127 @@ def trace_static(f, static_argnames, *args, **kwargs):
     import jax
 
     jax.jit(f, static_argnames=tuple(str(n) for n in static_argnames) or None).trace(*args, **kwargs)
+
+
+# --------------------------------------------------------------------------- 01_phases: count_primitives
+# Functions given to ``count_primitives(f, *args)`` (judge_count_primitives.py traces the same
+# function itself and counts every nested jaxpr's equations): jit, cond, while_loop, fori_loop,
+# scan and custom_jvp, nested up to three levels. Only traced, never run; every loop ends.
+
+def _cp_softclip():
+    """A ``custom_jvp`` function (``2 tanh(x / 2)`` with its own derivative rule)."""
+    import jax
+    import jax.numpy as jnp
+
+    @jax.custom_jvp
+    def softclip(x):
+        return 2.0 * jnp.tanh(x / 2.0)
+
+    @softclip.defjvp
+    def _softclip_jvp(primals, tangents):
+        (x,), (t,) = primals, tangents
+        y = softclip(x)
+        return y, t * (1.0 - y * y / 4.0)
+
+    return softclip
+
+
+def cp_jit_cond(x, p):
+    """A jitted function whose body is a ``cond`` with two different branches, then ``+ x``."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    inner = jax.jit(lambda v, q: lax.cond(q > 0, lambda u: jnp.sin(u) * 2.0, lambda u: jnp.exp(u) - u, v))
+    return inner(x, p) + x
+
+
+def cp_scan_while_cond(xs):
+    """A ``scan`` over the rows of ``xs`` whose body runs a ``while_loop`` (three trips) whose
+    body is a ``cond``: three levels."""
+    import jax.numpy as jnp
+    from jax import lax
+
+    def while_body(state):
+        i, v = state
+        v = lax.cond(jnp.sum(v) > 0, lambda u: u * 0.5, lambda u: jnp.abs(u) + 1.0, v)
+        return i + 1, v
+
+    def scan_body(carry, row):
+        _, v = lax.while_loop(lambda s: s[0] < 3, while_body, (0, row + carry))
+        return carry + jnp.mean(v), jnp.tanh(v)
+
+    total, ys = lax.scan(scan_body, jnp.zeros((), xs.dtype), xs)
+    return ys * total
+
+
+def cp_jit_fori_custom_jvp(x):
+    """A jitted function with a ``fori_loop`` (fixed trip count) whose body calls a
+    ``custom_jvp`` function: three levels, the custom_jvp's own jaxpr a fourth."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    softclip = _cp_softclip()
+
+    @jax.jit
+    def inner(v):
+        return lax.fori_loop(0, 4, lambda i, u: softclip(u * 1.5) + jnp.cos(u), v)
+
+    return inner(x) * 2.0
+
+
+def cp_while_fori_traced(x, n):
+    """A ``while_loop`` whose condition has primitives of its own and whose body runs a
+    ``fori_loop`` to a traced bound ``n`` (a while loop itself) calling a jitted function."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    step = jax.jit(lambda u: jnp.sin(u) + 0.5)
+
+    def body(state):
+        i, v = state
+        return i + 1, lax.fori_loop(0, n, lambda j, u: step(u) * 0.9, v)
+
+    def cond(state):
+        i, v = state
+        return jnp.logical_and(i < 2, jnp.max(jnp.abs(v)) < 100.0)
+
+    return lax.while_loop(cond, body, (0, x))[1]
+
+
+def cp_shared_branches(x, p):
+    """The same jitted function in both branches of a ``cond`` and once more outside: one
+    nested jaxpr held in three places."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    g = jax.jit(lambda u: jnp.exp(-u * u))
+    return lax.cond(p > 0, lambda v: g(v) + 1.0, lambda v: g(v) * v, x) + g(x)
+
+
+def cp_custom_jvp_in_cond_in_scan(xs, p):
+    """A ``scan`` whose body has a ``cond`` whose first branch calls a ``custom_jvp``
+    function and a jitted one: three levels and more."""
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    softclip = _cp_softclip()
+    h = jax.jit(lambda u: u * u - 1.0)
+
+    def body(c, row):
+        y = lax.cond(p > 0, lambda r: softclip(h(r)), lambda r: r - c, row)
+        return c + jnp.sum(y), y
+
+    return lax.scan(body, jnp.zeros((), xs.dtype), xs)[1]
+
+
+# --------------------------------------------------------------------------- 02_static_dynamic: apply_layer
+
+def layer_with_config(f, x, scale, shift, activation, depth):
+    """``f(x, config)`` with the config built here: ``scale`` and ``shift`` traced when this is
+    traced (``activation`` and ``depth`` static), for exporting ``apply_layer``."""
+    return f(x, {"activation": activation, "depth": depth, "scale": scale, "shift": shift})
