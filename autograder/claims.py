@@ -202,6 +202,25 @@ def equal(text: str, observed, expected, what: str = "observed") -> str:
     return claim(text, HOLDS if ok else DOES_NOT_HOLD, f"{what} {observed!r}, expected {expected!r}")
 
 
+def mostly(text: str, outcomes, expected=True, at_least: float = 0.8) -> str:
+    """A yes/no observation repeated over trials (a result ready when its call returned, a
+    program run inline) comes out as ``expected`` in most of them: holds when at least
+    ``at_least`` of the trials do, does not hold when at least that share comes out the other
+    way, inconclusive in between (a busy machine can flip a few trials)."""
+    outcomes = [bool(o) for o in outcomes]
+    if not outcomes:
+        raise ValueError("mostly needs at least one trial")
+    if not 0.5 < at_least <= 1.0:
+        raise ValueError("at_least is a share above one half and at most 1")
+    share = sum(o == bool(expected) for o in outcomes) / len(outcomes)
+    evidence = f"{sum(o == bool(expected) for o in outcomes)} of {len(outcomes)} trials"
+    if share >= at_least:
+        return claim(text, HOLDS, evidence)
+    if 1.0 - share >= at_least:
+        return claim(text, DOES_NOT_HOLD, evidence)
+    return claim(text, INCONCLUSIVE, f"only {evidence}, {at_least:.0%} needed")
+
+
 def summary() -> str:
     """One line: how many claims held, did not hold, were inconclusive in this process."""
     counts = {v: sum(1 for _, got, _ in RECORD if got == v) for v in VERDICTS}

@@ -71,3 +71,15 @@ def test_interleaved_times_every_candidate_round_robin():
     assert order[2:] == ["a", "b", "b", "a", "a", "b", "b", "a"]   # rotated each round
     with pytest.raises(ValueError):
         claims.interleaved({"a": lambda: 0}, repeats=2)
+
+
+def test_mostly_counts_trials():
+    assert claims.mostly("ready", [True] * 9 + [False]) == HOLDS
+    assert claims.mostly("not ready", [False] * 10, expected=False) == HOLDS
+    assert claims.mostly("ready", [False] * 9 + [True]) == DOES_NOT_HOLD
+    assert claims.mostly("ready", [True] * 6 + [False] * 4) == INCONCLUSIVE
+    assert claims.mostly("ready", [True] * 6 + [False] * 4, at_least=0.6) == HOLDS
+    with pytest.raises(ValueError):
+        claims.mostly("ready", [])
+    with pytest.raises(ValueError):
+        claims.mostly("ready", [True], at_least=0.5)
