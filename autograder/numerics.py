@@ -34,12 +34,46 @@ def _leaves_with_paths(tree):
     return jax.tree_util.tree_flatten_with_path(tree)
 
 
-def _pair_tolerance(a_dtype, e_dtype) -> tuple[float, float]:
-    """The looser of the two dtypes' tolerances: a float32 result is judged as float32 even
-    when the reference was computed in float64 (NumPy's default)."""
-    ra, ta = tolerance(a_dtype)
-    re, te = tolerance(e_dtype)
-    return max(ra, re), max(ta, te)
+def _float_bits(dt) -> int | None:
+    """The significand bits of a floating dtype (of its parts, for complex), else ``None``."""
+    if dt.kind == "c":
+        dt = np.dtype(f"f{dt.itemsize // 2}")
+    if dt.kind != "f" and dt.kind != "V":
+        return None
+    try:
+        import ml_dtypes
+
+        return int(ml_dtypes.finfo(dt).nmant) + 1  # bfloat16 and float8 too
+    except Exception:  # noqa: BLE001 - not a floating dtype
+        return None
+
+
+def exercise_dtype(expected_dtype):
+    """The dtype a comparison is judged at when the judge states none: the reference's, with
+    NumPy's float64 (what references are computed in) read as JAX's float32, complex128 as
+    complex64. Never the dtype of what the learner returned."""
+    dt = np.dtype(expected_dtype)
+    if dt == np.float64:
+        return np.dtype("float32")
+    if dt == np.complex128:
+        return np.dtype("complex64")
+    return dt
+
+
+def _show(v) -> str:
+    """A value as a person writes it: ``4.25``, ``3``, ``True``, ``[1.0, 2.5]``; never
+    ``np.float32(4.25)``."""
+    if isinstance(v, np.ndarray) and v.ndim == 0:
+        v = v[()]
+    if isinstance(v, np.generic):
+        return str(v)
+    if isinstance(v, np.ndarray):
+        return np.array2string(v, separator=", ", threshold=20)
+    return repr(v)
+
+
+def _where(idx) -> str:
+    return f"at index {tuple(int(i) for i in idx)} " if len(idx) else ""
 
 
 def _numeric(x: np.ndarray):
@@ -50,12 +84,16 @@ def _numeric(x: np.ndarray):
         return None
 
 
-def check_close(actual, expected, *, what="the result", rtol=None, atol=None, idea="numerics"):
+def check_close(actual, expected, *, what="the result", rtol=None, atol=None, idea="numerics",
+                dtype=None):
     """Check that two pytrees have the same structure, shapes and values.
 
-    Values are compared with a tolerance suited to the less precise of the two dtypes
-    (:func:`tolerance`; exact for integers and booleans), NaNs equal to NaNs, complex
-    numbers compared with their imaginary parts. Fails with a message that says which
+    The tolerance comes from the exercise, never from what was returned: from ``dtype`` (the
+    exercise's dtype, stated by the judge), else from the reference's (:func:`exercise_dtype`:
+    a float64 reference is judged at float32), through :func:`tolerance` (exact for integers
+    and booleans); ``rtol``/``atol`` override it. A floating result of lower precision than
+    the exercise's dtype (bfloat16 for float32) fails, and says so. NaNs equal NaNs; complex
+    numbers are compared with their imaginary parts. Fails with a message that says which
     leaf differs, where, and by how much.
     """
     import jax
@@ -77,7 +115,13 @@ def check_close(actual, expected, *, what="the result", rtol=None, atol=None, id
                 fail(idea, f"{name} holds {kind} objects, not numbers.")
         if a_np.shape != e_np.shape:
             fail(idea, f"{name} has shape {a_np.shape}, expected {e_np.shape}.")
-        r, t = _pair_tolerance(a_np.dtype, e_np.dtype)
+        want = np.dtype(dtype) if dtype is not None else exercise_dtype(e_np.dtype)
+        a_bits, w_bits = _float_bits(a_np.dtype), _float_bits(want)
+        if a_bits is not None and w_bits is not None and a_bits < w_bits:
+            fail(idea, f"{name} is {a_np.dtype.name}, a lower precision than the exercise's {want.name}: "
+                       f"compute it in {want.name} (a result of lower precision is not judged with a "
+                       "looser tolerance).")
+        r, t = tolerance(want)
         r = r if rtol is None else rtol
         t = t if atol is None else atol
         a_num, e_num = _numeric(a_np), _numeric(e_np)
@@ -98,13 +142,13 @@ def check_close(actual, expected, *, what="the result", rtol=None, atol=None, id
             else:
                 idx = np.unravel_index(np.argmax(bad), bad.shape) if bad.ndim else ()
             count = f" ({int(np.sum(bad))} of {bad.size} entries differ)" if bad.size > 1 else ""
-            fail(idea, f"{name} is wrong: at index {tuple(int(i) for i in idx)} it is "
-                       f"{a_np[idx]!r}, expected {e_np[idx]!r}{count}.")
+            fail(idea, f"{name} is wrong: {_where(idx)}it is {_show(a_np[idx])}, expected "
+                       f"{_show(e_np[idx])}{count}.")
 
 
 def check_matches_reference(f, reference, make_args, *, trials=3, seed=0, what=None,
                             rtol=None, atol=None, jit=True, static_argnames=(), static_argnums=(),
-                            idea="numerics"):
+                            idea="numerics", dtype=None):
     """Compare ``f`` with ``reference`` on ``trials`` fresh random inputs.
 
     ``make_args(rng)`` gets a ``numpy.random.Generator`` (seeded, so the check
@@ -112,6 +156,8 @@ def check_matches_reference(f, reference, make_args, *, trials=3, seed=0, what=N
     is also called under ``jax.jit`` (with the given static arguments) and
     must agree there too. The learner sees which trial and which leaf was wrong,
     eagerly or under jit.
+
+    ``dtype``: the exercise's dtype, which sets the tolerance (see :func:`check_close`).
 
     ``idea`` is the idea a wrong result breaks (a key of ``TAUGHT_IN``; the default,
     ``"numerics"``, points to the exercise's description). A jitted result that is wrong
@@ -132,13 +178,13 @@ def check_matches_reference(f, reference, make_args, *, trials=3, seed=0, what=N
         expected = reference(*args)
         got = call(f, *args, what=label)
         check_close(got, expected, what=f"{label}'s result on random input #{trial + 1}",
-                    rtol=rtol, atol=atol, idea=idea)
+                    rtol=rtol, atol=atol, idea=idea, dtype=dtype)
         if jitted is not None:
             got_jit = call(jitted, *args, what=f"jax.jit({label})")
             try:
                 check_close(got_jit, expected,
                             what=f"jax.jit({label})'s result on random input #{trial + 1}",
-                            rtol=rtol, atol=atol, idea="purity")
+                            rtol=rtol, atol=atol, idea="purity", dtype=dtype)
             except ExerciseFailure as exc:
                 fail("purity", f"jax.jit({label}) disagrees with calling it eagerly, which gave the "
                                f"right result: {exc.detail} Under jit the Python body runs once, at "

@@ -162,7 +162,7 @@ class TestNumerics:
                        {"a": np.arange(3), "b": (np.ones(2), 2.0)})
         ag.check_close(np.array([np.nan, 1.0]), np.array([np.nan, 1.0]))
         ag.check_close(np.array([1 + 1j], np.complex64), np.array([1 + 1j + 1e-6]))
-        ag.check_close(jnp.array([1.0, 2.0], jnp.bfloat16), np.array([1.0, 2.004]))
+        ag.check_close(jnp.array([1.0, 2.0], jnp.bfloat16), np.array([1.0, 2.004]), dtype=jnp.bfloat16)
         ag.check_close(np.array([1.0]), np.array([1.5]), atol=1.0)
         ag.check_close(np.array(["relu"]), np.array(["relu"]))
 

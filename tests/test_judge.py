@@ -577,3 +577,36 @@ def test_a_looping_program_runs_in_the_grading_process_only_where_the_judge_allo
     with pytest.raises(RuntimeError, match="not run in the grading process"):
         loop.call(np.float32(3.0))
     assert float(loop.call(np.float32(3.0), loops=True)) == 10.0
+
+
+# --------------------------------------------------------------------------- tolerance from the exercise
+
+def test_the_exercise_dtype_sets_the_tolerance_never_the_returned_one():
+    import ml_dtypes
+
+    import autograder as ag
+
+    ref = np.float64(1.5)
+    off = np.asarray(1.5 * 1.015, ml_dtypes.bfloat16)  # a running mean 1.5% off, in bfloat16
+    with pytest.raises(ExerciseFailure, match="bfloat16, a lower precision than the exercise's float32"):
+        ag.check_close(off, ref, what="the mean")
+    with pytest.raises(ExerciseFailure, match="lower precision"):  # even when its value is right
+        ag.check_close(np.asarray(1.5, ml_dtypes.bfloat16), ref, what="the mean")
+    with pytest.raises(ExerciseFailure, match="float32, a lower precision than the exercise's float64"):
+        ag.check_close(np.float32(1.5), ref, what="the mean", dtype="float64")
+    ag.check_close(np.float64(1.5 + 1e-7), np.float32(1.5), what="the mean")  # higher precision: float32's
+    with pytest.raises(ExerciseFailure, match="is wrong"):
+        ag.check_close(np.float32(1.5 * 1.015), ref, what="the mean")
+    ag.check_close(off, ref, what="the mean", dtype=ml_dtypes.bfloat16)  # a bfloat16 exercise
+
+
+def test_values_in_feedback_print_plainly():
+    import autograder as ag
+
+    with pytest.raises(ExerciseFailure) as info:
+        ag.check_close(np.float32(4.25), np.float32(4.0), what="x")
+    assert "it is 4.25, expected 4.0" in info.value.detail
+    assert "np." not in info.value.detail and "index ()" not in info.value.detail
+    with pytest.raises(ExerciseFailure) as info:
+        ag.check_close(np.array([[1, 2], [3, 7]], np.int32), np.array([[1, 2], [3, 4]]), what="m")
+    assert "at index (1, 1) it is 7, expected 4" in info.value.detail
