@@ -1,0 +1,120 @@
+"""The judge of 01_phases' ``count_primitives`` (trusted: runs in the grader, never in the kernel).
+
+``count_primitives(f, *args)`` takes a function, so it cannot be exported: the learner's function
+is called in the kernel with functions of :mod:`autograder.fixtures` (``Fixture`` markers) that
+nest ``jit``, ``cond``, ``while_loop``, ``fori_loop``, ``scan`` and ``custom_jvp`` up to three
+levels deep, at arguments drawn from ``k.rng``. The reference is ``jax.make_jaxpr`` of the same
+fixture, traced here (the same JAX as the kernel), counted here. A wrong count is compared with
+the counts of the usual mistakes (top level only, one level only, tuples of jaxprs skipped, the
+holding equation not counted, a jaxpr held in several places counted once), to say which.
+"""
+from collections import Counter
+
+import jax
+import numpy as np
+
+import autograder as ag
+from autograder import fixtures
+from autograder.wire import AsJax, Fixture, values
+
+try:
+    from jax.extend import core as _core
+    _JAXPR_TYPES = (_core.ClosedJaxpr, _core.Jaxpr)
+except Exception:  # noqa: BLE001 - an older JAX
+    _JAXPR_TYPES = (jax.core.ClosedJaxpr, jax.core.Jaxpr)
+
+
+def _f32(x):
+    return AsJax(np.asarray(x, np.float32))
+
+
+def _held(value, tuples=True):
+    if isinstance(value, _JAXPR_TYPES):
+        return [value]
+    if tuples and isinstance(value, (tuple, list)):
+        return [j for v in value for j in _held(v)]
+    return []
+
+
+def _count(jaxpr, *, depth=None, tuples=True, holders=True, dedupe=False):
+    """The counts of ``jaxpr``; the keywords give the usual mistakes: ``depth`` levels of nesting
+    only, jaxprs inside tuples skipped, holding equations not counted, shared jaxprs once."""
+    counts, seen = Counter(), set()
+
+    def walk(j, level):
+        for eqn in j.eqns:
+            inner = [s for v in eqn.params.values() for s in _held(v, tuples)]
+            if holders or not inner:
+                counts[eqn.primitive.name] += 1
+            if depth is not None and level >= depth:
+                continue
+            for s in inner:
+                key = id(getattr(s, "jaxpr", s))
+                if dedupe and key in seen:
+                    continue
+                seen.add(key)
+                walk(s, level + 1)
+
+    walk(jaxpr, 0)
+    return dict(counts)
+
+
+_MISTAKES = (
+    (dict(depth=0), "it counts the top level only: the equations of the jaxprs held in an equation's "
+                    "params (a jit's body, a cond's branches, a loop's condition and body) count too."),
+    (dict(depth=1), "it counts one level of nesting only: a nested jaxpr may hold jaxprs of its own, and "
+                    "theirs count too, at any depth."),
+    (dict(tuples=False), "it misses the jaxprs held inside a tuple or list in the params (such as the "
+                         "branches of a cond): those are nested jaxprs too."),
+    (dict(holders=False), "it does not count the equation that holds a nested jaxpr (the `jit`, `cond`, "
+                          "`while`... equation is a primitive of its jaxpr too)."),
+    (dict(dedupe=True), "it counts a nested jaxpr once although it is held in several places (a jitted "
+                        "function called twice has two equations, each with the body): count it once per "
+                        "place."),
+)
+
+
+def _check_counts(k, fixture, args, what):
+    got = ag.call(k.fn("count_primitives"), Fixture(fixture), *args, what=what)
+    if not isinstance(got, dict) or not all(isinstance(n, str) and isinstance(c, (int, np.integer))
+                                            and not isinstance(c, bool) for n, c in got.items()):
+        ag.fail("phases", f"{what} returned {str(got)[:200]}; return a dict from primitive names (strings) "
+                          "to counts (ints).")
+    got = {str(n): int(c) for n, c in got.items()}
+    closed = jax.make_jaxpr(getattr(fixtures, fixture))(*values(args))
+    want = _count(closed)
+    if got == want:
+        return
+    zeros = sorted(n for n, c in got.items() if c == 0)
+    if zeros:
+        ag.fail("phases", f"{what} has zero entries {zeros}: a primitive that does not occur is absent.")
+    for options, why in _MISTAKES:
+        if got == _count(closed, **options) != want:
+            ag.fail("phases", f"{what} is {got}, expected {want}: {why}")
+    ag.fail("phases", f"{what} is {got}, expected {want} (every equation of the jaxpr and of every jaxpr "
+                      "nested in it, once per place that holds it).")
+
+
+def test_count_primitives(k):
+    rng = k.rng
+    n = int(rng.integers(2, 6))
+    vec = lambda size=n: _f32(rng.normal(size=size))  # noqa: E731
+    sign = lambda: _f32(rng.choice([-1.0, 1.0]) * rng.uniform(0.5, 2.0))  # noqa: E731
+    rows = lambda: _f32(rng.normal(size=(int(rng.integers(2, 6)), n)))  # noqa: E731
+    # No nesting first, then every kind of nesting, in a fresh order.
+    _check_counts(k, "sin_sin_plus_cos", (vec(),), "count_primitives(f, x) for f(x) = sin(sin(x)) + cos(x)")
+    cases = [
+        ("identity", (vec(),), "f(x) = x (no primitive at all)"),
+        ("nested_jit", (vec(),), "an f that calls a jitted function twice"),
+        ("cp_jit_cond", (vec(), sign()), "a jitted function holding a lax.cond"),
+        ("cp_scan_while_cond", (rows(),), "a lax.scan holding a while_loop holding a lax.cond"),
+        ("cp_jit_fori_custom_jvp", (vec(),), "a jit holding a fori_loop holding a custom_jvp function"),
+        ("cp_while_fori_traced", (vec(), AsJax(np.int32(rng.integers(1, 4)))),
+         "a while_loop holding a fori_loop (traced bound) holding a jit"),
+        ("cp_shared_branches", (vec(), sign()), "one jitted function called in both branches of a cond and once outside"),
+        ("cp_custom_jvp_in_cond_in_scan", (rows(), sign()), "a lax.scan holding a cond holding a jit and a custom_jvp"),
+        ("with_constants", (vec(3),), "an f with a captured NumPy constant"),
+    ]
+    for i in rng.permutation(len(cases)):
+        fixture, args, desc = cases[int(i)]
+        _check_counts(k, fixture, args, f"count_primitives(f, ...) for {desc}")
