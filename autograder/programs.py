@@ -238,3 +238,181 @@ class _Walker:
                 for inner in block.operations:
                     self.op(inner.operation, counts, targets)
         return rec
+
+
+# --------------------------------------------------------------------------- judges' programs
+
+def spec_of(value):
+    """The :class:`~autograder.wire.Spec` tree of a judge-side value tree (NumPy arrays and
+    scalars, Python floats as float32 and ints as int32, in dicts, lists and tuples)."""
+    import numpy as np
+
+    from .wire import AsJax, Spec
+
+    if isinstance(value, Spec):
+        return value
+    if isinstance(value, AsJax):
+        value = np.asarray(value.value, dtype=value.dtype) if value.dtype else np.asarray(value.value)
+    if isinstance(value, dict):
+        return {k: spec_of(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(spec_of(v) for v in value)
+    if isinstance(value, bool):
+        return Spec((), "bool")
+    if isinstance(value, int):
+        return Spec((), "int32")
+    if isinstance(value, float):
+        return Spec((), "float32")
+    arr = np.asarray(value)
+    return Spec(tuple(int(d) for d in arr.shape), arr.dtype.name)
+
+
+def as_inputs(value):
+    """A judge-side value tree as the program's inputs: :class:`~autograder.wire.AsJax`
+    unwrapped, Python floats as float32 and ints as int32 (as :func:`spec_of` exports them)."""
+    import numpy as np
+
+    from .wire import AsJax
+
+    if isinstance(value, AsJax):
+        return np.asarray(value.value, dtype=value.dtype) if value.dtype else np.asarray(value.value)
+    if isinstance(value, dict):
+        return {k: as_inputs(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(as_inputs(v) for v in value)
+    if isinstance(value, bool):
+        return np.bool_(value)
+    if isinstance(value, int):
+        return np.int32(value)
+    if isinstance(value, float):
+        return np.float32(value)
+    return value
+
+
+def judge_platform() -> str:
+    import jax
+
+    return jax.default_backend()
+
+
+class Traced:
+    """One exported program of a learner function at one input signature, in the judge: its
+    facts (:class:`Program`'s, read from the parsed module) and its values (``traced(*args)``:
+    the same program run by the judge on the judge's inputs). Made by :func:`trace`."""
+
+    def __init__(self, exported, label: str, *, loops: bool = False):
+        self.exported = exported
+        self.label = label
+        self.facts = read(exported)
+        self.loops = loops
+        inner = getattr(exported, "exported", exported)
+        platforms = tuple(getattr(inner, "platforms", ()) or ())
+        here = judge_platform()
+        if platforms and here not in platforms:
+            from .feedback import ExerciseFailure
+
+            raise ExerciseFailure("numerics", f"the program of {label} was exported for "
+                                              f"{', '.join(platforms)}; the grader runs it on {here}, "
+                                              "so it was refused.")
+        if self.facts.callbacks:
+            from .feedback import ExerciseFailure
+
+            raise ExerciseFailure("purity", f"{label} calls back into Python from the compiled program "
+                                            f"({', '.join(self.facts.callbacks)}); the grader only runs "
+                                            "pure JAX programs.")
+
+    def __getattr__(self, name):
+        if name in ("facts", "exported"):
+            raise AttributeError(name)
+        return getattr(self.facts, name)
+
+    def __call__(self, *args):
+        """The program's outputs on ``args`` (judge-side values), run by the judge's runner."""
+        import inspect
+
+        import numpy as np
+
+        from .feedback import ExerciseFailure
+
+        if self.facts.has_loops and not self.loops and not getattr(self.exported, "contained", False):
+            raise ExerciseFailure("loops", f"the program of {self.label} has a loop (`while`), which this "
+                                           "exercise does not need; the grader does not run it.")
+        call = getattr(self.exported, "call")
+        kwargs = {}
+        try:
+            if "loops" in inspect.signature(call).parameters:
+                kwargs["loops"] = True  # checked above, on the parsed program
+        except (TypeError, ValueError):
+            pass
+        inputs = tuple(as_inputs(a) for a in args)
+        try:
+            out = call(*inputs, **kwargs)
+        except ExerciseFailure:
+            raise
+        except Exception as exc:  # the learner's program, or inputs it does not take
+            from .judge import ChannelError
+
+            if isinstance(exc, ChannelError):
+                raise
+            raise ExerciseFailure("numerics", f"the program of {self.label} failed when the grader ran "
+                                              f"it ({type(exc).__name__}: {str(exc).strip()[:200]}).") from None
+        import jax
+
+        return jax.tree_util.tree_map(np.asarray, out)
+
+
+def trace(k, name: str, *args, static_argnums=(), static_argnames=(), translate=None, loops=False,
+          label=None, **static_kwargs) -> Traced:
+    """The exported program of the notebook's ``name`` at the signature of ``args`` (judge-side
+    values or :class:`~autograder.wire.Spec`; those at ``static_argnums`` and ``static_kwargs``
+    are fixed, as Python values), one per signature and judge run (cached on ``k``).
+
+    Taken with the judge's program runner (``k.program``) where the judge has one, else
+    ``k.export``. A learner error while tracing becomes feedback that names its idea
+    (``translate(exc, label)`` first, then the shared classifier). ``loops``: the exercise
+    needs a loop, so a program with one may run (a loop that never ends is the request's
+    timeout where the runner is contained).
+    """
+    from .feedback import call as ag_call
+    from .judge import LearnerError
+
+    label = label or f"jax.export(jax.jit({name}))"
+    nums = tuple(static_argnums)
+    specs = tuple(a if i in nums else spec_of(a) for i, a in enumerate(args))
+    key = (name, repr(specs), nums, tuple(static_argnames), repr(sorted(static_kwargs.items())))
+    cache = k.__dict__.setdefault("_traced_programs", {})
+    if key in cache:
+        return cache[key]
+    getter = getattr(k, "program", None) or k.export
+    try:
+        exported = getter(name, *specs, static_argnums=nums, static_argnames=tuple(static_argnames),
+                          **static_kwargs)
+    except LearnerError as exc:
+        err = exc
+        specific = translate(err, label) if translate is not None else None
+        if specific is not None:
+            raise specific from None
+
+        def again():
+            raise err
+        ag_call(again, what=label)
+        raise
+    except ProgramError as exc:
+        from .judge import ChannelError
+
+        raise ChannelError(str(exc)) from None
+    try:
+        traced = Traced(exported, f"`{name}`", loops=loops)
+    except ProgramError as exc:
+        from .judge import ChannelError
+
+        raise ChannelError(str(exc)) from None
+    cache[key] = traced
+    return traced
+
+
+def run(k, name: str, *args, static_argnums=(), **options):
+    """``name(*args)`` computed by its exported program (see :func:`trace`): the value a judge
+    compares. Arguments at ``static_argnums`` are fixed in the program and not passed to it."""
+    traced = trace(k, name, *args, static_argnums=static_argnums, **options)
+    return traced(*(a for i, a in enumerate(args) if i not in tuple(static_argnums)))
