@@ -613,3 +613,54 @@ def layer_with_config(f, x, scale, shift, activation, depth):
     """``f(x, config)`` with the config built here: ``scale`` and ``shift`` traced when this is
     traced (``activation`` and ``depth`` static), for exporting ``apply_layer``."""
     return f(x, {"activation": activation, "depth": depth, "scale": scale, "shift": shift})
+
+
+# --------------------------------------------------------------------------- 03_purity: adam_step
+# The optimizer state is whatever adam_init returns (any pytree, NamedTuples included): it never
+# leaves the kernel; these chain it there. Traced (exported) or called; each returns data.
+
+def adam_run(init, step, params, grads, lrs):
+    """``state = init(params)``, then ``params, state = step(params, g, state, lr)`` for each
+    ``g, lr`` of ``grads, lrs``: the params after every step (a list). Exported by the judge
+    (``init`` and ``step`` static) and run on its own inputs."""
+    state = init(params)
+    out = []
+    for g, lr in zip(grads, lrs):
+        params, state = step(params, g, state, lr)
+        out.append(params)
+    return out
+
+
+def adam_jit_run(init, step, params, grads, lrs):
+    """The same steps with ``jax.jit`` of a counting wrapper of ``step``: ``{"outs": the params
+    after every step, "traces": how often step's body was traced}``."""
+    import jax
+
+    traced = []
+
+    def counted(*args):
+        traced.append(1)
+        return step(*args)
+
+    jitted = jax.jit(counted)
+    state = init(params)
+    outs = []
+    for g, lr in zip(grads, lrs):
+        params, state = jitted(params, g, state, lr)
+        outs.append(jax.block_until_ready(params))
+    return {"outs": outs, "traces": len(traced)}
+
+
+def adam_twice(init, step, params, grads, lr):
+    """``step`` called twice, unjitted, on the same inputs (the state from ``init``):
+    ``{"first", "second"}``: each call's ``(new params, new state leaves)``; ``"after"``: the
+    inputs as the calls left them (params, grads, the state's leaves) and ``"fresh"``: the
+    leaves of a new ``init(params)``, to see writes into an input."""
+    import jax
+
+    state = init(params)
+    first = step(params, grads, state, lr)
+    second = step(params, grads, state, lr)
+    leaves = jax.tree_util.tree_leaves
+    return {"first": [first[0], leaves(first[1])], "second": [second[0], leaves(second[1])],
+            "after": [params, grads, leaves(state)], "fresh": leaves(init(params))}
