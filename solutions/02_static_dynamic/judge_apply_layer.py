@@ -1,0 +1,148 @@
+"""The judge of 02_static_dynamic's ``apply_layer`` (trusted: runs in the grader, never in the kernel).
+
+Values: ``apply_layer(x, config)`` called directly in the kernel on configs and inputs drawn from
+``k.rng``, every activation and depth, against a float64 NumPy reference computed here. Data all
+the way down: ``apply_layer`` is exported with ``scale`` and ``shift`` as traced arguments
+(fixture ``layer_with_config``, ``activation`` and ``depth`` static), and that one program is run
+here on fresh ``x``, ``scale`` and ``shift``: a scale that became part of what is static (a
+tuple of the config's items, ``float(scale)``) cannot be traced, a scale baked in as a constant
+gives wrong values. The compile count (exactly one per new ``(activation, depth)``, every
+compile during the calls counted) is a kernel-side claim: it can fail the test, never pass it.
+"""
+import inspect
+
+import jax
+import numpy as np
+
+import autograder as ag
+from autograder import programs
+from autograder.judge import LearnerError
+from autograder.wire import AsJax, Fixture, Ref, Spec
+
+ACTIVATIONS = ("relu", "tanh", "gelu")
+
+
+def _f32(x):
+    return AsJax(np.asarray(x, np.float32))
+
+
+def _act(name, v):
+    if name == "relu":
+        return np.maximum(v, 0.0)
+    if name == "tanh":
+        return np.tanh(v)
+    return 0.5 * v * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (v + 0.044715 * v ** 3)))
+
+
+def _reference(x, activation, depth, scale, shift):
+    y = np.asarray(x, np.float64)
+    for _ in range(depth):
+        y = _act(activation, y * scale + shift)
+    return y
+
+
+def _gelu_exact_reference(x, depth, scale, shift):
+    from math import erf
+
+    y = np.asarray(x, np.float64)
+    for _ in range(depth):
+        v = y * scale + shift
+        y = 0.5 * v * (1.0 + np.vectorize(erf)(v / np.sqrt(2.0)))
+    return y
+
+
+def _translate(exc, label):
+    """Errors of a configuration handled as the wrong kind (static vs data) name the idea."""
+    msg = str(exc)
+    if isinstance(exc, (ValueError, TypeError)) and "hashable" in msg.lower():
+        return ag.ExerciseFailure("static", f"{label} raised {type(exc).__name__}: {msg.splitlines()[0][:160]}. "
+                                            "A static argument is a key of the compile cache, so it must be "
+                                            "hashable; and only what chooses the program belongs there.")
+    if isinstance(exc, (jax.errors.ConcretizationTypeError, jax.errors.TracerIntegerConversionError)):
+        return ag.ExerciseFailure("static", f"{label} needed the Python value of a traced `scale` or `shift` "
+                                            "(such as `float(scale)`): they are data, which has no value while "
+                                            "the program is traced.")
+    if isinstance(exc, TypeError) and ("abstract array" in msg or "valid JAX type" in msg):
+        return ag.ExerciseFailure("static", f"{label} passed a Python object that is not an array (the "
+                                            "activation's name?) as a traced argument: what chooses the program "
+                                            "is configuration, not data.")
+    return None
+
+
+def _config(activation, depth, scale, shift):
+    return {"activation": activation, "depth": int(depth), "scale": float(scale), "shift": float(shift)}
+
+
+def _draw_config(rng, activation=None, depth=None):
+    return _config(activation or ACTIVATIONS[int(rng.integers(0, 3))],
+                   depth or int(rng.integers(1, 5)),
+                   float(np.float32(rng.uniform(0.3, 1.6))), float(np.float32(rng.uniform(-0.5, 0.5))))
+
+
+def _check_value(got, x, cfg, what):
+    want = _reference(x, cfg["activation"], cfg["depth"], cfg["scale"], cfg["shift"])
+    try:
+        ag.check_close(got, want, what=what, idea="numerics")
+    except ag.ExerciseFailure as exc:
+        if (cfg["activation"] == "gelu" and np.shape(got) == np.shape(x) and np.allclose(
+                np.asarray(got, np.float64), _gelu_exact_reference(x, cfg["depth"], cfg["scale"], cfg["shift"]),
+                rtol=1e-4, atol=1e-5)):
+            ag.fail("numerics", f"{exc.detail} It computes the exact gelu; the exercise's \"gelu\" is "
+                                "jax.nn.gelu with its default approximate=True.")
+        raise
+
+
+def _run(exported, *args):
+    """The exported program run on the judge's inputs (a loop over the depth is allowed)."""
+    try:
+        accepts_loops = "loops" in inspect.signature(exported.call).parameters
+    except (TypeError, ValueError):
+        accepts_loops = False
+    return exported.call(*args, loops=True) if accepts_loops else exported.call(*args)
+
+
+def _export(k, activation, depth, shape):
+    label = (f"apply_layer traced with scale and shift as traced values "
+             f"(activation={activation!r}, depth={depth})")
+    try:
+        return k.export(Fixture("layer_with_config"), Ref("apply_layer"), Spec(shape, "float32"),
+                        Spec((), "float32"), Spec((), "float32"), activation, depth, static_argnums=(0, 4, 5))
+    except LearnerError as exc:
+        specific = _translate(exc, label)
+        if specific is not None:
+            raise specific from None
+
+        def again():
+            raise exc
+        return ag.call(again, what=label)
+
+
+def test_apply_layer(k):
+    rng = k.rng
+    layer = k.fn("apply_layer")
+    shape = (int(rng.integers(2, 5)), int(rng.integers(3, 7)))
+    draw_x = lambda: rng.uniform(-2.0, 2.0, size=shape).astype(np.float32)  # noqa: E731
+    # Values: every activation, depths 1..4, called directly.
+    for activation in [ACTIVATIONS[int(i)] for i in rng.permutation(3)]:
+        for depth in sorted({1, 4, int(rng.integers(2, 4))}):
+            x, cfg = draw_x(), _draw_config(rng, activation, depth)
+            what = f"apply_layer(x, {cfg})"
+            _check_value(ag.call(layer, _f32(x), cfg, what=what, translate=_translate), x, cfg, what)
+    # Data all the way down: one exported program per (activation, depth), run here on new data.
+    for activation in rng.permutation(ACTIVATIONS)[:2]:
+        depth = int(rng.integers(1, 5))
+        exported = _export(k, str(activation), depth, shape)
+        if programs.read(exported).callbacks:
+            ag.fail("purity", "apply_layer's traced program calls back into Python.")
+        for _ in range(3):
+            x, cfg = draw_x(), _draw_config(rng, str(activation), depth)
+            got = np.asarray(_run(exported, x, np.float32(cfg["scale"]), np.float32(cfg["shift"])))
+            _check_value(got, x, cfg, f"the program of apply_layer traced with scale and shift as traced values, "
+                                      f"run at {cfg}, which must use that scale and shift,")
+    # Kernel-side claim: exactly one compile per new (activation, depth), none for new data.
+    pairs = [("tanh", 2), ("relu", 3), ("tanh", 2), ("gelu", 1), ("relu", 3), ("tanh", 2), ("gelu", 1)]
+    calls = [((_f32(draw_x()), _draw_config(rng, a, d)), {}) for a, d in pairs]
+    k.claim("check_compiles", "apply_layer", calls, len(set(pairs)),
+            what=f"apply_layer over {len(calls)} calls with {len(set(pairs))} distinct (activation, depth)",
+            why="Only what chooses the program (the activation and the depth) may be part of the compile "
+                "signature, and nothing may compile outside the one program per configuration.")
