@@ -61,8 +61,8 @@ def test_chapter_executes(path):
 
 def verdicts(nb) -> list[tuple[str, str]]:
     """(claim, verdict) for every verdict line (autograder.claims) in the executed notebook's outputs."""
-    text = "".join(o.get("text", "") + str(o.get("data", {}).get("text/plain", ""))
-                   for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    text = "\n".join(o.get("text", "") + str(o.get("data", {}).get("text/plain", ""))
+                     for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     return [(m["what"], m["verdict"]) for m in VERDICT_LINE.finditer(text)]
 
 
@@ -85,8 +85,14 @@ def test_verdict_detection():
     cell.outputs = [nbformat.from_dict({"output_type": "stream", "name": "stdout", "text":
                     "claim: scan is flat: holds (1.2x)\nclaim: a: b: does not hold (x)\n"
                     "a claim: nothing: holds (x)\nclaim: c: inconclusive (spread)\nclaim: d: maybe (x)\n"})]
-    nb.cells = [cell]
-    assert verdicts(nb) == [("scan is flat", "holds"), ("a: b", "does not hold"), ("c", "inconclusive")]
+    after_plot = nbformat.v4.new_code_cell("")   # a verdict printed right after a figure's text/plain
+    after_plot.outputs = [nbformat.from_dict({"output_type": "display_data", "metadata": {},
+                                              "data": {"text/plain": "<Figure size 640x480 with 1 Axes>"}}),
+                          nbformat.from_dict({"output_type": "stream", "name": "stdout",
+                                              "text": "claim: e grows: holds (3x)\n"})]
+    nb.cells = [cell, after_plot]
+    assert verdicts(nb) == [("scan is flat", "holds"), ("a: b", "does not hold"), ("c", "inconclusive"),
+                            ("e grows", "holds")]
 
 
 def _widget_models(nb) -> dict:
