@@ -620,13 +620,18 @@ def layer_with_config(f, x, scale, shift, activation, depth):
 # leaves the kernel; these chain it there. Traced (exported) or called; each returns data.
 
 def adam_run(init, step, params, grads, lrs):
-    """``state = init(params)``, then ``params, state = step(params, g, state, lr)`` for each
-    ``g, lr`` of ``grads, lrs``: the params after every step (a list). Exported by the judge
-    (``init`` and ``step`` static) and run on its own inputs."""
+    """``state = init(params)``, then ``params, state = jax.jit(step)(params, g, state, lr)``
+    for each ``g, lr`` of ``grads, lrs``: the params after every step (a list). Exported by the
+    judge (``init`` and ``step`` static) and run on its own inputs; the inner jit traces ``step``
+    once for steps of one signature, as a training loop would (a step count kept in a global is
+    then baked in)."""
+    import jax
+
+    jitted = jax.jit(step)
     state = init(params)
     out = []
     for g, lr in zip(grads, lrs):
-        params, state = step(params, g, state, lr)
+        params, state = jitted(params, g, state, lr)
         out.append(params)
     return out
 
