@@ -416,3 +416,24 @@ def run(k, name: str, *args, static_argnums=(), **options):
     compares. Arguments at ``static_argnums`` are fixed in the program and not passed to it."""
     traced = trace(k, name, *args, static_argnums=static_argnums, **options)
     return traced(*(a for i, a in enumerate(args) if i not in tuple(static_argnums)))
+
+
+def check_matches_reference(k, name: str, reference, make_args, *, trials=3, seed=0, what=None,
+                            idea="numerics", dtype=None, rtol=None, atol=None, static_argnums=(),
+                            **options):
+    """``name`` against ``reference`` on ``trials`` fresh inputs (``make_args(rng)``, a seeded
+    NumPy Generator), every value computed by the learner's exported program at the inputs'
+    signature (:func:`run`), compared at the exercise's ``dtype``. ``options`` go to
+    :func:`trace` (``translate``, ``loops``, static arguments)."""
+    import numpy as np
+
+    from .numerics import check_close
+
+    label = what or f"jax.jit({name})"
+    rng = np.random.default_rng(seed)
+    for trial in range(trials):
+        args = make_args(rng)
+        expected = reference(*args)
+        got = run(k, name, *args, static_argnums=static_argnums, label=label, **options)
+        check_close(got, expected, what=f"{label}'s result on random input #{trial + 1}", idea=idea,
+                    dtype=dtype, rtol=rtol, atol=atol)

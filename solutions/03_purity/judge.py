@@ -1,16 +1,22 @@
 """The judge of 03_purity (trusted: runs in the grader, never in the learner's kernel).
 
 One ``test_<name>(k)`` per graded test cell; ``k`` is an :class:`autograder.judge.Kernel`.
-Values are compared judge-side with references computed here, on inputs drawn from ``k.rng``
-(fresh at every grading). Kernel-side claims are used only for what the kernel alone can see:
-the notebook's globals that a call changed (the ``check_globals_unchanged`` claim). Same
-inputs giving the same outputs, and jit agreeing with the reference, are checked judge-side.
+Every exercise here can be traced: the values that earn points come from the learner's
+exported program (one per input signature, :mod:`autograder.programs`), run by the judge on
+inputs drawn from ``k.rng`` (fresh at every grading) and compared with references computed
+here at the exercises' dtype, float32. Calls of the learner's Python in the kernel (eager) are
+kept where they see what a program cannot: an argument written in place, two calls that
+differ, and the notebook's globals a call changed (the ``check_globals_unchanged`` claim).
+What the kernel says can fail a test, never pass one: each such test also runs the program.
 """
 import numpy as np
 
 import autograder as ag
+from autograder import programs
 from autograder.judge import LearnerError
-from autograder.wire import AsJax, as_jax, values
+from autograder.wire import AsJax, Spec, values
+
+F32 = np.float32  # the exercises' dtype
 
 
 def _f32(x):
@@ -71,17 +77,23 @@ def test_step(k):
         return (_state(int(rng.integers(1, 40)), float(rng.normal(scale=10.0))), _f32(rng.normal()))
 
     ag.check_matches_reference(step, _ref_step, make_args, trials=4, seed=k.seed(), what="`step`",
-                               idea="state")
+                               idea="state", jit=False, dtype=F32)
+    # The program of jax.jit(step): the state threaded through it, every value from it.
+    program = programs.trace(k, "step", {"count": Spec((), "int32"), "total": Spec((), "float32")},
+                             Spec((), "float32"), label="jax.jit(step)")
     xs = k.rng.normal(size=6).astype(np.float32)
-    state = _state(0, 0.0)
-    jstep = step.jitted()
+    state = values(_state(0, 0.0))
     for i, x in enumerate(xs):
-        state, y = _pair(ag.call(jstep, state, _f32(x), what="jax.jit(step)"), "jax.jit(step)(state, x)")
+        state, y = _pair(program(state, x), "jax.jit(step)(state, x)")
         ag.check_close(y, np.mean(xs[: i + 1].astype(np.float64)),
-                       what=f"the running mean after {i + 1} jitted steps", idea="state")
-        state = as_jax(state) if isinstance(state, dict) else state
-    ag.check_close(values(state)["count"] if isinstance(state, dict) else state, len(xs),
+                       what=f"the running mean after {i + 1} jitted steps", idea="state", dtype=F32)
+        if not isinstance(state, dict):
+            ag.fail("state", f"jax.jit(step) returned a {type(state).__name__} as its new state; `step` "
+                             "must return the state as a dict like the one it was given.")
+    ag.check_close(state["count"], np.int32(len(xs)),
                    what="the count after threading the state through 6 jitted steps", idea="state")
+    programs.check_matches_reference(k, "step", _ref_step, make_args, trials=3, seed=k.seed(),
+                                     what="jax.jit(step)", idea="state", dtype=F32)
 
 
 # --------------------------------------------------------------------------- set_diagonal
@@ -104,7 +116,8 @@ def _call_immutable(f, *args, what):
     except LearnerError as exc:
         if _immutable(exc):
             ag.fail("inplace", f"{what} assigned into a JAX array in place; JAX arrays are "
-                               "immutable, so build a new one with `x.at[i, i].set(v)`.")
+                               "immutable, so the function must return a new array with the diagonal "
+                               "updated, built with JAX's functional update syntax.")
     return ag.call(f, *args, what=what)  # any other error becomes feedback that names its idea
 
 
@@ -117,8 +130,25 @@ def _numpy_input_untouched(k, n, v):
     except LearnerError:
         return
     if not (isinstance(after, tuple) and np.array_equal(np.asarray(after[0]), xn)):
-        ag.fail("inplace", "set_diagonal on a NumPy array modified that array in place; return a new "
-                           "array instead (`jnp.asarray(x).at[i, i].set(v)`).")
+        ag.fail("inplace", "set_diagonal on a NumPy array modified that array in place; the function "
+                           "must return a new array, built in JAX, and leave the one it was given as it was.")
+
+
+def _traced_numpy(exc, label):
+    """Under jit there is no NumPy array to write into."""
+    import jax
+
+    if isinstance(exc, jax.errors.TracerArrayConversionError):
+        return ag.ExerciseFailure(
+            "inplace", f"{label} converted a traced array to NumPy to write into it; under jit there is no "
+                       "NumPy array to write into. The new array must be built in JAX, with its "
+                       "functional update syntax.")
+    return None
+
+
+def _set_diagonal_program(k, x, v):
+    """jax.jit(set_diagonal) at the signature of (x, v): the learner's exported program."""
+    return programs.trace(k, "set_diagonal", x, v, translate=_traced_numpy, label="jax.jit(set_diagonal)")
 
 
 def test_set_diagonal(k):
@@ -132,14 +162,11 @@ def test_set_diagonal(k):
     ag.check_close(out, _ref_set_diagonal(xv, 7.0), what="set_diagonal(x, 7.0)", idea="inplace")
     if after is not None:
         ag.check_close(after[0], xv, what="x after set_diagonal(x, 7.0)", idea="inplace")
-    try:
-        _same_twice(set_diagonal.jitted(), (_f32(xv), 4.0), "jax.jit(set_diagonal)")
-    except ag.ExerciseFailure as exc:
-        if exc.idea == "async":  # TracerArrayConversionError under jit
-            ag.fail("inplace", "jax.jit(set_diagonal) converted a traced array to NumPy to write into it; "
-                               "under jit there is no NumPy array to write into. Build the new array in "
-                               "JAX with `x.at[i, i].set(v)`.")
-        raise
+    # The program of jax.jit(set_diagonal), with v a scalar and a vector: the values that count.
+    for v in (np.float32(4.0), k.rng.normal(size=4).astype(np.float32)):
+        shown = "a scalar v" if np.ndim(v) == 0 else "a vector v"
+        ag.check_close(_set_diagonal_program(k, xv, v)(xv, v), _ref_set_diagonal(xv, v),
+                       what=f"jax.jit(set_diagonal)(x, v) with {shown}", idea="inplace", dtype=F32)
     k.claim("check_globals_unchanged", "set_diagonal", _f32(xv), 4.0, what="`set_diagonal`")
     v = k.rng.normal(size=4).astype(np.float32)
     out = _call_immutable(set_diagonal, _f32(xv), _f32(v), what="set_diagonal(x, v) with a vector v")
@@ -151,11 +178,12 @@ def test_set_diagonal(k):
         return x, v
 
     ag.check_matches_reference(set_diagonal, _ref_set_diagonal, make_args, trials=3, seed=k.seed(),
-                               what="`set_diagonal`")
-    # Other sizes, under jit only: one small program each.
-    ag.check_matches_reference(set_diagonal.jitted(), _ref_set_diagonal,
-                               lambda rng: make_args(rng, n=int(rng.integers(2, 7))), trials=2,
-                               seed=k.seed(), jit=False, what="`jax.jit(set_diagonal)`")
+                               what="`set_diagonal`", jit=False, dtype=F32)
+    # Other sizes: one small program each.
+    programs.check_matches_reference(k, "set_diagonal", _ref_set_diagonal,
+                                     lambda rng: make_args(rng, n=int(rng.integers(2, 7))), trials=3,
+                                     seed=k.seed(), what="`jax.jit(set_diagonal)`", idea="inplace",
+                                     dtype=F32, translate=_traced_numpy)
     _numpy_input_untouched(k, 4, np.arange(4, dtype=np.float32))
 
 
@@ -167,11 +195,11 @@ def _ref_normalize(x):
 
 
 def _check_normalized(f, x, what, idea="numerics"):
-    """f(x) against the reference; a result that uses the sample variance, or adds eps outside
-    the square root, is told which."""
-    got = ag.call(f, _f32(x), what=what)
+    """f(x) against the reference (``f``: the kernel's function, or a program); a result that
+    uses the sample variance, or adds eps outside the square root, is told which."""
+    got = ag.call(f, _f32(x) if not isinstance(f, programs.Traced) else x, what=what)
     try:
-        ag.check_close(got, _ref_normalize(x), what=what, idea=idea)
+        ag.check_close(got, _ref_normalize(x), what=what, idea=idea, dtype=F32)
     except ag.ExerciseFailure as exc:
         xd = np.asarray(x, np.float64)
         centred = xd - xd.mean(axis=0)
@@ -198,14 +226,18 @@ def test_normalize_batch(k):
     k.claim("check_globals_unchanged", "normalize_batch", _f32(b1), what="`normalize_batch`")
     _check_normalized(normalize_batch, b1, "normalize_batch(batch 1)")
     _check_normalized(normalize_batch, b2, "normalize_batch(batch 2), called after batch 1", idea="purity")
-    # A batch with features that vary far less than sqrt(eps), eagerly and under jit.
+    # The program of jax.jit(normalize_batch): both batches in turn, and a batch with features
+    # that vary far less than sqrt(eps).
+    program = programs.trace(k, "normalize_batch", Spec((8, 3), "float32"), label="jax.jit(normalize_batch)")
     tiny = ((k.rng.normal(size=(8, 3)) + [0.5, -1.0, 2.0]) * [1.0, 1e-2, 1e-3]).astype(np.float32)
-    for f, label in ((normalize_batch, "normalize_batch"), (normalize_batch.jitted(), "jax.jit(normalize_batch)")):
-        _check_normalized(f, tiny, f"{label}(a batch whose features have spreads 1, 1e-2 and 1e-3)")
+    _check_normalized(normalize_batch, tiny, "normalize_batch(a batch whose features have spreads 1, 1e-2 and 1e-3)")
+    for x, label in ((b1, "jax.jit(normalize_batch)(batch 1)"), (b2, "jax.jit(normalize_batch)(batch 2)"),
+                     (tiny, "jax.jit(normalize_batch)(a batch whose features have spreads 1, 1e-2 and 1e-3)")):
+        _check_normalized(program, x, label)
     ag.check_matches_reference(normalize_batch, _ref_normalize, lambda rng: (_f32(_batch(rng)),), trials=3,
-                               seed=k.seed(), what="`normalize_batch`")
-    # Other batch shapes, under jit only: one small program each.
-    ag.check_matches_reference(
-        normalize_batch.jitted(), _ref_normalize,
-        lambda rng: (_f32(_batch(rng, b=int(rng.integers(4, 12)), d=int(rng.integers(2, 6)))),),
-        trials=2, seed=k.seed(), jit=False, what="`jax.jit(normalize_batch)`")
+                               seed=k.seed(), what="`normalize_batch`", jit=False, dtype=F32)
+    # Other batch shapes: one small program each.
+    programs.check_matches_reference(
+        k, "normalize_batch", _ref_normalize,
+        lambda rng: (_batch(rng, b=int(rng.integers(4, 12)), d=int(rng.integers(2, 6))),),
+        trials=3, seed=k.seed(), what="`jax.jit(normalize_batch)`", dtype=F32)
