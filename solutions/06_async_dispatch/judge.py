@@ -10,37 +10,23 @@ One ``test_<name>(k)`` per graded test cell; ``k`` is an :class:`autograder.judg
   against the known durations; the calls made and when each result was waited for come back
   as data from the kernel; the time the whole request took is measured here (a timer that
   waits for each timed result, one at a time, cannot finish before their work is done).
-- ``train_losses``: values against the judge's own copy of the SGD math, on fresh data and
-  step counts, eagerly and under ``jax.jit``, an array of shape ``(steps,)``. Its program is
-  exported (``k.export``: traced under ``jax.jit``, so ``float()``, ``.item()`` or
-  ``np.asarray`` of a traced loss fails) and run here on the judge's inputs. The transfer
-  guard is a kernel-side claim (it fires on GPU/TPU only).
 - ``fused_update``: values against a NumPy reference on fresh inputs and learning rates. Its
   program is exported with every argument traced (a learning rate marked static fails to
   trace: it would compile again for each value) and read here: the top level of the module's
   ``main`` is what one call dispatches (one ``call`` of a jitted function, or several, or
-  eager operations); the exported program is also run here on fresh inputs.
+  eager operations), read from the parsed module (:mod:`autograder.programs`); the values that
+  earn points are that same program's, run here on fresh inputs (float32, the exercise's dtype).
+  Eager calls in the kernel stay as fail-only checks.
 """
 import math
 import numbers
-import re
 import time
 
 import numpy as np
 
 import autograder as ag
-from autograder.feedback import explain_error
-from autograder.wire import AsJax, Opaque, Ref, Spec, as_jax
-
-
-def _runs_here(exported) -> bool:
-    """Whether the judge's own backend can run the exported program (the kernel exports for
-    its platform: a GPU kernel's program does not run on a CPU-only grader)."""
-    import jax
-
-    here = jax.default_backend()
-    names = {"gpu": {"cuda", "rocm"}}.get(here, {here})
-    return bool(names & set(getattr(exported.exported, "platforms", ()) or ()))
+from autograder import programs
+from autograder.wire import AsJax, Opaque, Ref, Spec
 
 
 # --------------------------------------------------------------------------- honest_time
@@ -149,71 +135,6 @@ def test_honest_time(k):
                               "one slow outlier must not move it.")
 
 
-# --------------------------------------------------------------------------- train_losses
-
-def _reference_losses(params, batches):
-    """The judge's own copy of the notebook's sgd_step (MSE of x @ w + b, learning rate 0.1),
-    in float64: the loss before each step."""
-    w, b = np.asarray(params["w"], np.float64), float(params["b"])
-    losses = []
-    for x, y in zip(np.asarray(batches["x"], np.float64), np.asarray(batches["y"], np.float64)):
-        r = x @ w + b - y
-        losses.append(np.mean(r ** 2))
-        w, b = w - 0.1 * 2 * x.T @ r / len(y), b - 0.1 * 2 * np.mean(r)
-    return np.array(losses)
-
-
-def _data(rng, steps, batch=8, d=3):
-    params = {"w": (rng.normal(size=d) * 0.1).astype(np.float32), "b": np.float32(rng.normal() * 0.1)}
-    x = rng.normal(size=(steps, batch, d)).astype(np.float32)
-    y = (x @ rng.normal(size=d) + rng.uniform(-1, 1) + 0.1 * rng.normal(size=(steps, batch))).astype(np.float32)
-    return params, {"x": x, "y": y}
-
-
-def _as_async(exc, label):
-    """A traced loss converted to Python or NumPy is a hidden host sync (idea: async)."""
-    return explain_error([c.__name__ for c in type(exc).__mro__], str(exc), label, concrete_idea="async")
-
-
-def _specs(tree):
-    return {name: Spec(np.shape(a), str(np.asarray(a).dtype)) for name, a in tree.items()}
-
-
-def _check_losses(f, params, batches, label, what):
-    steps = batches["x"].shape[0]
-    got = ag.call(f, as_jax(params), as_jax(batches), what=label, translate=_as_async)
-    if not isinstance(got, np.ndarray) or got.shape != (steps,):
-        ag.fail("async", f"{label} returned {type(got).__name__} of shape {getattr(got, 'shape', None)}; "
-                         f"return the losses as one array of shape ({steps},), stacked on the device.")
-    ag.check_close(got, _reference_losses(params, batches),
-                   what=f"{what} (the loss `sgd_step` returns at each step)", rtol=1e-3, atol=1e-5)
-    return got
-
-
-def test_train_losses(k):
-    train_losses = k.fn("train_losses")
-    jitted = train_losses.jitted()
-    p, b = _data(k.rng, 6)
-    got = _check_losses(train_losses, p, b, "train_losses(params, batches) over 6 steps",
-                        "train_losses(params, batches) over 6 steps")
-    # Exported (traced under jax.jit): float(), .item() or np.asarray on a traced loss fails to
-    # trace. The exported program then runs here, on the judge's own copy of the inputs.
-    label = "tracing train_losses under jax.jit"
-    exported = ag.call(k.export, "train_losses", _specs(p), _specs(b), what=label, translate=_as_async)
-    if _runs_here(exported):
-        ag.check_close(np.asarray(exported.call(p, b, loops=True)), _reference_losses(p, b),
-                       what="the exported jax.jit(train_losses), run by the grader over 6 steps, (the loss "
-                            "`sgd_step` returns at each step)", rtol=1e-3, atol=1e-5)
-    if not getattr(got, "is_jax", False):
-        ag.fail("async", "train_losses returned a NumPy array: the losses were copied to the host inside "
-                         "it. Return the jax.Array of losses and let the caller decide when to transfer.")
-    k.claim("check_no_host_transfer", "train_losses", (as_jax(p), as_jax(b)), what="train_losses")
-    for steps in sorted(int(s) for s in k.rng.choice(np.arange(2, 21), size=2, replace=False)):
-        p, b = _data(k.rng, steps)
-        _check_losses(train_losses, p, b, f"train_losses over {steps} steps", f"train_losses over {steps} steps")
-        _check_losses(jitted, p, b, "jax.jit(train_losses)", f"jax.jit(train_losses) over {steps} steps")
-
-
 # --------------------------------------------------------------------------- fused_update
 
 def _reference_update(w, x, y, lr):
@@ -226,32 +147,17 @@ def _update_args(rng, lr, n=16, d=4):
     return AsJax(w), AsJax(x), AsJax(y), lr
 
 
-_OP = re.compile(r"^\s*(?:%[\w#:]+(?:\s*,\s*%[\w#:]+)*\s*=\s*)?\"?([\w.]+)\"?(?:\s+@\"?([^\s(\"]+))?")
-
-
-def _top_level(text):
-    """The operations of the exported module's ``main``, in order: ``(callee names, other op
-    names)``. A ``call`` there is a jitted function called from Python (its own compiled
-    program when called outside jit); any other operation ran eagerly, a dispatch of its own.
-    Constants are literals, not dispatches."""
-    lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines) if "func.func public @main" in line), None)
-    if start is None:
-        raise ValueError("no main function in the exported module")
-    calls, others, depth = [], [], 0
-    for line in lines[start + 1:]:
-        outer = depth == 0
-        depth += line.count("{") - line.count("}")
-        if depth < 0:  # the end of main
-            break
-        m = _OP.match(line)
-        if not outer or not m or not line.strip():  # nested regions belong to their op
-            continue
-        op, callee = m.group(1), m.group(2)
-        if op in ("call", "func.call"):
-            calls.append(callee or "?")
-        elif op not in ("return", "func.return", "stablehlo.constant"):
-            others.append(op.split(".")[-1])
+def _top_level(program):
+    """The operations of the exported program's entry function, in order: ``(calls, other op
+    names)``, from the parsed module. A ``call`` there is a jitted function called from Python
+    (its own compiled program when called outside jit); any other operation ran eagerly, a
+    dispatch of its own. Constants are literals, not dispatches."""
+    calls, others = [], []
+    for op in program.top_level:
+        if op.name == programs.CALL:
+            calls.append(op)
+        elif op.name not in ("func.return", "stablehlo.constant"):
+            others.append(op.name.split(".")[-1])
     return calls, others
 
 
@@ -274,9 +180,10 @@ def test_fused_update(k):
     # The program one call runs, exported with every argument traced (the learning rate
     # included: a static one fails here), read and run by the judge.
     n, d = int(k.rng.integers(8, 33)), int(k.rng.integers(2, 7))
-    exported = ag.call(k.export, "fused_update", Spec((d,), "float32"), Spec((n, d), "float32"),
-                       Spec((n,), "float32"), Spec((), "float32"), what="fused_update", translate=_as_recompile)
-    calls, others = _top_level(exported.text)
+    program = programs.trace(k, "fused_update", Spec((d,), "float32"), Spec((n, d), "float32"),
+                             Spec((n,), "float32"), Spec((), "float32"), label="fused_update",
+                             translate=_as_recompile)
+    calls, others = _top_level(program)
     shown = sorted(set(others))[:6]
     if len(calls) > 1:
         ag.fail("dispatch", f"one call of fused_update dispatches {len(calls)} separately compiled programs "
@@ -289,12 +196,13 @@ def test_fused_update(k):
         ag.fail("dispatch", f"besides one jitted call, fused_update runs {len(others)} eager operation(s) "
                             f"outside it ({', '.join(shown)}), each a separate dispatch; move them inside the "
                             "jitted function.")
-    if _runs_here(exported) and not exported.has_loops:  # an update needs no loop
+    for _ in range(3):  # the values that count: the program's, on fresh inputs and learning rates
         lr = np.float32(k.rng.uniform(0.01, 1.0))
         w, x, y = (v.value for v in _update_args(k.rng, lr, n=n, d=d)[:3])
-        ag.check_close(np.asarray(exported.call(w, x, y, lr)), _reference_update(w, x, y, float(lr)),
-                       what=f"the exported fused_update, run by the grader with learning rate {lr:.3g}",
-                       rtol=1e-4, atol=1e-5)
+        ag.check_close(program(w, x, y, lr), _reference_update(w, x, y, float(lr)),
+                       what=f"the program of fused_update, run by the grader with learning rate {lr:.3g}",
+                       rtol=1e-4, atol=1e-5, dtype=np.float32)
     ag.check_matches_reference(fused_update, _reference_update,
                                lambda rng: _update_args(rng, float(rng.uniform(0.01, 1.0))),
-                               trials=3, seed=k.seed(), rtol=1e-4, atol=1e-5, what="`fused_update`")
+                               trials=3, seed=k.seed(), rtol=1e-4, atol=1e-5, what="`fused_update`",
+                               jit=False, dtype=np.float32)
