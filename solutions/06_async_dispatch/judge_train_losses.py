@@ -1,0 +1,127 @@
+"""The judge of 06_async_dispatch's ``train_losses`` (trusted: runs in the grader, never in the kernel).
+
+``train_losses(params, batches)`` must be the whole training loop as one compiled program. The
+values and the structure graded come from the learner's exported programs (``k.export`` traces
+under ``jax.jit``, so ``float()``, ``.item()`` or ``np.asarray`` of a traced loss fails there):
+one program per number of steps, each run here on the judge's own inputs (``loops=True``: the
+exercise needs a loop inside the program) and compared with the judge's float64 copy of the
+notebook's ``sgd_step``; the programs read as parsed modules (:mod:`autograder.programs`) have
+the same number of operations at two step counts (the loop is inside, not unrolled). Kernel
+claims, which can only fail the test: one trace of ``jax.jit(train_losses)`` for new values of one
+shape (its outputs checked here), and no host transfer (the guard fires on GPU and TPU only).
+The direct call must return a ``jax.Array`` of the right values.
+"""
+import numpy as np
+
+import autograder as ag
+from autograder import programs
+from autograder.feedback import explain_error
+from autograder.wire import Fixture, Ref, Spec, as_jax
+
+LR = 0.1  # the notebook's sgd_step
+
+
+def _reference_losses(params, batches):
+    """The judge's own copy of the notebook's sgd_step (MSE of x @ w + b, learning rate 0.1), in
+    float64: the loss before each step."""
+    w, b = np.asarray(params["w"], np.float64), float(params["b"])
+    losses = []
+    for x, y in zip(np.asarray(batches["x"], np.float64), np.asarray(batches["y"], np.float64)):
+        r = x @ w + b - y
+        losses.append(np.mean(r ** 2))
+        w, b = w - LR * 2 * x.T @ r / len(y), b - LR * 2 * np.mean(r)
+    return np.array(losses)
+
+
+def _data(rng, steps, batch=8, d=3):
+    params = {"w": (rng.normal(size=d) * 0.1).astype(np.float32), "b": np.float32(rng.normal() * 0.1)}
+    x = rng.normal(size=(steps, batch, d)).astype(np.float32)
+    y = (x @ rng.normal(size=d) + rng.uniform(-1, 1) + 0.1 * rng.normal(size=(steps, batch))).astype(np.float32)
+    return params, {"x": x, "y": y}
+
+
+def _as_async(exc, label):
+    """A traced loss converted to Python or NumPy is a hidden host sync (idea: async)."""
+    return explain_error([c.__name__ for c in type(exc).__mro__], str(exc), label, concrete_idea="async")
+
+
+def _specs(tree):
+    return {name: Spec(np.shape(a), str(np.asarray(a).dtype)) for name, a in tree.items()}
+
+
+def _tolerance():
+    rtol, atol = ag.tolerance("float32")
+    return 10 * rtol, 10 * atol  # a few steps of float32 SGD, each loss a mean of squares
+
+
+def _check_values(got, params, batches, what):
+    steps = batches["x"].shape[0]
+    if not isinstance(got, np.ndarray) or got.shape != (steps,):
+        ag.fail("async", f"{what} returned {type(got).__name__} of shape {getattr(got, 'shape', None)}; "
+                         f"return the losses as one array of shape ({steps},), stacked on the device.")
+    if got.dtype != np.float32:
+        ag.fail("async", f"{what} returned losses of dtype {got.dtype}; `sgd_step`'s losses are float32.")
+    rtol, atol = _tolerance()
+    ag.check_close(got, _reference_losses(params, batches), what=f"{what} (the loss `sgd_step` returns at each "
+                                                                  "step)", rtol=rtol, atol=atol)
+
+
+def _runs_here(exported) -> bool:
+    import jax
+
+    here = jax.default_backend()
+    names = {"gpu": {"cuda", "rocm"}}.get(here, {here})
+    return bool(names & set(getattr(exported.exported, "platforms", ()) or ()))
+
+
+def _program(k, steps):
+    """The exported jax.jit(train_losses) for ``steps`` steps, its facts, and its values run here."""
+    p, b = _data(k.rng, steps)
+    label = "tracing train_losses under jax.jit"
+    exported = ag.call(k.export, "train_losses", _specs(p), _specs(b), what=label, translate=_as_async)
+    facts = programs.read(exported)
+    if _runs_here(exported):
+        p, b = _data(k.rng, steps)  # new values for the same program
+        got = exported.call(p, b, loops=True)
+        _check_values(np.asarray(got) if got is not None else None, p, b,
+                      f"the exported jax.jit(train_losses), run by the grader over {steps} steps,")
+    return facts
+
+
+def test_train_losses(k):
+    train_losses = k.fn("train_losses")
+    # The direct call: a jax.Array of the losses, right values.
+    p, b = _data(k.rng, 6)
+    got = ag.call(train_losses, as_jax(p), as_jax(b), what="train_losses(params, batches) over 6 steps",
+                  translate=_as_async)
+    _check_values(got, p, b, "train_losses(params, batches) over 6 steps")
+    # One program per number of steps, of one size: the loop is inside the program.
+    few, many = sorted(int(s) for s in k.rng.choice(np.arange(3, 25), size=2, replace=False))
+    small, large = _program(k, few), _program(k, many)
+    if large.total != small.total:
+        ag.fail("dispatch", f"the program of jax.jit(train_losses) has {small.total} operations over {few} steps "
+                            f"and {large.total} over {many}: it grows with the number of steps, so the loop was "
+                            "unrolled into the program while tracing instead of running inside it as one loop.")
+    if not small.has_loops:
+        ag.fail("dispatch", f"the program of jax.jit(train_losses) over {few} steps has no loop, yet it does "
+                            f"{few} training steps: the steps must run as one loop inside the compiled program.")
+    if not getattr(got, "is_jax", False):
+        ag.fail("async", "train_losses returned a NumPy array: the losses were copied to the host inside it. "
+                         "Return the jax.Array of losses and let the caller decide when to transfer.")
+    # Kernel claims (they can only fail): one trace for new values of one shape, no host transfer.
+    calls = []
+    for _ in range(3):
+        p, b = _data(k.rng, few)
+        calls.append((as_jax(p), as_jax(b)))
+    report = ag.call(lambda: k.call(Fixture("jit_traces"), Ref("train_losses"), calls), what="jax.jit(train_losses)",
+                     translate=_as_async)
+    outs = report.get("outs") if isinstance(report, dict) else None
+    for i, (p, b) in enumerate(calls):
+        values = (outs[i] if isinstance(outs, list) and len(outs) > i else None)
+        _check_values(values, {n: a.value for n, a in p.items()}, {n: a.value for n, a in b.items()},
+                      f"jax.jit(train_losses) over {few} steps, call #{i + 1},")
+    if report.get("traces") != 1:
+        ag.fail("dispatch", f"jax.jit(train_losses) traced {report.get('traces')} times for {len(calls)} calls with "
+                            "new values of one shape: one compiled program must serve them all.")
+    p, b = _data(k.rng, few)
+    k.claim("check_no_host_transfer", "train_losses", (as_jax(p), as_jax(b)), what="train_losses")
