@@ -15,8 +15,9 @@ Operations (``op``):
   arguments) where the call needs kernel-side objects (a mesh, ``jax.set_mesh``) or compares
   kernel-side values that are not data (arbitrary hashable keys);
 - ``get``: the value of the notebook's global ``name``;
-- ``export``: ``jax.export.export(jax.jit(fn))`` at the given :class:`~autograder.wire.Spec`
-  arguments; reply: ``{"exported": <base64 of the serialized module>}``;
+- ``export``: ``jax.export.export(jax.jit(fn), platforms=("cpu",))`` (the judge's platform) at
+  the given :class:`~autograder.wire.Spec` arguments; reply: ``{"exported": <base64 of the
+  serialized module>}``;
 - ``claim``: run one of the package's checks (:data:`CLAIMS`) on ``name`` and ``args``, after
   resetting and checking the JAX configuration; reply ``{"claim": {"ok", "idea", "detail"}}``.
 
@@ -340,8 +341,8 @@ def _run(req) -> dict:
 
             reset_config()
             try:
-                exp = export.export(jax.jit(fn, static_argnums=nums or None,
-                                            static_argnames=names or None))(*args, **kwargs)
+                exp = export.export(jax.jit(fn, static_argnums=nums or None, static_argnames=names or None),
+                                    platforms=("cpu",))(*args, **kwargs)  # where the judge runs it
             except NotImplementedError as exc:  # JAX refuses to export host callbacks
                 if "callback" in str(exc):
                     return {"callback": str(exc)[:MESSAGE_LIMIT]}

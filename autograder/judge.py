@@ -39,6 +39,7 @@ import numpy as np
 
 from . import wire
 from .feedback import TAUGHT_IN, ExerciseFailure, explain_error
+from .runner import ProgramFailure, ProgramRunner
 
 REQUEST_TIMEOUT = 120.0
 JUDGE_CPU_DEVICES = 8  # the CPU devices of every grading process (09_sharding's judge meshes them)
@@ -221,9 +222,9 @@ class Channel:
 # --------------------------------------------------------------------------- the judge's proxy
 
 # Host callbacks (jax.pure_callback, io_callback, debug.print) in an exported module: learner
-# Python would run inside the judge's process.
+# Python would run in the process that runs the program. (Kept for judges that import it; the
+# allow-list of :mod:`autograder.allowlist` refuses every custom_call but the vetted ones.)
 _CALLBACK = re.compile(r"callback|python|host", re.IGNORECASE)
-_TARGET = re.compile(r"custom_call\s*@([\w.$-]+)|call_target_name\s*=\s*\"([^\"]+)\"")
 
 
 class RemoteFunction:
@@ -255,36 +256,132 @@ class RemoteFunction:
 
 class Exported:
     """A learner function's traced program, moved into the judge: ``exported`` (a
-    ``jax.export.Exported``), ``text`` (its StableHLO) and ``call(*args)`` on judge inputs."""
+    ``jax.export.Exported``), read here as a parsed module (:attr:`structure`: every operation,
+    nested bodies included, read by :mod:`autograder.programs`; :meth:`ops`, :attr:`has_loops`,
+    :meth:`collectives`, :meth:`custom_calls`) and run, on the judge's inputs, in the contained program runner
+    (:meth:`call`, or calling the object itself): every fact and every value from the same
+    artifact. ``blob``: its serialized bytes (``exported.serialize()`` when not given);
+    ``runner``: the :class:`autograder.runner.ProgramRunner` to run it in (default: the
+    current one, :func:`autograder.runner.current`). ``text`` (its StableHLO, printed) is kept
+    for judges that still read it; never search it: names and locations in it are the
+    learner's."""
 
-    def __init__(self, exported, text):
-        self.exported, self.text = exported, text
+    def __init__(self, exported, text=None, *, blob=None, runner=None, name="the function"):
+        self.exported = exported
+        self._text = text
+        self._blob = blob
+        self.runner = runner
+        self.name = name
+        self._structure = None
+        self._refusal = None
+        self.ran_in: dict = {}  # pid and uid of the process that computed the last call
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            self._text = self.exported.mlir_module()
+        return self._text
+
+    @property
+    def blob(self) -> bytes:
+        if self._blob is None:
+            self._blob = bytes(self.exported.serialize())
+        return self._blob
+
+    contained = True  # its calls run in the contained program runner (autograder.programs.Traced)
+
+    @property
+    def structure(self):
+        """The parsed program (:class:`autograder.programs.Program`: ``op_counts``,
+        ``has_loops``, ``collectives``, ``custom_call_targets``, ``top_level``, ``ops``)."""
+        if self._structure is None:
+            from . import programs
+
+            self._structure = programs.read(self.exported)
+        return self._structure
+
+    def ops(self):
+        """``Counter`` of operation names (``stablehlo.add``...), nested bodies and called
+        functions included (:attr:`autograder.programs.Facts.op_counts`)."""
+        return self.structure.op_counts
 
     @property
     def has_loops(self) -> bool:
-        """Whether the program has a loop (``stablehlo.while``; any "while" in its text counts)."""
-        return "while" in self.text
+        """Whether the program has a loop (a ``stablehlo.while`` operation, wherever it is)."""
+        return self.structure.has_loops
 
-    def call(self, *args, loops: bool = False, **kwargs):
-        """Run the program here, in the grading process. A loop may never end, and a program
-        running in native code cannot be interrupted: a program with a loop is run only where
-        the judge says the exercise needs one (``loops=True``; then only the batch's watchdog,
-        past the notebook's time limit, ends a loop that does not). Judges test
-        :attr:`has_loops` first."""
-        if self.has_loops and not loops:
-            raise RuntimeError("a program with a loop is not run in the grading process unless the "
-                               "judge allows it (loops=True)")
-        try:
-            return self.exported.call(*args, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - XLA's error type differs across JAX versions
-            if "RESOURCE_EXHAUSTED" not in str(exc):
-                raise
-            raise ChannelError("The program traced from your function ran out of memory when the grader "
-                               f"ran it ({str(exc).strip().splitlines()[0][:200]}): it builds arrays far "
-                               "larger than the exercise needs.") from None
+    def collectives(self) -> dict:
+        return self.structure.collectives
 
     def custom_calls(self) -> list[str]:
-        return sorted({a or b for a, b in _TARGET.findall(self.text)})
+        return sorted(self.structure.custom_call_targets)
+
+    def refusal(self) -> str:
+        """'' when the runner may run the program, else why not (learner-facing)."""
+        if self._refusal is None:
+            from . import allowlist
+
+            try:
+                structure = self.structure
+            except Exception:  # noqa: BLE001 - allowlist.refusal says the module cannot be parsed
+                structure = None
+            self._refusal = allowlist.refusal(self.exported, structure)
+        return self._refusal
+
+    def check(self) -> "Exported":
+        """Raise the learner-facing :class:`ExerciseFailure` when the program is refused."""
+        why = self.refusal()
+        if why:
+            idea = "purity" if "into Python" in why or "side effects" in why else "tampering"
+            text = ("calls back into Python from the compiled program" if idea == "purity"
+                    else "cannot be graded")
+            raise ExerciseFailure(idea, f"The program of {self.name} {text}: {why}; the grader only runs "
+                                        "pure JAX programs, exported for its own platform.")
+        return self
+
+    def call(self, *args, loops=None, timeout=None, **kwargs):
+        """Run the program on ``args``/``kwargs`` (its dynamic arguments, as the export took
+        them: static arguments are part of the program) in the contained program runner, and
+        return its outputs in the program's output structure, as :class:`autograder.wire.
+        KernelArray` leaves (values; ``.sharding``, a description with ``type_spec`` and
+        ``type``, the sharding in the output's type). A program that crashes the runner, runs
+        past its time or out of memory raises :class:`autograder.runner.ProgramFailure`
+        (learner-facing). ``loops`` is ignored (a loop that never ends is a timeout)."""
+        import jax
+
+        from . import runner as runner_mod
+
+        self.check()
+        exp = self.exported
+        leaves, tree = jax.tree_util.tree_flatten((tuple(args), dict(kwargs)))
+        if tree != exp.in_tree:
+            raise TypeError(f"the program of {self.name} takes {exp.in_tree}, not {tree}")
+        flat = []
+        for leaf, aval in zip(leaves, exp.in_avals):
+            if isinstance(leaf, (np.ndarray, np.generic)) or hasattr(leaf, "__array__"):
+                a = np.asarray(leaf)
+            else:  # a Python number: the program's dtype
+                a = np.asarray(leaf, dtype=aval.dtype)
+            flat.append(a)
+        run = self.runner or runner_mod.current()
+        reply = run.run(self.blob, flat, timeout=timeout)
+        outs, types = reply["outputs"], reply.get("types")
+        if len(outs) != exp.out_tree.num_leaves or not all(
+                isinstance(o, wire.KernelArray) for o in outs):
+            raise runner_mod.ProgramFailure("The grader's program runner answered with outputs that are not "
+                                            "the program's; please tell the course staff.")
+        for i, (o, aval) in enumerate(zip(outs, exp.out_avals)):
+            shape = tuple(aval.shape)
+            if all(type(d) is int for d in shape) and (tuple(o.shape) != shape or o.dtype != aval.dtype):
+                raise runner_mod.ProgramFailure("The grader's program runner answered with outputs that are "
+                                                "not the program's; please tell the course staff.")
+            if isinstance(types, list) and i < len(types) and isinstance(types[i], dict):
+                o.sharding = {**(o.sharding or {}), **{k: types[i].get(k) for k in ("type", "type_spec")}}
+        self.ran_in = {"pid": reply.get("pid"), "uid": reply.get("uid"), "host_pid": getattr(run.proc, "pid", None),
+                       "containment": run.mode}
+        return exp.out_tree.unflatten(outs)
+
+    __call__ = call
 
 
 class Kernel:
@@ -294,9 +391,12 @@ class Kernel:
     ``seed()``: a fresh integer seed from it (for ``ag.check_matches_reference(seed=...)``).
     """
 
-    def __init__(self, client=None, *, channel: Channel | None = None, seed: int | None = None, **channel_kw):
+    def __init__(self, client=None, *, channel: Channel | None = None, seed: int | None = None, runner=None,
+                 **channel_kw):
         self.channel = channel or Channel(client, **channel_kw)
         self.rng = np.random.default_rng(secrets.randbits(128) if seed is None else seed)
+        self.runner = runner  # the ProgramRunner of this grading (None: autograder.runner.current())
+        self._programs: dict = {}
 
     def seed(self) -> int:
         return int(self.rng.integers(0, 2**63 - 1))
@@ -362,8 +462,12 @@ class Kernel:
         return self._reply({"op": "get", "name": name}, f"`{name}`").get("value")
 
     def export(self, name, *specs, static_argnums=(), static_argnames=(), **kwargs) -> Exported:
-        """``jax.export`` of ``jax.jit(name)`` at ``specs`` (:class:`~autograder.wire.Spec`),
-        deserialized judge-side. A module with host callbacks or effects is refused."""
+        """``jax.export`` of ``jax.jit(name)`` at ``specs`` (:class:`~autograder.wire.Spec`;
+        static arguments given as values, named in ``static_argnums``/``static_argnames``),
+        exported for the judge's platform (CPU), deserialized judge-side and checked against the
+        allow-list (:mod:`autograder.allowlist`): a program with host callbacks or effects, an
+        operation the grader does not run, or exported for another platform is refused here,
+        with feedback that says what, whether or not the judge then runs it."""
         from jax import export
 
         reply = self._reply({"op": "export", "name": name, "args": tuple(specs), "kwargs": dict(kwargs),
@@ -377,17 +481,26 @@ class Kernel:
         if not isinstance(data, str):
             raise ChannelError("The kernel's exported program is missing.")
         try:
-            exp = export.deserialize(bytearray(base64.b64decode(data, validate=True)))
-            text = exp.mlir_module()
+            blob = base64.b64decode(data, validate=True)
+            exp = export.deserialize(bytearray(blob))
         except Exception as exc:  # noqa: BLE001 - a forged or broken module
             raise ChannelError(f"The exported program cannot be read ({type(exc).__name__}).") from None
-        result = Exported(exp, text)
-        bad = [t for t in result.custom_calls() if _CALLBACK.search(t)]
-        if bad or getattr(exp, "ordered_effects", ()) or getattr(exp, "unordered_effects", ()):
-            raise ExerciseFailure("purity", f"`{name}` calls back into Python from the compiled program "
-                                            f"({', '.join(bad) or 'effects'}); the grader only runs pure "
-                                            "JAX programs.")
-        return result
+        return Exported(exp, blob=blob, runner=self.runner, name=f"`{name}`").check()
+
+    def program(self, name, *specs, static_argnums=(), static_argnames=(), **kwargs) -> Exported:
+        """The ONE exported program of ``name`` at this input signature (``specs`` and the static
+        arguments), exported once per notebook grading and cached: its values
+        (``prog(*dynamic_args)``, run in the program runner) and its structure
+        (``prog.ops()``, ``prog.has_loops``...) come from the same artifact. E.g.::
+
+            prog = k.program("ema", Spec((8, 2), "float32"), Spec((), "float32"))
+            ys = prog(xs, np.float32(0.3))
+        """
+        key = wire.encode((name, tuple(specs), list(static_argnums), list(static_argnames), dict(kwargs)))
+        if key not in self._programs:
+            self._programs[key] = self.export(name, *specs, static_argnums=static_argnums,
+                                              static_argnames=static_argnames, **kwargs)
+        return self._programs[key]
 
     def claim(self, check: str, name: str, *args, **options) -> None:
         """Run ``ag.<check>(name, *args, **options)`` in the kernel; a failing claim raises its
@@ -476,6 +589,8 @@ def verdict(test, k: Kernel, grade_id: str) -> str:
         return str(exc)
     except ChannelError as exc:
         return str(exc)
+    except ProgramFailure as exc:
+        return str(exc)
     except LearnerError as exc:
         if isinstance(exc, NameError):
             return NOT_DEFINED.format(ename=type(exc).__name__, evalue=str(exc))
@@ -488,25 +603,28 @@ def verdict(test, k: Kernel, grade_id: str) -> str:
 
 
 def run_judge(assignment_dir, kernel_client=None, *, grade_ids=None, kernel: Kernel | None = None,
-              **channel_kw) -> dict:
+              runner: ProgramRunner | None = None, **channel_kw) -> dict:
     """``{grade_id: feedback or ""}`` for the judge file of ``assignment_dir`` (the trusted
     ``solutions/<assignment>/``), run against a live kernel.
 
     ``grade_ids`` (default: the file's ``test_*`` functions) are the test cells to judge; one
-    the file has no function for scores zero with a message.
+    the file has no function for scores zero with a message. ``runner``: the program runner of
+    this grading (default: :func:`autograder.runner.current`).
     """
     try:
         tests = judge_tests(assignment_dir)
     except Exception as exc:  # noqa: BLE001
         msg = f"Not graded: the grader's judge file cannot be loaded ({type(exc).__name__}: {exc})."
         return {g: msg for g in (grade_ids or [])}
-    k = kernel or Kernel(kernel_client, **channel_kw)
+    k = kernel or Kernel(kernel_client, runner=runner, **channel_kw)
     out = {}
     for gid in (grade_ids if grade_ids is not None else list(tests)):
         test = tests.get(gid)
         channel = getattr(k, "channel", None)
         if isinstance(channel, Channel):  # a test cell's time limit, as when tests ran in the kernel
             channel.test_deadline = time.monotonic() + channel.timeout
+            if runner is not None:  # its programs' runs share it
+                runner.deadline = min(d for d in (channel.test_deadline, channel.deadline) if d is not None)
         out[gid] = (verdict(test, k, gid) if test is not None else
                     f"Not graded: the grader's judge has no check for {gid}; please tell the course staff.")
     return out
@@ -549,6 +667,7 @@ class JudgeStep:
         self.verdicts: dict | None = None  # None: the judge did not run
         self.grade_ids: list = []
         self._hidden: list = []
+        self.runner: ProgramRunner | None = None  # this notebook's program runner (see prepare)
 
     @classmethod
     def for_source(cls, source_notebook: Path, cell_timeout: float = REQUEST_TIMEOUT):
@@ -562,10 +681,28 @@ class JudgeStep:
         return is_test_cell(cell) or CHECK_TAG in (cell.get("metadata", {}).get("tags") or [])
 
     def prepare(self, nb) -> None:
+        """Hide the cells the kernel does not run, and start this notebook's program runner
+        (contained, warm while the kernel runs the notebook; its start never fails the
+        notebook: a runner that cannot start fails the tests that run a program, saying so)."""
         self.grade_ids = [c.metadata["nbgrader"]["grade_id"] for c in nb.cells if is_test_cell(c)]
         self._hidden = [c for c in nb.cells if self.skips(c)]
         for cell in self._hidden:
             cell.cell_type = "raw"
+        if self.runner is None:
+            self.runner = ProgramRunner(timeout=min(float(self.cell_timeout), 60.0))
+            try:
+                self.runner.start()
+            except Exception:  # noqa: BLE001 - said by the first run that needs it
+                pass
+
+    def close(self) -> None:
+        """Stop the program runner and give its sandbox back (idempotent)."""
+        if self.runner is not None:
+            from . import runner as runner_mod
+
+            runner_mod.use(None)
+            self.runner.close()
+            self.runner = None
 
     def restore(self, nb) -> None:
         for cell in self._hidden:
@@ -592,7 +729,10 @@ class JudgeStep:
             kc = live.blocking_client()
             try:
                 _iopub_ready(kc, time.monotonic() + 30)
-                return run_judge(self.assignment_dir, kc, grade_ids=self.grade_ids,
+                from . import runner as runner_mod
+
+                runner_mod.use(self.runner)  # judges' own Exported objects run in it too
+                return run_judge(self.assignment_dir, kc, grade_ids=self.grade_ids, runner=self.runner,
                                  timeout=self.cell_timeout, deadline=live.deadline,
                                  alive=on_loop(manager.is_alive), interrupt=on_loop(manager.interrupt_kernel))
             finally:
@@ -611,6 +751,7 @@ class JudgeStep:
         judge did not decide (the kernel died, the time ran out) get ``not_judged``."""
         from nbformat.v4 import new_output
 
+        self.close()  # the judge is done: no more programs to run
         feedback = {}
         for cell in nb.cells:
             if not is_test_cell(cell):
