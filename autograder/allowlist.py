@@ -1,7 +1,7 @@
 """What a learner's exported program may contain before the program runner runs it.
 
-A program (a ``jax.export.Exported``) is read as a parsed module: its StableHLO text is parsed
-with jaxlib's MLIR bindings and walked by operation names and regions (never searched as text:
+A program (a ``jax.export.Exported``) is read as a parsed module by :mod:`autograder.programs`
+(jaxlib's MLIR bindings, walked by operation names and regions; never searched as text:
 locations, scope and function names are the learner's to choose, and a parsed operation's name
 is not). Every operation must be of :data:`ALLOWED` (the pure StableHLO operations, CHLO's, the
 function and Shardy dialects' structure); a ``stablehlo.custom_call`` only for a target of
@@ -10,13 +10,9 @@ Shardy), with its shapes checked. Host callbacks, LAPACK or any other native cal
 outfeed, send and recv are refused, and so is a program exported for another platform than the
 judge's.
 
-:func:`walk` is the minimal walker the runner needs; :mod:`autograder.programs` (the judges'
-parsed-module reader) may replace it. Must import on JAX 0.7.2 too.
+Must import on JAX 0.7.2 too.
 """
 from __future__ import annotations
-
-from collections import Counter
-from dataclasses import dataclass, field
 
 JUDGE_PLATFORM = "cpu"  # where the program runner runs every program
 
@@ -39,12 +35,6 @@ torch_index_select transpose triangular_solve tuple unary_einsum while xor
 STRUCTURE = frozenset({"builtin.module", "func.func", "func.return", "func.call"})
 ALLOWED_DIALECTS = ("chlo.", "sdy.")  # CHLO: pure math; Shardy: meshes, shardings, shard_map
 ALLOWED = STABLEHLO | STRUCTURE
-
-LOOPS = frozenset({"stablehlo.while"})
-COLLECTIVES = frozenset(f"stablehlo.{n}" for n in (
-    "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "collective_permute",
-    "collective_broadcast")) | frozenset({"sdy.all_reduce", "sdy.all_gather", "sdy.all_slice",
-                                          "sdy.all_to_all", "sdy.collective_permute", "sdy.reduce_scatter"})
 
 
 def _same_type(op) -> str:
@@ -79,82 +69,25 @@ VETTED = {"Sharding": _same_type, "SPMDFullToShardShape": _same_kind, "SPMDShard
 VETTED_PREFIX = {"xla.sdy.": _same_kind}
 
 
-@dataclass(frozen=True)
-class Op:
-    name: str                  # e.g. "stablehlo.add"
-    target: str = ""           # a custom_call's call_target_name
-    operands: tuple = ()       # the operands' types, as text
-    results: tuple = ()        # the results' types, as text
-    loop_depth: int = 0        # how many loops it is nested in
-
-
-@dataclass
-class Structure:
-    """A walked program: every operation, in order, nested bodies included."""
-    ops: list = field(default_factory=list)
-
-    @property
-    def op_counts(self) -> Counter:
-        return Counter(op.name for op in self.ops)
-
-    @property
-    def loops(self) -> int:
-        return sum(op.name in LOOPS for op in self.ops)
-
-    @property
-    def collectives(self) -> set:
-        return {op.name for op in self.ops if op.name in COLLECTIVES}
-
-    @property
-    def custom_call_targets(self) -> list:
-        return sorted({op.target for op in self.ops if op.name == "stablehlo.custom_call"})
-
-
-def walk(exported) -> Structure:
-    """Parse ``exported``'s StableHLO (debug information plays no part: only operation names,
-    a custom_call's target and types are read) and list its operations."""
-    from jax._src.interpreters import mlir as jmlir
-    from jax._src.lib.mlir import ir
-
-    text = exported.mlir_module()
-    out = Structure()
-    with jmlir.make_ir_context():
-        module = ir.Module.parse(text)
-
-        def visit(op, depth):
-            name = op.name
-            target = ""
-            if name == "stablehlo.custom_call":
-                try:
-                    target = ir.StringAttr(op.attributes["call_target_name"]).value
-                except Exception:  # noqa: BLE001 - a call without a readable target
-                    target = "?"
-            out.ops.append(Op(name, target, tuple(str(v.type) for v in op.operands),
-                              tuple(str(r.type) for r in op.results), depth))
-            inner = depth + (name in LOOPS)
-            for region in op.regions:
-                for block in region.blocks:
-                    for child in block.operations:
-                        visit(child.operation if hasattr(child, "operation") else child, inner)
-
-        visit(module.operation, 0)
-    return out
-
-
-def refusal(exported, structure: Structure | None = None) -> str:
-    """'' when the program may run; else why not, in words for the learner."""
+def refusal(exported, program=None) -> str:
+    """'' when the program may run; else why not, in words for the learner. ``program``: its
+    :class:`autograder.programs.Program`, when already read."""
     platforms = tuple(getattr(exported, "platforms", ()) or ())
     if JUDGE_PLATFORM not in platforms:
         return (f"it was exported for {', '.join(platforms) or 'no platform'}, not for the grader's "
                 f"platform ({JUDGE_PLATFORM}); the grader runs every program it grades")
     if getattr(exported, "ordered_effects", ()) or getattr(exported, "unordered_effects", ()):
         return "it has side effects (a host callback such as jax.debug.print or io_callback)"
+    from . import programs
+
     try:
-        structure = structure or walk(exported)
+        program = program or programs.read(exported)
+    except programs.ProgramError as exc:
+        return str(exc).rstrip(".")
     except Exception as exc:  # noqa: BLE001 - a module the parser refuses
         return f"its module cannot be parsed ({type(exc).__name__})"
     bad = []
-    for op in structure.ops:
+    for op in program.ops:
         if op.name == "stablehlo.custom_call":
             check = VETTED.get(op.target) or next(
                 (c for p, c in VETTED_PREFIX.items() if op.target.startswith(p)), None)
