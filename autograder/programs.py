@@ -247,10 +247,10 @@ def spec_of(value):
     scalars, Python floats as float32 and ints as int32, in dicts, lists and tuples)."""
     import numpy as np
 
-    from .wire import AsJax, Spec
+    from .wire import MARKERS, AsJax, Spec
 
-    if isinstance(value, Spec):
-        return value
+    if isinstance(value, MARKERS) and not isinstance(value, AsJax):
+        return value  # a Spec already, or a key, a sharded array...: the kernel builds it
     if isinstance(value, AsJax):
         value = np.asarray(value.value, dtype=value.dtype) if value.dtype else np.asarray(value.value)
     if isinstance(value, dict):
@@ -272,10 +272,14 @@ def as_inputs(value):
     unwrapped, Python floats as float32 and ints as int32 (as :func:`spec_of` exports them)."""
     import numpy as np
 
-    from .wire import AsJax
+    from .wire import AsJax, Key
 
     if isinstance(value, AsJax):
         return np.asarray(value.value, dtype=value.dtype) if value.dtype else np.asarray(value.value)
+    if isinstance(value, Key):
+        import jax
+
+        return jax.random.key(value.seed, impl=value.impl) if value.impl else jax.random.key(value.seed)
     if isinstance(value, dict):
         return {k: as_inputs(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -287,6 +291,16 @@ def as_inputs(value):
     if isinstance(value, float):
         return np.float32(value)
     return value
+
+
+def raw_key(seed: int):
+    """The judge's key ``seed`` as raw data (``uint32[2]``, threefry: the values of
+    ``jax.random.key(seed)``), for a program exported with ``Spec((2,), "uint32")`` as its
+    key: the program runner takes arrays of numbers, not typed keys."""
+    import jax
+    import numpy as np
+
+    return np.asarray(jax.random.key_data(jax.random.key(int(seed))), np.uint32)
 
 
 def judge_platforms() -> set:
@@ -328,8 +342,9 @@ class Traced:
             raise AttributeError(name)
         return getattr(self.facts, name)
 
-    def __call__(self, *args):
-        """The program's outputs on ``args`` (judge-side values), run by the judge's runner."""
+    def __call__(self, *args, **kwargs):
+        """The program's outputs on ``args`` and ``kwargs`` (judge-side values; a
+        :class:`~autograder.wire.Key` becomes the judge's own key), run by the judge's runner."""
         import inspect
 
         import numpy as np
@@ -340,15 +355,16 @@ class Traced:
             raise ExerciseFailure("loops", f"the program of {self.label} has a loop (`while`), which this "
                                            "exercise does not need; the grader does not run it.")
         call = getattr(self.exported, "call")
-        kwargs = {}
+        options = {}
         try:
             if "loops" in inspect.signature(call).parameters:
-                kwargs["loops"] = True  # checked above, on the parsed program
+                options["loops"] = True  # checked above, on the parsed program
         except (TypeError, ValueError):
             pass
         inputs = tuple(as_inputs(a) for a in args)
+        named = {n: as_inputs(v) for n, v in kwargs.items()}
         try:
-            out = call(*inputs, **kwargs)
+            out = call(*inputs, **named, **options)
         except ExerciseFailure:
             raise
         except Exception as exc:  # the learner's program, or inputs it does not take
@@ -366,8 +382,9 @@ class Traced:
 def trace(k, name: str, *args, static_argnums=(), static_argnames=(), translate=None, loops=False,
           label=None, **static_kwargs) -> Traced:
     """The exported program of the notebook's ``name`` at the signature of ``args`` (judge-side
-    values or :class:`~autograder.wire.Spec`; those at ``static_argnums`` and ``static_kwargs``
-    are fixed, as Python values), one per signature and judge run (cached on ``k``).
+    values or :class:`~autograder.wire.Spec`; those at ``static_argnums``
+    and in ``static_argnames`` are fixed, as Python values; other keyword arguments are traced),
+    one per signature and judge run (cached on ``k``).
 
     Taken with the judge's program runner (``k.program``) where the judge has one, else
     ``k.export``. A learner error while tracing becomes feedback that names its idea
@@ -381,6 +398,7 @@ def trace(k, name: str, *args, static_argnums=(), static_argnames=(), translate=
     label = label or f"jax.export(jax.jit({name}))"
     nums = tuple(static_argnums)
     specs = tuple(a if i in nums else spec_of(a) for i, a in enumerate(args))
+    static_kwargs = {n: v if n in static_argnames else spec_of(v) for n, v in static_kwargs.items()}
     key = (name, repr(specs), nums, tuple(static_argnames), repr(sorted(static_kwargs.items())))
     cache = k.__dict__.setdefault("_traced_programs", {})
     if key in cache:
@@ -413,11 +431,14 @@ def trace(k, name: str, *args, static_argnums=(), static_argnames=(), translate=
     return traced
 
 
-def run(k, name: str, *args, static_argnums=(), **options):
-    """``name(*args)`` computed by its exported program (see :func:`trace`): the value a judge
-    compares. Arguments at ``static_argnums`` are fixed in the program and not passed to it."""
-    traced = trace(k, name, *args, static_argnums=static_argnums, **options)
-    return traced(*(a for i, a in enumerate(args) if i not in tuple(static_argnums)))
+def run(k, name: str, *args, static_argnums=(), static_argnames=(), **options):
+    """``name(*args, **kwargs)`` computed by its exported program (see :func:`trace`): the value
+    a judge compares. Arguments at ``static_argnums`` and in ``static_argnames`` are fixed in
+    the program and not passed to it; other keyword arguments are its traced inputs."""
+    traced = trace(k, name, *args, static_argnums=static_argnums, static_argnames=static_argnames, **options)
+    kwargs = {n: v for n, v in options.items()
+              if n not in ("translate", "loops", "label") and n not in tuple(static_argnames)}
+    return traced(*(a for i, a in enumerate(args) if i not in tuple(static_argnums)), **kwargs)
 
 
 def check_matches_reference(k, name: str, reference, make_args, *, trials=3, seed=0, what=None,

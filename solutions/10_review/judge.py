@@ -7,23 +7,23 @@ with fresh keys at every grading. Judge-side: the pair returned, its structure a
 same key giving the same values and different keys different ones, the losses going down, and
 the final loss on all the data (computed here with the judge's own copy of the model) against
 plain minibatch SGD written out in NumPy here (within 1.5x + 1e-3 of the median of three runs).
-The program is exported at two values of ``steps`` (``k.export``): its operations must not grow
-with ``steps`` (no unrolled Python loop), and it must trace without pulling a value to the host
-and contain no host callback (the export refuses them). Kernel-side claims, extras only: no key
-consumed twice (JAX's key-reuse checker)
+Every value judged comes from the learner's exported program (``steps`` static, the key, the
+parameters, the data and ``lr`` traced; :mod:`autograder.programs`), run here with the judge's
+own keys; its operations, read from the parsed module at two values of ``steps``, must not grow
+(no unrolled Python loop), and it must trace without pulling a value to the host and contain no
+host callback. Kernel-side claims, fail-only: no key consumed twice (JAX's key-reuse checker)
 and one trace for new keys and learning rates.
 """
-import re
-
 import numpy as np
 
 import autograder as ag
-from autograder.judge import LearnerError
+from autograder import programs
 from autograder.wire import AsJax, Fixture, Key, Ref, Spec
 
 BATCH = 32  # the notebook's given BATCH
 _STEPS, _LR = 60, 0.1
-_OP = re.compile(r"\b(?:stablehlo|chlo|mhlo)\.[a-z_]+|\bfunc\.call\b|\bcall @")
+_SPECS = {"w1": Spec((4, 16), "float32"), "b1": Spec((16,), "float32"),
+          "w2": Spec((16, 1), "float32"), "b2": Spec((1,), "float32")}
 _LABEL = "jax.jit(train, static_argnames='steps')"
 
 
@@ -77,23 +77,13 @@ def _concrete(exc, label):
     return None
 
 
-def _export_ops(k, steps):
-    """The number of operations of train's exported program at ``steps`` (nested bodies included)."""
-    specs = {"w1": Spec((4, 16), "float32"), "b1": Spec((16,), "float32"),
-             "w2": Spec((16, 1), "float32"), "b2": Spec((1,), "float32")}
-    label = f"jax.export of {_LABEL} at steps={steps}"
-    try:
-        exported = k.export("train", Key(0), specs, Spec((256, 4), "float32"), Spec((256, 1), "float32"),
-                            static_argnames=("steps",), steps=steps, lr=_LR)
-    except LearnerError as exc:
-        specific = _concrete(exc, label)
-        if specific is not None:
-            raise specific from None
-
-        def again():
-            raise exc
-        return ag.call(again, what=label)
-    return len(_OP.findall(exported.text))
+def _program(k, steps):
+    """train's exported program at ``steps`` (static); key, params, data and lr traced."""
+    # The key as raw data (uint32[2], what jax.random.key(seed) holds): the program runner takes
+    # arrays of numbers, not typed keys.
+    return programs.trace(k, "train", Spec((2,), "uint32"), _SPECS, Spec((256, 4), "float32"), Spec((256, 1), "float32"),
+                          static_argnames=("steps",), steps=steps, lr=np.float32(_LR), loops=True,
+                          translate=_concrete, label=f"jax.export of {_LABEL} at steps={steps}")
 
 
 def _as_np(out):
@@ -103,7 +93,7 @@ def _as_np(out):
 
 def test_train(k):
     # The program: traced (and exported) at two values of `steps`, it must not grow.
-    sizes = {steps: _export_ops(k, steps) for steps in (3, 7)}
+    sizes = {steps: _program(k, steps).total for steps in (3, 7)}
     if sizes[3] != sizes[7]:
         ag.fail("loops", f"the program of train grows with `steps` ({sizes[3]} operations at steps=3, "
                          f"{sizes[7]} at steps=7): a Python loop over the steps is being unrolled. "
@@ -112,15 +102,17 @@ def test_train(k):
     xd, yd = xs.astype(np.float64), ys.astype(np.float64)
     args = ({n: AsJax(v) for n, v in params.items()}, AsJax(xs), AsJax(ys))
     s0, s1, s2, s3, s4 = k.distinct_seeds(5)
-    # One jit of train (steps static) over five calls: the same key twice, new keys, new learning
-    # rates. The outputs are checked here; the trace count is the kernel's report (an extra only).
+    # Five runs of the program: the same key twice, new keys, new learning rates.
     plan = [(s0, _LR), (s0, _LR), (s1, _LR), (s3, 0.05), (s4, 0.2)]
-    report = ag.call(lambda: k.call(Fixture("jit_static_traces"), Ref("train"), ["steps"],
-                                    [((Key(s), *args), {"steps": _STEPS, "lr": lr}) for s, lr in plan]),
-                     what=_LABEL)
-    if not (isinstance(report, dict) and isinstance(report.get("outs"), list) and len(report["outs"]) == len(plan)):
-        ag.fail("capstone", f"the calls of {_LABEL} did not come back.")
-    outs = report["outs"]
+    program = _program(k, _STEPS)
+    inputs = (params, xs, ys)
+    outs = [program(programs.raw_key(s), *inputs, lr=np.float32(lr)) for s, lr in plan]
+    for o in outs:
+        if isinstance(o, (tuple, list)) and len(o) == 2:
+            for leaf in [*(o[0].values() if isinstance(o[0], dict) else []), o[1]]:
+                if np.asarray(leaf).dtype != np.float32:
+                    ag.fail("capstone", f"train returned {np.asarray(leaf).dtype} values; the exercise's "
+                                        "parameters and losses are float32.")
     out = outs[0]
     if not (isinstance(out, (tuple, list)) and len(out) == 2):
         ag.fail("capstone", "train must return a pair (params, losses).")
@@ -162,8 +154,11 @@ def test_train(k):
     if np.allclose(np.asarray(outs[3][0]["w1"]), np.asarray(outs[4][0]["w1"])):
         ag.fail("capstone", "train gave the same parameters for the learning rates 0.05 and 0.2: use `lr` "
                             "in the update `p - lr * g`.")
-    # Jits once: new keys and learning rates are runtime data (the kernel's trace count).
-    traces = report.get("traces")
+    # Jits once: new keys and learning rates are runtime data (the kernel's trace count, a claim).
+    report = ag.call(lambda: k.call(Fixture("jit_static_traces"), Ref("train"), ["steps"],
+                                    [((Key(s), *args), {"steps": _STEPS, "lr": lr}) for s, lr in plan]),
+                     what=_LABEL)
+    traces = report.get("traces") if isinstance(report, dict) else None
     if traces != 1:
         ag.fail("recompiles", f"{_LABEL} traced {traces} time(s) over {len(plan)} calls with new keys and "
                               "learning rates; expected once. New keys and learning rates are runtime data; "
