@@ -8,44 +8,56 @@ teaches it.
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import os
+import re
+import sys
 
-# idea -> (chapter notebook, section title). Chapters name their sections with
-# these titles, so the pointer in a message is something a learner can find.
-TAUGHT_IN = {
-    "phases": ("01_phases", "Tracing: what Python sees vs what JAX sees"),
-    "runtime_values": ("01_phases", "Printing at run time: jax.debug.print"),
-    "constants": ("01_phases", "Captured globals become constants"),
-    "cost": ("01_phases", "Lowering and compiling: the compiled program"),
-    "static": ("02_static_dynamic", "Static arguments and the compile signature"),
-    "recompiles": ("02_static_dynamic", "What causes a recompile"),
-    "purity": ("03_purity", "Side effects under jit"),
-    "state": ("03_purity", "Threading state in and out"),
-    "inplace": ("03_purity", "In-place updates with .at[]"),
-    "control_flow": ("04_control_flow", "Python control flow on traced values"),
-    "loops": ("04_control_flow", "Loops that do not unroll: lax.scan and lax.fori_loop"),
-    "branches": ("04_control_flow", "Choosing a branch: lax.cond, lax.switch and jnp.where"),
-    "shapes": ("05_shapes", "Fixed shapes: padding and masks"),
-    "dynamic_shapes": ("05_shapes", "Data-dependent shapes: boolean masks and nonzero"),
-    "bucketing": ("05_shapes", "Bucketing: a few shapes instead of many"),
-    "async": ("06_async_dispatch", "Hidden synchronisations"),
-    "timing": ("06_async_dispatch", "An honest benchmark"),
-    "dispatch": ("06_async_dispatch", "Fewer, larger programs: one dispatch per step"),
-    "tree_state": ("07_pytrees", "Training state as a pytree"),
-    "pytrees": ("07_pytrees", "Leaves and structure"),
-    "custom_pytrees": ("07_pytrees", "Custom nodes"),
-    "prng": ("08_prng", "Explicit keys: split and fold_in"),
-    "key_reuse": ("08_prng", "The key-reuse checker"),
-    "per_example_keys": ("08_prng", "Per-example randomness with vmap"),
-    "sharding": ("09_sharding", "Meshes, PartitionSpec and NamedSharding"),
-    "shard_map": ("09_sharding", "Manual mode: shard_map and collectives"),
-    "explicit_sharding": ("09_sharding", "Explicit mode: shardings in the type"),
-    "sharding_signature": ("09_sharding", "Sharding is part of the signature"),
-    "review": ("10_review", "The review report"),
-    "capstone": ("10_review", "The rewrite: one pure training run that jits once"),
-    "numerics": (None, "the exercise's description"),
-    "unanswered": (None, None),
-    "tampering": (None, None),  # the kernel's machinery was changed (e.g. its JAX config cannot be reset)
-}
+from . import manifest as _manifest
+
+# idea -> (chapter notebook, section title), from the course's manifest (autograder/manifest.toml).
+# Chapters name their sections with these titles, so the pointer in a message is something a
+# learner can find.
+TAUGHT_IN = _manifest.load().taught_in()
+
+# The chapter whose exercise is being checked (None: unknown). Where that chapter teaches an
+# error's case (its manifest entry's ``errors``), the feedback points to its own section.
+_CHAPTER: contextvars.ContextVar = contextvars.ContextVar("autograder_chapter", default=None)
+_JUDGE_MODULE = re.compile(r"^_autograder_judge_(\d\d_[a-z0-9_]+?)_judge(?:_|$)")
+_NOTEBOOK = re.compile(r"(\d\d_[a-z0-9_]+)\.ipynb$")
+
+
+@contextlib.contextmanager
+def chapter(name: str | None):
+    """Inside the block, learner errors are explained for the chapter ``name`` (``NN_slug``)."""
+    token = _CHAPTER.set(name)
+    try:
+        yield
+    finally:
+        _CHAPTER.reset(token)
+
+
+def current_chapter() -> str | None:
+    """The chapter being checked: set by :func:`chapter`, else the judge file on the call stack
+    (a judge module is named after its assignment), else the notebook the kernel runs
+    (``JPY_SESSION_NAME``, set by Jupyter's server), else None."""
+    name = _CHAPTER.get()
+    if name:
+        return name
+    frame = sys._getframe(1)
+    while frame is not None:
+        m = _JUDGE_MODULE.match(str(frame.f_globals.get("__name__", "")))
+        if m:
+            return m.group(1)
+        frame = frame.f_back
+    m = _NOTEBOOK.search(os.environ.get("JPY_SESSION_NAME", ""))
+    return m.group(1) if m else None
+
+
+def _chapter_idea(kind: str, default: str) -> str:
+    """The idea for an error of ``kind``: the current chapter's own, where it teaches the case."""
+    entry = _manifest.load().chapter(current_chapter() or "")
+    return (entry.errors.get(kind) if entry is not None else None) or default
 
 
 def where(idea: str) -> str:
@@ -93,6 +105,12 @@ _KINDS_BY_CLASS = (
 )
 
 
+# JAX names the construct whose function it was tracing: "... while tracing the function body at
+# f.py:3 for while_body." (0.12; "for while_loop" on older JAX), "for scan", "for fori_loop", "for cond".
+_LOOP_BODY = re.compile(r"while tracing the function .{0,300}? for (while_body|while_cond|while_loop|fori_loop|"
+                        r"scan|cond|switch)\b", re.DOTALL)
+
+
 def error_kind(class_names, message: str = "") -> str | None:
     """The kind of a learner error from its class names (the class and its bases, most
     derived first) and its message; None for an error JAX does not explain."""
@@ -116,14 +134,11 @@ def kind_of(exc: BaseException) -> str | None:
     return error_kind([c.__name__ for c in type(exc).__mro__], str(exc))
 
 
-def is_sharding_type_error(exc: BaseException) -> bool:
-    """True for JAX's ``ShardingTypeError`` (explicit axes: a sharding the type rules cannot
-    decide). The class lives in ``jax._src.core`` and is not public, so it is found by name."""
-    return kind_of(exc) == "sharding_type"
+def explain_error(class_names, message: str, what: str, concrete_idea: str | None = None) -> ExerciseFailure:
+    """Feedback that names the idea, for a learner error known by its class names and message.
 
-
-def explain_error(class_names, message: str, what: str, concrete_idea: str = "static") -> ExerciseFailure:
-    """Feedback that names the idea, for a learner error known by its class names and message."""
+    ``concrete_idea``: the idea a concretization error breaks in the caller's exercise (default:
+    the current chapter's, where its manifest entry teaches the case, else ``static``)."""
     name = class_names[0] if class_names else "an error"
     first_line = (str(message).strip().splitlines() or [""])[0][:300]
     kind = error_kind(class_names, message)
@@ -131,10 +146,22 @@ def explain_error(class_names, message: str, what: str, concrete_idea: str = "st
         return ExerciseFailure("unanswered", f"{what} is not answered yet (it raised NotImplementedError): "
                                              "replace the stub in its answer cell with your code.")
     if kind == "bool_conversion":
+        body = _LOOP_BODY.search(str(message))
+        if body:  # already inside a structured loop or branch: its body is traced once, for all steps
+            construct = {"while_body": "lax.while_loop", "while_cond": "lax.while_loop",
+                         "while_loop": "lax.while_loop"}.get(body.group(1), f"lax.{body.group(1)}")
+            return ExerciseFailure(
+                "branches",
+                f"{what} used a traced value in a Python `if`/`while`/`and`/`or` inside the body of "
+                f"`{construct}`: the body is traced once, for every step at once, so its values are "
+                "unknown to Python there too; a choice inside it has to be one the traced program "
+                "makes, not Python.")
         return ExerciseFailure(
-            "control_flow",
+            _chapter_idea(kind, "control_flow"),
             f"{what} used a traced value in a Python `if`/`while`/`and`/`or`; under jit its "
-            "value is unknown while tracing, so use `jnp.where`, `lax.cond` or `lax.while_loop`.")
+            "value is unknown while tracing, so Python cannot decide on it: the decision has to "
+            "become part of the traced program (structured control flow: `lax.cond`, "
+            "`lax.while_loop`, `jnp.where`).")
     if kind == "boolean_index":
         return ExerciseFailure(
             "shapes",
@@ -147,7 +174,7 @@ def explain_error(class_names, message: str, what: str, concrete_idea: str = "st
             "loop counts must be static, everything else should stay an array.")
     if kind == "concretization":
         return ExerciseFailure(
-            concrete_idea,
+            concrete_idea or _chapter_idea(kind, "static"),
             f"{what} needed the concrete value of a traced array ({first_line}); under jit there "
             "is no value yet: keep the computation in JAX instead of converting to Python or NumPy.")
     if kind == "array_conversion":
@@ -187,7 +214,7 @@ def explain_error(class_names, message: str, what: str, concrete_idea: str = "st
     return ExerciseFailure("numerics", f"{what} raised {name}: {first_line}")
 
 
-def _explain(exc: BaseException, what: str, concrete_idea: str = "static") -> ExerciseFailure:
+def _explain(exc: BaseException, what: str, concrete_idea: str | None = None) -> ExerciseFailure:
     """Turn an exception raised by learner code into feedback that names the idea."""
     if isinstance(exc, ExerciseFailure):
         return exc

@@ -81,9 +81,11 @@ def _reuse_failure(exc, label):
 
     if not isinstance(exc, jax.errors.KeyReuseError):
         return None
-    return ExerciseFailure("key_reuse", f"{label} consumed the same key more than once "
-                                        f"({str(exc).splitlines()[0][:160]}); split it with "
-                                        "`jax.random.split` (or `fold_in`) and use each key once.")
+    # JAX's own line ("Previously-consumed key passed to jit-compiled function") is not quoted: it
+    # says "jit-compiled" of every eager random call too, where nothing was jitted.
+    return ExerciseFailure("key_reuse", f"{label} consumed the same key more than once: a key stands "
+                                        "for one draw; split it with `jax.random.split` (or `fold_in`) "
+                                        "and use each key once.")
 
 
 def check_no_key_reuse(f, args, *, what=None, jit=True, static_argnums=(), static_argnames=(), kwargs=None):

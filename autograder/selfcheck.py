@@ -91,10 +91,14 @@ def visible_tests(assignment: str) -> dict:
 def check_my_answers(tests, namespace: dict | None = None) -> Report:
     """Run the visible tests (a ``{exercise: source}`` dict, or an assignment's name for the
     tests shipped with the package) and return a :class:`Report` (displayed as a table)."""
-    if isinstance(tests, str):
-        tests = visible_tests(tests)
+    from .feedback import chapter
+
+    assignment = tests if isinstance(tests, str) else None
+    if assignment is not None:
+        tests = visible_tests(assignment)
     if namespace is None:
         import __main__
 
         namespace = vars(__main__)
-    return Report(run_visible_tests(tests, namespace))
+    with chapter(assignment):  # feedback points to this chapter's sections where it teaches the case
+        return Report(run_visible_tests(tests, namespace))

@@ -472,29 +472,22 @@ def _k_train():
             (w, xs, ys, idx, np.float32(0.01)), 6.0 * steps * batch * d)
 
 
-KERNELS = [
-    Kernel("01_phases", "dense layer `gelu(x @ w + b)`", "FLOP/s", _k_layer),
-    Kernel("01_phases", "matmul `x @ w` (fast dtype)", "FLOP/s", _k_matmul,
-           why_slow="a lone matmul leaves fusion nothing to win, so this is XLA's CPU GEMM (Eigen) "
-                    "against NumPy's OpenBLAS, which uses the cores better at small sizes"),
-    Kernel("02_static_dynamic", "`power(x, 8)`, `n` static (elementwise)", "B/s", _k_power),
-    Kernel("03_purity", "`normalize_batch` (two reductions + elementwise)", "B/s", _k_normalize),
-    Kernel("04_control_flow", "`ema` with `lax.scan` (NumPy: Python loop)", "B/s", _k_ema),
-    Kernel("05_shapes", "`masked_sequence_sum` (mask + reduction)", "B/s", _k_masked_sum),
-    Kernel("06_async_dispatch", "`fused_update`, one SGD step (grad of MSE)", "FLOP/s", _k_sgd_step,
-           why_slow="the step is two matrix-vector products; the gradient's `x.T @ r` (a contraction "
-                    "over the rows of `x`) runs several times slower in XLA's CPU dot than in NumPy's "
-                    "BLAS `gemv`, and at this size there is no elementwise work for fusion to win back"),
-    Kernel("07_pytrees", "`sgd_update` over an MLP's parameter pytree", "B/s", _k_tree_sgd),
-    Kernel("08_prng", "`dropout` (random mask + scale)", "B/s", _k_dropout,
-           why_slow="JAX's counter-based PRNG (threefry2x32 by default; `rbg` is not much faster) "
-                    "costs tens of integer operations per random word in XLA's CPU code, where NumPy's "
-                    "PCG64 is a few; on a GPU the same hash is nearly free next to memory traffic"),
-    Kernel("09_sharding", "global mean (reduction; one device here)", "B/s", _k_mean,
-           why_slow="a plain reduction is memory-bound and NumPy's pairwise sum is already a single "
-                    "pass, so there is nothing for XLA to fuse; the two are within noise of each other"),
-    Kernel("10_review", "`train`: minibatch SGD, `lax.scan` over steps", "FLOP/s", _k_train),
-]
+def _manifest_kernels() -> list:
+    """The chapters' headline kernels, in the course's manifest (autograder/manifest.toml):
+    each names its chapter, label, unit and the maker function ``_k_*`` above."""
+    from autograder.manifest import load
+
+    kernels = []
+    for k in load().kernels():
+        make = globals().get(k.function)
+        if not callable(make) or not k.function.startswith("_k_"):
+            raise SystemExit(f"autograder/manifest.toml: {k.chapter}'s kernel {k.label!r} names {k.function!r}, "
+                             "which is no kernel maker (_k_...) of scripts/bench.py")
+        kernels.append(Kernel(k.chapter, k.label, k.unit, make, why_slow=k.why_slow))
+    return kernels
+
+
+KERNELS = _manifest_kernels()
 
 
 def measure_peaks() -> dict:
