@@ -245,6 +245,30 @@ def global_mean_on(f, x, jit, exported):
     return result
 
 
+def tp_mlp_on(f, x, w1, w2, exported):
+    """``f(x, w1, w2, mesh)`` on the 2 x 4 mesh ``("data", "model")`` of automatic axes, with
+    ``x`` placed as P("data", None), ``w1`` as P(None, "model") and ``w2`` as P("model", None)
+    (09's ``tp_mlp``); with ``exported``, also ``jax.export`` of ``jax.jit(lambda x, w1, w2:
+    f(x, w1, w2, mesh))`` at those arguments (base64), which the judge reads, compiles and runs
+    on its own mesh."""
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    from .meshes import mesh_shape
+
+    mesh = _mesh(mesh_shape(8, 2), ("data", "model"), "auto")
+    args = [jax.device_put(a, NamedSharding(mesh, spec))
+            for a, spec in ((x, P("data", None)), (w1, P(None, "model")), (w2, P("model", None)))]
+    out = f(*args, mesh)
+    result = _described(out, mesh)
+    result["mesh_shape"] = [int(n) for n in mesh.devices.shape]
+    if exported:
+        # the arguments' placements are part of the program, so the judge's runner places them alike
+        result["exported"] = _export_cpu(jax.jit(lambda a, b, c: f(a, b, c, mesh),
+                                                 in_shardings=tuple(a.sharding for a in args)), *args)
+    return result
+
+
 def _export_cpu(jitted, *args) -> str:
     """``jax.export`` of ``jitted`` at ``args``, lowered for CPU (where the judge runs it,
     whatever devices the kernel's mesh has), as base64 of the serialized module."""

@@ -1,0 +1,185 @@
+"""The judge of 09_sharding's ``tp_mlp`` (trusted: runs in the grader, never in the learner's kernel).
+
+``tp_mlp(x, w1, w2, mesh)`` takes a mesh, a kernel-side object, so the fixture ``tp_mlp_on`` of
+:mod:`autograder.fixtures` builds the 2 x 4 mesh ``("data", "model")`` of automatic axes, places
+the judge's arrays on it, calls ``tp_mlp`` directly and exports ``jax.jit(lambda x, w1, w2:
+tp_mlp(x, w1, w2, mesh))``. Everything graded comes from that one exported program, here: its
+parsed module (:mod:`autograder.programs`: a manual region, i.e. ``shard_map``; no loop), the program the judge compiles from it on
+its own 2 x 4 mesh of CPU devices (its collectives, by opcode: exactly one all-reduce, no
+all-gather, reduce-scatter or all-to-all), and the values of that program run by the grader's program runner on new inputs. The direct call's values and placement are checked too (a kernel
+observation beside the program's).
+"""
+import numpy as np
+
+import autograder as ag
+from autograder import programs
+from autograder.judge import JUDGE_CPU_DEVICES as DEVICES, ensure_judge_devices
+from autograder.wire import Ref
+
+
+def _jax():
+    import jax
+
+    ensure_judge_devices()
+    return jax
+
+
+_jax()
+
+
+def _reference(x, w1, w2):
+    x, w1, w2 = (np.asarray(a, np.float64) for a in (x, w1, w2))
+    return np.maximum(x @ w1, 0) @ w2
+
+
+def _tolerance(x, w1, w2):
+    """float32's relative tolerance, and an absolute one scaled by the size of the terms summed."""
+    rtol, _ = ag.tolerance("float32")
+    x, w1, w2 = (np.abs(np.asarray(a, np.float64)) for a in (x, w1, w2))
+    return rtol, float(rtol * ((x @ w1) @ w2).max() + 1e-6)
+
+
+def _fixture(k, *args, what):
+    from autograder.judge import ChannelError
+    from autograder.wire import Fixture
+
+    res = ag.call(lambda *a: k.call(Fixture("tp_mlp_on"), *a), *args, what=what)
+    ok = isinstance(res, dict) and all(key in res for key in ("out", "placement", "mesh", "mesh_shape"))
+    if not ok or not all(isinstance(res[key], list) and all(type(v) is int for v in res[key])
+                         for key in ("mesh", "mesh_shape")):
+        raise ChannelError("The kernel's reply does not have the form the grader's fixture gives; was the "
+                           "kernel's machinery changed by a cell?")
+    return res
+
+
+def _rows_placement(shape, ids_grid):
+    """Where P("data", None) puts an array of ``shape`` on a mesh whose device ids are ``ids_grid``
+    (one row per position along "data", replicated over "model")."""
+    rows = shape[0] // len(ids_grid)
+    rest = [[0, n] for n in shape[1:]]
+    return sorted([int(d), [[i * rows, (i + 1) * rows]] + rest] for i, row in enumerate(ids_grid) for d in row)
+
+
+def _read(data, what):
+    """The learner's exported program, deserialized here; refused (host callbacks, effects,
+    operations off the runner's allow-list) with a learner-facing failure."""
+    import base64
+
+    from jax import export
+
+    from autograder.judge import ChannelError, Exported
+
+    if not isinstance(data, str):
+        raise ChannelError(f"The exported program of {what} is missing.")
+    try:
+        blob = base64.b64decode(data, validate=True)
+        program = Exported(export.deserialize(bytearray(blob)), blob=blob, name=what)
+    except Exception as exc:  # noqa: BLE001 - a forged or broken module
+        raise ChannelError(f"The exported program of {what} cannot be read ({type(exc).__name__}).") from None
+    return program.check()
+
+
+_COLLECTIVES = {"all-reduce": ("kAllReduce", "kAllReduceStart"), "all-gather": ("kAllGather", "kAllGatherStart"),
+                "reduce-scatter": ("kReduceScatter",), "all-to-all": ("kAllToAll", "kRaggedAllToAll"),
+                "collective-permute": ("kCollectivePermute", "kCollectivePermuteStart")}
+
+
+def _compiled_collectives(compiled) -> dict:
+    """``{collective: count}`` in the compiled program, from its HLO instructions' opcodes."""
+    counts = dict.fromkeys(_COLLECTIVES, 0)
+    for module in compiled.runtime_executable().hlo_modules():
+        for computation in module.computations():
+            for instruction in computation.instructions():
+                opcode = str(instruction.opcode).split(".")[-1]
+                for name, opcodes in _COLLECTIVES.items():
+                    if opcode in opcodes:
+                        counts[name] += 1
+    return counts
+
+
+def _sizes(rng):
+    return (2 * int(rng.integers(1, 4)), int(rng.integers(3, 9)), 4 * int(rng.integers(1, 4)),
+            int(rng.integers(2, 7)))
+
+
+def _draw(rng, batch, d, h, d_out):
+    return (rng.normal(size=(batch, d)).astype(np.float32), rng.normal(size=(d, h)).astype(np.float32),
+            rng.normal(size=(h, d_out)).astype(np.float32))
+
+
+def _check_out(out, placement, grid, args, what):
+    """The direct call's output: a jax.Array placed as P("data", None) on the mesh, right values."""
+    if not getattr(out, "is_jax", False):
+        ag.fail("shard_map", f"{what} is of type {type(out).__name__}, not a jax.Array, so it has no sharding: "
+                             "return the array the per-device code computed.")
+    if not (isinstance(placement, list) and sorted(map(repr, placement)) == sorted(
+            map(repr, _rows_placement(np.shape(out), grid)))):
+        ag.fail("shard_map", f"{what} is not placed with its rows split over \"data\" and replicated over "
+                             "\"model\" (P('data', None)): after the partial products are combined, every "
+                             "device of a \"data\" row holds the same rows of the output.")
+    _check_values(out, args, what)
+
+
+def _check_values(out, args, what):
+    if np.asarray(out).dtype != np.float32:
+        ag.fail("shard_map", f"{what} has dtype {np.asarray(out).dtype}; the MLP of float32 arrays is float32.")
+    rtol, atol = _tolerance(*args)
+    ag.check_close(np.asarray(out), _reference(*args), what=f"{what}, relu(x @ w1) @ w2,", rtol=rtol, atol=atol,
+                   idea="shard_map")
+
+
+def test_tp_mlp(k):
+    jax = _jax()
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    from autograder.meshes import make_mesh, mesh_shape
+
+    batch, d, h, d_out = _sizes(k.rng)
+    args = _draw(k.rng, batch, d, h, d_out)
+    what = f"tp_mlp(x, w1, w2, mesh) for x {args[0].shape}, w1 {args[1].shape}, w2 {args[2].shape}"
+    res = _fixture(k, Ref("tp_mlp"), *args, True, what=what)
+    grid = np.asarray(res["mesh"]).reshape(res["mesh_shape"]).tolist()
+    _check_out(res["out"], res["placement"], grid, args, what)
+
+    program = _read(res.get("exported"), "tp_mlp(x, w1, w2, mesh)")
+    facts = programs.read(program)
+    if not facts.manual:
+        ag.fail("shard_map", "the program of tp_mlp(x, w1, w2, mesh) has no per-device region: the exercise asks "
+                             "for the per-device code written with `jax.shard_map`, not for the compiler's "
+                             "automatic partitioning.")
+    if facts.has_loops:
+        ag.fail("shard_map", "the program of tp_mlp(x, w1, w2, mesh) has a loop (`while`); two matrix products "
+                             "and one combination of the partial results need none.")
+
+    # The program compiled and run here, on the judge's own 2 x 4 mesh, on new values.
+    mesh = make_mesh(mesh_shape(DEVICES, 2), ("data", "model"), "auto", devices=jax.devices("cpu")[:DEVICES])
+    new = _draw(k.rng, batch, d, h, d_out)
+    placed = [jax.device_put(a, NamedSharding(mesh, s))
+              for a, s in zip(new, (P("data", None), P(None, "model"), P("model", None)))]
+    label = "the program of tp_mlp(x, w1, w2, mesh), compiled by the grader on its 2 x 4 mesh"
+    try:
+        compiled = jax.jit(program.exported.call).lower(*placed).compile()
+    except Exception as exc:  # noqa: BLE001
+        ag.fail("shard_map", f"{label} failed to compile ({type(exc).__name__}: {str(exc)[:200]}).")
+    counts = _compiled_collectives(compiled)
+    moved = {name: n for name, n in counts.items() if n and name != "all-reduce"}
+    if moved:
+        shown = ", ".join(f"{n} {name}" for name, n in moved.items())
+        ag.fail("shard_map", f"{label} has {shown}: data other than the partial products crosses the mesh (a "
+                             "weight or an activation is gathered or redistributed). In the Megatron layout "
+                             "each device keeps its own columns of w1 and rows of w2, and only the partial "
+                             "products of the second layer are combined.")
+    if counts["all-reduce"] != 1:
+        ag.fail("shard_map", f"{label} has {counts['all-reduce']} all-reduce(s), expected exactly one: the partial "
+                             "products of the devices along \"model\" are combined once, at the end.")
+    out = program.call(*new)  # in the grader's program runner, on its own mesh
+    _check_values(np.asarray(out), new, "the program of tp_mlp(x, w1, w2, mesh), run by the grader on new values")
+
+    # A second shape, called directly (it may jit inside).
+    batch, d, h, d_out = _sizes(k.rng)
+    args = _draw(k.rng, batch, d, h, d_out)
+    what = f"tp_mlp(x, w1, w2, mesh) for x {args[0].shape}, w1 {args[1].shape}, w2 {args[2].shape}"
+    res = _fixture(k, Ref("tp_mlp"), *args, False, what=what)
+    _check_out(res["out"], res["placement"], np.asarray(res["mesh"]).reshape(res["mesh_shape"]).tolist(), args,
+               what)
+
