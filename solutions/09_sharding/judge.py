@@ -8,7 +8,8 @@ its pieces live (device ids and index ranges), the spec in its type. Placements 
 checked here against references computed here, on inputs drawn from ``k.rng``.
 
 ``global_mean``'s and ``jax.jit(explicit_matmul)``'s traced programs also come out of the
-kernel through ``jax.export``: the judge reads the first (a ``shard_map``, a collective) and
+kernel through ``jax.export``: the judge reads the first as a parsed module (a ``shard_map``
+region, a collective: :mod:`autograder.programs`, never the printed text) and
 runs both on its own devices on new values (the second on its own explicit mesh: the
 sharding in the output's type is seen here). Where an output's placement is known only from
 the kernel's data (``shard_rows``'s ``device_put``, the eager ``explicit_matmul``), it is a
@@ -19,11 +20,10 @@ data). The truth for ``signature_key`` is decided here: fresh jitted functions c
 process, with the compiles counted, on the judge's own copies of the same arguments (8 CPU
 devices, asked for when this file loads).
 """
-import re
-
 import numpy as np
 
 import autograder as ag
+from autograder import programs
 from autograder.judge import JUDGE_CPU_DEVICES as DEVICES, ensure_judge_devices
 from autograder.wire import AsJax, Fixture, Ref, Sharded
 
@@ -145,8 +145,8 @@ def test_shard_rows(k):
 
 # --------------------------------------------------------------------------- explicit_matmul
 
-_HINT = (" Under explicit axes the output's sharding is part of its type: ask for it with "
-         "`out_sharding=P('data', None)`.")
+_HINT = (" Under explicit axes the output's sharding is part of its type: the operation itself must be "
+         "told the sharding its result should have (see how the chapter's explicit-axes section asks for it).")
 
 
 def _padded(spec, ndim):
@@ -198,15 +198,24 @@ def _check_matmul_program(k, program, shape_x, shape_w):
         with jax.set_mesh(mesh):
             out = program.call(jax.device_put(xh, NamedSharding(mesh, P("data", "model"))),
                                jax.device_put(wh, NamedSharding(mesh, P("model", None))))
-            aval = jax.typeof(out)
+            info = getattr(out, "sharding", None)
+            aval = None if isinstance(info, dict) else jax.typeof(out)
     except Exception as exc:  # noqa: BLE001
         ag.fail("explicit_sharding", f"{what} failed ({type(exc).__name__}: {str(exc)[:200]}).")
-    spec = getattr(getattr(aval, "sharding", None), "spec", None)
-    _check_type_spec(None if spec is None else tuple(spec), aval.str_short() if hasattr(aval, "str_short")
-                     else str(aval), out.ndim, what)
-    if not out.sharding.is_equivalent_to(NamedSharding(mesh, P("data", None)), out.ndim):
-        ag.fail("explicit_sharding", f"{what} is placed as {out.sharding}, expected NamedSharding(P('data', None))."
-                + _HINT)
+    if isinstance(info, dict):  # the contained program runner's answer: the output's type and placement as data
+        spec = info.get("type_spec")
+        _check_type_spec(None if spec is None else tuple(tuple(e) if isinstance(e, list) else e for e in spec),
+                         info.get("type"), np.ndim(out), what)
+        if info.get("kind") != "NamedSharding" or _padded(info.get("spec") or [], np.ndim(out)) != ["data", None]:
+            ag.fail("explicit_sharding", f"{what} is placed as {_placed_as(out)}, expected "
+                                         "NamedSharding(P('data', None))." + _HINT)
+    else:
+        spec = getattr(getattr(aval, "sharding", None), "spec", None)
+        _check_type_spec(None if spec is None else tuple(spec), aval.str_short() if hasattr(aval, "str_short")
+                         else str(aval), out.ndim, what)
+        if not out.sharding.is_equivalent_to(NamedSharding(mesh, P("data", None)), out.ndim):
+            ag.fail("explicit_sharding", f"{what} is placed as {out.sharding}, expected "
+                                         "NamedSharding(P('data', None))." + _HINT)
     ag.check_close(np.asarray(out), (xh.astype(np.float64) @ wh).astype(np.float32), what=what, rtol=1e-4,
                    atol=1e-4, idea="explicit_sharding")
 
@@ -222,32 +231,29 @@ def test_explicit_matmul(k):
 
 # --------------------------------------------------------------------------- global_mean
 
-_MANUAL = re.compile(r"sdy\.manual_computation|@SPMDFullToShardShape|\"SPMDFullToShardShape\"")
-_COLLECTIVE_OPS = re.compile(r"stablehlo\.(all_reduce|all_gather|reduce_scatter|all_to_all|collective_permute|"
-                             r"collective_broadcast)\b")
-
-
 def _exported(data, what, idea="explicit_sharding"):
-    """The learner's exported program (base64 of ``jax.export``'s bytes), read here; host
-    callbacks are refused (no learner Python ever runs in the judge)."""
+    """The learner's exported program (base64 of ``jax.export``'s bytes), read here as a parsed
+    module (:mod:`autograder.programs`; ``program.facts``); host callbacks are refused (no
+    learner Python ever runs in the judge)."""
     import base64
 
     from jax import export
 
-    from autograder.judge import _CALLBACK, ChannelError, Exported
+    from autograder.judge import ChannelError, Exported
 
     if not isinstance(data, str):
         raise ChannelError(f"The exported program of {what} is missing.")
     try:
         exp = export.deserialize(bytearray(base64.b64decode(data, validate=True)))
         program = Exported(exp, exp.mlir_module())
+        program.facts = programs.read(exp)
     except Exception as exc:  # noqa: BLE001 - a forged or broken module
         raise ChannelError(f"The exported program of {what} cannot be read ({type(exc).__name__}).") from None
-    if ([t for t in program.custom_calls() if _CALLBACK.search(t)] or getattr(exp, "ordered_effects", ())
+    if (program.facts.callbacks or getattr(exp, "ordered_effects", ())
             or getattr(exp, "unordered_effects", ())):
         ag.fail("purity", f"{what} calls back into Python from the compiled program; the grader only runs "
                           "pure JAX programs.")
-    if program.has_loops:  # its sharding is checked by running it here, and a loop might not end
+    if program.facts.has_loops:  # a sharded product or mean needs no loop
         ag.fail(idea, f"the program of {what} has a loop (`while`); a sharded product or mean needs "
                       "none: let the collectives and the compiler do the work.")
     return program
@@ -264,11 +270,11 @@ def _check_mean(k, rows_per_device, cols, jit=False, exported=False):
     _check_mean_value(res["out"], mean, what)
     if exported:  # the traced program, read and run here
         program = _exported(res.get("exported"), "global_mean(x, mesh)", idea="shard_map")
-        if not _MANUAL.search(program.text):
+        if not program.facts.manual:
             ag.fail("shard_map", "the program of global_mean(x, mesh) has no `shard_map`: the exercise asks for "
                                  "per-device code written with `jax.shard_map`, not for the compiler's "
                                  "automatic partitioning.")
-        if not _COLLECTIVE_OPS.search(program.text):
+        if not program.facts.collectives:
             ag.fail("shard_map", "the `shard_map` in global_mean(x, mesh) uses no collective: each device must "
                                  "reduce its own shard, then a collective such as `jax.lax.psum` combines the "
                                  "partial results across the mesh axis.")
