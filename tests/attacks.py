@@ -173,3 +173,89 @@ def old_grader_table() -> dict:
     table = {name: a for name, a in ATTACKS.items() if a.old_grader}
     table["read_solutions"] = READ_SOLUTIONS
     return table
+
+
+# --------------------------------------------------------------------------- issue 20: classes 1, 3, 5
+# Issue 20's attacks (round 2), part A's rows: the program runner and the judge's program API.
+# Each row is a notebook of ``assignment`` (the solution's answers, or the released stubs with
+# ``released``), with ``answers`` written over some answer cells; graded contained, every test of
+# ``lost`` scores 0 with ``says`` in its feedback (when given), every other test keeps its points.
+
+@dataclass(frozen=True)
+class ProgramAttack:
+    issue_class: int               # its number in issue 20's list of attack classes
+    assignment: str
+    answers: dict                  # {answer grade_id: source} written over the base answers
+    lost: tuple                    # test grade_ids that must score 0 (("*",): all but ``kept``)
+    says: str = ""                 # in each lost test's feedback
+    released: bool = False         # the released stubs as the base (else the solution's answers)
+    prepend: tuple = ()            # ((answer grade_id, code), ...) put before the base answer
+    kept: tuple = ()               # with lost ("*",): the tests that keep their points
+
+    def lost_of(self, grade_ids) -> tuple:
+        return tuple(g for g in grade_ids if g not in self.kept) if self.lost == ("*",) else self.lost
+
+    def filled(self, base: dict) -> dict:
+        """``{grade_id: source}`` to write, given the base notebook's answers ``base``."""
+        out = dict(self.answers)
+        for gid, code in self.prepend:
+            out[gid] = code + out.get(gid, base[gid])
+        return out
+
+
+# 1. Values from a forged kernel: the agent is replaced so that `jax.jit` calls run the
+# untouched stubs eagerly (right values), claims always hold, and each export hands over a
+# different, wrong program (an identity for ema, a loop that does nothing for collatz_steps).
+_FORGED_AGENT = (
+    "import autograder.agent as _agent\nfrom jax import lax as _lax\n"
+    "_real_run = _agent._run\n"
+    "def _fake_ema(xs, alpha):\n    return xs\n"
+    "def _fake_clip(x, max_norm):\n    return x\n"
+    "def _fake_collatz(n):\n    return _lax.while_loop(lambda c: c < 0, lambda c: c + 1, n * 0)\n"
+    "def _fake_piecewise(x, k):\n    return _lax.switch(k, [lambda v: v, lambda v: v, lambda v: v], x)\n"
+    "_FAKES = {'ema': '_fake_ema', 'clip_by_norm': '_fake_clip', 'collatz_steps': '_fake_collatz',\n"
+    "          'piecewise': '_fake_piecewise'}\n"
+    "def _forged_run(req):\n"
+    "    if req.get('op') == 'claim':\n"
+    "        return {'claim': {'ok': True, 'idea': '', 'detail': ''}}\n"
+    "    if req.get('op') == 'call':\n"
+    "        req = dict(req, jit=False)\n"
+    "    if req.get('op') == 'export' and req.get('name') in _FAKES:\n"
+    "        req = dict(req, name=_FAKES[req['name']])\n"
+    "    return _real_run(req)\n"
+    "_agent._run = _forged_run\n")
+
+# 3. Exports that are never run: every export is lowered for CUDA, which a CPU grader skipped;
+# ema is the released (unrolled) loop, whose program grows with the length of xs.
+_CUDA_EXPORTS = (
+    "import jax.export as _je\n_real_export = _je.export\n"
+    "def _cuda_export(f, *a, platforms=None, **k):\n"
+    "    return _real_export(f, *a, platforms=('cuda',), **k)\n"
+    "_je.export = _cuda_export\n")
+_UNROLLED_EMA = ("def ema(xs, alpha):\n    ys = [xs[0]]\n    for t in range(1, xs.shape[0]):\n"
+                 "        ys.append(alpha * xs[t] + (1 - alpha) * ys[-1])\n    return jnp.stack(ys)\n")
+
+# 5. A program whose export-time trace adds a LAPACK ffi_call with a declared result (1 x 1)
+# far smaller than what LAPACK writes (512 x 512): run in the grading process, it overflowed
+# its heap. piecewise is right otherwise.
+_LAPACK_OVERFLOW = (
+    "import inspect as _inspect\n"
+    "def piecewise(x, k):\n"
+    "    out = lax.switch(k, BRANCHES, x)\n"
+    "    if any('jax/_src/export' in f.filename for f in _inspect.stack()):\n"
+    "        a = jnp.ones((512, 512), jnp.float32) * out[0]\n"
+    "        bad = jax.ffi.ffi_call('lapack_sgetrf_ffi', (jax.ShapeDtypeStruct((1, 1), jnp.float32),\n"
+    "                               jax.ShapeDtypeStruct((512,), jnp.int32),\n"
+    "                               jax.ShapeDtypeStruct((), jnp.int32)))(a)[0]\n"
+    "        out = out + 0.0 * bad[0, 0]\n"
+    "    return out\n")
+
+PROGRAM_ATTACKS = {
+    "forged_agent_eager_values_fake_programs": ProgramAttack(
+        1, "04_control_flow", {}, ("*",), released=True, prepend=(("clip_by_norm", _FORGED_AGENT),)),
+    "exports_lowered_for_cuda": ProgramAttack(
+        3, "04_control_flow", {"ema": _CUDA_EXPORTS + _UNROLLED_EMA}, ("*",), says="exported for cuda"),
+    "lapack_ffi_call_overflows_the_heap": ProgramAttack(
+        5, "04_control_flow", {"piecewise": _LAPACK_OVERFLOW}, ("test_piecewise",),
+        says="custom_call @lapack_sgetrf_ffi"),
+}

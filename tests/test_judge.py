@@ -452,6 +452,67 @@ def test_a_correct_answer_printing_megabytes_and_warning_keeps_full_marks(attack
     assert r["score"] == r["max_score"] == 3.0, [t["feedback"] for t in r["tests"]]
 
 
+# --------------------------------------------------------------------------- issue 20: programs
+
+@pytest.fixture(scope="module")
+def program_attacks(tmp_path_factory):
+    """Every row of attacks.PROGRAM_ATTACKS graded in one batch, contained, with the solution of
+    its assignment beside it (the correct control)."""
+    from attacks import PROGRAM_ATTACKS
+
+    tmp = tmp_path_factory.mktemp("program-attacks")
+    paths, names = [], []
+    for name, attack in PROGRAM_ATTACKS.items():
+        a = attack.assignment
+        base = released_notebook(a) if attack.released else solution_notebook(a)
+        answers = {c.metadata["nbgrader"]["grade_id"]: c.source
+                   for c in nbformat.read(str(base), as_version=4).cells
+                   if c.metadata.get("nbgrader", {}).get("solution")}
+        paths.append(fill_answers(base, attack.filled(answers), tmp / name / a / f"{a}.ipynb"))
+        names.append(name)
+    for a in sorted({attack.assignment for attack in PROGRAM_ATTACKS.values()}):
+        paths.append(fill_answers(solution_notebook(a), {}, tmp / f"control-{a}" / a / f"{a}.ipynb"))
+        names.append(f"control-{a}")
+    results, stderr, code = run_grader(paths, "--jobs", "2")
+    assert code == 0, stderr[-3000:]
+    return dict(zip(names, results))
+
+
+def _program_attack_names():
+    from attacks import PROGRAM_ATTACKS
+
+    return list(PROGRAM_ATTACKS)
+
+
+@pytest.mark.notebook
+@pytest.mark.xdist_group("program-attacks")
+@pytest.mark.skipif(not AS_ROOT, reason="containment is the grader's as root")
+@pytest.mark.parametrize("name", _program_attack_names())
+def test_program_attack_earns_nothing_for_what_it_targets(program_attacks, name):
+    from attacks import PROGRAM_ATTACKS
+
+    attack, r = PROGRAM_ATTACKS[name], program_attacks[name]
+    assert r.get("containment") == "namespaces+uid" and not r.get("error"), r.get("error")
+    by_id = {t["grade_id"]: t for t in r["tests"]}
+    lost = attack.lost_of(list(by_id))
+    won = {g: by_id[g]["feedback"] for g in lost if by_id[g]["points"]}
+    assert not won, won
+    if attack.says:
+        assert all(attack.says in by_id[g]["feedback"] for g in lost), {g: by_id[g]["feedback"] for g in lost}
+    kept = {g: t["feedback"] for g, t in by_id.items() if g not in lost and not t["passed"]}
+    assert not kept, kept  # the rest of the notebook is graded normally
+
+
+@pytest.mark.notebook
+@pytest.mark.xdist_group("program-attacks")
+@pytest.mark.skipif(not AS_ROOT, reason="containment is the grader's as root")
+def test_the_correct_control_beside_the_program_attacks_keeps_full_marks(program_attacks):
+    controls = {n: r for n, r in program_attacks.items() if n.startswith("control-")}
+    assert controls
+    for n, r in controls.items():
+        assert r["score"] == r["max_score"] > 0, (n, [t["feedback"] for t in r["tests"] if not t["passed"]])
+
+
 def test_judge_files_are_not_released_and_not_copied_to_the_kernel():
     from autograder.course import data_files
 
