@@ -31,3 +31,9 @@ c.HTMLExporter.sanitize_html = True
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.OverwriteCells.add_missing_cells = True
 c.Execute.timeout = 120
+
+# nbgrader's own autograde (the formgrader's Autograde button, `nbgrader autograde`) grades with
+# the course's grader (`python -m autograder autograde` for that submission): the same grades,
+# graded notebook and feedback, never scores from the visible test cells alone.
+c.Autograde.sanitize_preprocessors = []  # the course's grader reads the submission itself
+c.Autograde.autograde_preprocessors = ["autograder.formgrader.CourseAutograde"]

@@ -345,11 +345,43 @@ def _record(course: Course, student: str, assignment: str, result: dict) -> None
         gb.update_or_create_student(student)
         # nbgrader's formgrader counts a submission as autograded only when the gradebook's
         # timestamp is the one in submitted/<student>/<assignment>/timestamp.txt
-        gb.update_or_create_submission(assignment, student, timestamp=timestamp)
+        submission = gb.update_or_create_submission(assignment, student, timestamp=timestamp)
+        _complete_submission(gb, submission)
         for t in result["tests"]:
             grade = gb.find_grade(t["grade_id"], source.stem, assignment, student)
             grade.auto_score = float(t["points"])
             grade.needs_manual_grade = False
+
+
+def _complete_submission(gb, submission) -> int:
+    """Add the rows nbgrader's ``add_submission`` would have made and ``submission`` lacks: a
+    submission created before the assignment's notebook or cells were recorded (nbgrader's
+    collect or its formgrader list it early, an nbgrader run stopped half-way) has no grade for
+    them, and writing a grade would fail. Rows that exist (with manual grades, comments) are
+    kept. Returns the number of rows added."""
+    from nbgrader.api import Comment, Grade, SubmittedNotebook
+
+    added = 0
+    have = {nb.notebook.name: nb for nb in submission.notebooks}
+    for notebook in submission.assignment.notebooks:
+        sub_nb = have.get(notebook.name)
+        if sub_nb is None:
+            sub_nb = SubmittedNotebook(notebook=notebook, assignment=submission)
+            gb.db.add(sub_nb)
+            added += 1
+        grades = {g.cell_id for g in sub_nb.grades}
+        comments = {c.cell_id for c in sub_nb.comments}
+        for cell in list(notebook.grade_cells) + list(notebook.task_cells):
+            if cell.id not in grades:
+                gb.db.add(Grade(cell_id=cell.id, notebook=sub_nb))
+                added += 1
+        for cell in list(notebook.solution_cells) + list(notebook.task_cells):
+            if cell.id not in comments:
+                gb.db.add(Comment(cell_id=cell.id, notebook=sub_nb))
+                added += 1
+    if added:
+        gb.db.flush()
+    return added
 
 
 def submitted_timestamp(course: Course, student: str, assignment: str):
@@ -384,22 +416,75 @@ def _fingerprint(course: Course, notebook: Path, assignment: str, limits: dict) 
     return h.hexdigest()
 
 
+def _digest(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
 def _reusable(course: Course, student: str, assignment: str, fingerprint: str) -> dict | None:
     """The earlier result of this very submission, graded by this very grader, if any (an error is
-    always graded again: it may have been the machine's)."""
+    always graded again: it may have been the machine's), and only while the graded notebook
+    beside it is still the one this grader saved (nbgrader's own autograde replaces it)."""
     out = course.autograded / student / assignment
     try:
         d = json.loads((out / "result.json").read_text())
     except (OSError, ValueError):
         return None
     if (d.get("fingerprint") == fingerprint and not d.get("error") and d.get("tests")
-            and (out / f"{assignment}.ipynb").exists()):
+            and d.get("graded_notebook") == _digest(out / f"{assignment}.ipynb")):
         return d
     return None
 
 
-def autograde(course: Course, assignments=None, workers=None, progress=True, regrade=False, **limits):
-    """Grade every submission and record it in the gradebook; return the list of rows.
+def _unusable(notebook: Path) -> str | None:
+    """Why the submitted file is not a notebook the grader can read (a grade of zero: the
+    submission's own fault), or None."""
+    from .course import GradingError
+    from .submission import read_submission
+
+    try:
+        read_submission(notebook)
+    except GradingError as exc:
+        return str(exc)
+    return None
+
+
+def _prepare_output(folder: Path) -> str | None:
+    """Make ``folder`` (autograded/<student>/<assignment>) a place this run can write: created
+    when missing, made writable when it is ours (nbgrader's autograde leaves its files read-only;
+    the graded notebook itself is replaced, never written in place). The reason it cannot be,
+    or None."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if not os.access(folder, os.W_OK | os.X_OK):
+            if folder.stat().st_uid == os.geteuid():
+                os.chmod(folder, folder.stat().st_mode | 0o700)
+        if not os.access(folder, os.W_OK | os.X_OK):
+            return f"{folder} cannot be written by this user (uid {os.geteuid()})"
+        for leftover in folder.glob(".grading-*"):
+            leftover.unlink()
+    except OSError as exc:
+        return f"{folder} cannot be prepared: {exc.strerror or exc}"
+    return None
+
+
+class NotGraded(dict):
+    """A submission this run could not grade: ``{student, assignment, reason}``. Its previous
+    grade (gradebook, result, graded notebook) is left as it was."""
+
+
+def autograde(course: Course, assignments=None, workers=None, progress=True, regrade=False,
+              students=None, **limits):
+    """Grade every submission (of ``assignments``, of ``students``) and record it in the
+    gradebook; return the list of rows (results) recorded. Afterwards ``autograde.last_not_graded``
+    lists the submissions that could not be graded (:class:`NotGraded`).
+
+    A submission is recorded when the grader graded it, or when its file is not a notebook it can
+    read (zero: the submission's own fault). When grading itself failed (an internal error, the
+    sandbox refused, the grader's process died or hung, the graded notebook could not be saved)
+    nothing of it is written: its previous grade stays, and it is named in the summary.
 
     Safe to run while other ``autograde``/``export`` runs use the same gradebook (see the module's
     docstring). A submission whose result is current is not graded again unless ``regrade``."""
@@ -409,7 +494,7 @@ def autograde(course: Course, assignments=None, workers=None, progress=True, reg
 
     ensure_tools_on_path()
     check_gradebook(course.db_url)
-    found = submissions(course, assignments)
+    found = [f for f in submissions(course, assignments) if students is None or f[0] in students]
     for a in sorted({a for _, a, _ in found}):
         with gradebook_lock(course.db_url):
             _lazy_alembic_version()
@@ -417,18 +502,33 @@ def autograde(course: Course, assignments=None, workers=None, progress=True, reg
     fingerprints = {(s, a): _fingerprint(course, p, a, limits) for s, a, p in found if p is not None}
     reused = {} if regrade else {k: d for k, fp in fingerprints.items()
                                  if (d := _reusable(course, *k, fp)) is not None}
-    to_grade = [(s, a, p) for s, a, p in found if p is not None and (s, a) not in reused]
+    not_graded: list[NotGraded] = []
+    to_grade = []
+    for s, a, p in found:
+        if p is None or (s, a) in reused:
+            continue
+        problem = _prepare_output(course.autograded / s / a)
+        if problem:
+            not_graded.append(NotGraded(student=s, assignment=a, reason=problem))
+        else:
+            to_grade.append((s, a, p))
+    skipped = {(n["student"], n["assignment"]) for n in not_graded}
+
+    def saved(s, a):  # the graded notebook is written beside its place, then moved there
+        return course.autograded / s / a / f".grading-{a}.ipynb"
 
     def per_job(path):
-        s, a = Path(path).parent.parent.name, Path(path).parent.name
-        return {"save_graded": course.autograded / s / a / f"{a}.ipynb"}
+        return {"save_graded": saved(Path(path).parent.parent.name, Path(path).parent.name)}
 
     results = grade_many([p for _, _, p in to_grade], workers=workers, progress=progress,
                          root=course.root, per_job=per_job, **limits) if to_grade else []
     by_path = {str(p): r for (_, _, p), r in zip(to_grade, results)}
     rows = []
     for s, a, p in found:
+        if (s, a) in skipped:
+            continue
         src = source_notebook(a, course.root)
+        out = course.autograded / s / a
         if (s, a) in reused:
             d = reused[(s, a)]
         else:
@@ -436,20 +536,42 @@ def autograde(course: Course, assignments=None, workers=None, progress=True, reg
                 r = zero_result(str(course.submitted / s / a), a, src, "no notebook submitted")
             else:
                 r = by_path[str(p)]
-                if not r.tests:  # e.g. an internal error: every test still appears, with zero
-                    r = zero_result(r.notebook, a, src, r.error or "not graded")
+                if r.error:
+                    why = _unusable(p)
+                    if why is None:  # the grader's failure, not the submission's: no grade
+                        saved(s, a).unlink(missing_ok=True)
+                        not_graded.append(NotGraded(student=s, assignment=a, reason=r.error))
+                        continue
+                    r = zero_result(r.notebook, a, src, why)  # the submission's own fault
             d = r.as_dict()
             d["student"] = s
             if p is not None:
                 d["fingerprint"] = fingerprints[(s, a)]
-            _write_atomic(course.autograded / s / a / "result.json", json.dumps(d, indent=2).encode())
+            try:
+                if saved(s, a).exists():
+                    os.replace(saved(s, a), out / f"{a}.ipynb")  # over a read-only one too
+                d["graded_notebook"] = _digest(out / f"{a}.ipynb") if not r.error else None
+                _write_atomic(out / "result.json", json.dumps(d, indent=2).encode())
+            except OSError as exc:
+                not_graded.append(NotGraded(student=s, assignment=a,
+                                            reason=f"its result cannot be saved in {out}: {exc}"))
+                continue
         _record(course, s, a, d)
         rows.append(d)
     if reused:
         print(f"autograde: {len(reused)} submission(s) unchanged since they were graded: their "
               f"results reused (--regrade grades them again)", file=sys.stderr)
     print(summary([Result.from_dict(r) for r in rows]), file=sys.stderr)
+    if not_graded:
+        print(f"autograde: {len(not_graded)} submission(s) NOT graded; nothing of them was written "
+              "(a grade they had before is kept). Fix the cause and run autograde again:", file=sys.stderr)
+        for n in not_graded:
+            print(f"  {n['student']}/{n['assignment']}: {n['reason']}", file=sys.stderr)
+    autograde.last_not_graded = not_graded
     return rows
+
+
+autograde.last_not_graded = []
 
 
 def feedback(course: Course) -> list[Path]:
@@ -564,7 +686,12 @@ def _run(args, course: Course) -> int:
         rows = autograde(course, args.assignments or None, workers=args.jobs,
                          progress=sys.stderr.isatty(), regrade=args.regrade,
                          cell_timeout=args.cell_timeout, notebook_timeout=args.notebook_timeout)
-        print(f"autograded {len(rows)} submission(s) into {shown_url(course.db_url)}")
+        missed = autograde.last_not_graded
+        print(f"autograded {len(rows)} submission(s) into {shown_url(course.db_url)}"
+              + (f"; {len(missed)} NOT graded: " + ", ".join(f"{n['student']}/{n['assignment']}"
+                                                          for n in missed) if missed else ""))
+        if missed:
+            return 1
     elif args.command == "feedback":
         pages = feedback(course)
         print(f"wrote {len(pages)} feedback page(s) under {course.feedback}")

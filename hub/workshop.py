@@ -195,23 +195,131 @@ def _others_can_run(path: Path) -> bool:
     return all(os.stat(d).st_mode & 0o001 for d in path.parents) and bool(os.stat(path).st_mode & 0o001)
 
 
+def _runpath_entries(data: bytes):
+    """The file offsets and values of an ELF file's DT_RUNPATH and DT_RPATH strings (64-bit
+    little-endian only; ``[]`` for anything else)."""
+    import struct
+
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        return []
+    phoff, = struct.unpack_from("<Q", data, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+    loads, dynamic = [], None
+    for i in range(phnum):
+        p_type, _, p_offset, p_vaddr, _, p_filesz, _, _ = struct.unpack_from("<IIQQQQQQ", data, phoff + i * phentsize)
+        if p_type == 1:
+            loads.append((p_vaddr, p_offset, p_filesz))
+        elif p_type == 2:
+            dynamic = (p_offset, p_filesz)
+    if dynamic is None:
+        return []
+    entries = {}
+    for off in range(dynamic[0], dynamic[0] + dynamic[1], 16):
+        tag, value = struct.unpack_from("<qQ", data, off)
+        if tag == 0:
+            break
+        entries.setdefault(tag, []).append(value)
+    strtab = next((off + entries[5][0] - vaddr for vaddr, off, size in loads
+                   if 5 in entries and vaddr <= entries[5][0] < vaddr + size), None)
+    if strtab is None:
+        return []
+    found = []
+    for tag in (15, 29):  # DT_RPATH, DT_RUNPATH
+        for value in entries.get(tag, []):
+            start = strtab + value
+            found.append((start, data[start:data.index(b"\0", start)].decode()))
+    return found
+
+
+def _relocate_runpath(path: Path, old_lib: Path) -> None:
+    """Point the copied ELF file ``path``'s library path from ``old_lib`` (the original's lib/)
+    to ``$ORIGIN/../lib``, in place (the new string is shorter, so it fits)."""
+    data = bytearray(path.read_bytes())
+    for start, value in _runpath_entries(bytes(data)):
+        parts = [("$ORIGIN/../lib" if os.path.realpath(v) == os.path.realpath(old_lib) else v)
+                 for v in value.split(":")]
+        new = ":".join(parts).encode()
+        if len(new) <= len(value.encode()):
+            data[start:start + len(value.encode())] = new + b"\0" * (len(value.encode()) - len(new))
+    path.write_bytes(bytes(data))
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)  # same file system: the same file, nothing copied
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+# Parts of the standard library no server needs (tests, the Tk GUI, the static library).
+_STDLIB_SKIP = {"test", "idlelib", "tkinter", "turtledemo", "site-packages", "__pycache__"}
+
+
+def shared_interpreter(p: dict[str, Path]) -> Path:
+    """An interpreter of this Python that every user may run: the system's own of the same
+    version (/usr/local/bin, /usr/bin) when there is one, else a copy the hub makes in
+    <state>/python of the installation the course's venv was made from (pyenv's, under root's
+    private home): the interpreter, libpython and the standard library (hard links where the
+    file system allows), with the interpreter's library path made relative ($ORIGIN/../lib)
+    so that it no longer points into the private folder. Returns the interpreter's path."""
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    for d in ("/usr/local/bin", "/usr/bin"):
+        system = Path(d) / f"python{version}"
+        if system.exists() and _others_can_run(system) and _same_python(system):
+            return system
+    base = Path(sys.base_prefix)
+    exe = Path(os.path.realpath(Path(base) / "bin" / f"python{version}"))
+    stdlib = base / "lib" / f"python{version}"
+    if not exe.is_file() or not (stdlib / "os.py").is_file():
+        raise CourseError(f"the learners cannot run {os.path.realpath(sys.executable)} (a folder on its "
+                          f"path is private), there is no python{version} for everyone in /usr/bin, "
+                          f"and {base} is not an installation the hub can copy (install python{version} "
+                          "for everyone, or build .venv from a shared interpreter)")
+    copy = p["state"] / "python"
+    stamp = f"{exe} {exe.stat().st_size} {exe.stat().st_mtime_ns} {sys.version}\n"
+    if (copy / "STAMP").is_file() and (copy / "STAMP").read_text() == stamp:
+        return copy / "bin" / f"python{version}"
+    if copy.exists():
+        shutil.rmtree(copy)
+    (copy / "bin").mkdir(parents=True)
+    (copy / "lib").mkdir()
+    shutil.copy2(exe, copy / "bin" / f"python{version}")  # a real copy: its library path changes
+    _relocate_runpath(copy / "bin" / f"python{version}", base / "lib")
+    for alias in ("python3", "python"):
+        (copy / "bin" / alias).symlink_to(f"python{version}")
+    for lib in (base / "lib").glob("libpython*"):
+        if lib.is_symlink():
+            (copy / "lib" / lib.name).symlink_to(os.readlink(lib))
+        else:
+            _link_or_copy(str(lib), str(copy / "lib" / lib.name))
+    shutil.copytree(stdlib, copy / "lib" / f"python{version}", symlinks=True,
+                    copy_function=_link_or_copy,
+                    ignore=lambda d, names: [n for n in names if n in _STDLIB_SKIP
+                                             or n.startswith("config-")] if Path(d) == stdlib else [])
+    (copy / "lib" / f"python{version}" / "site-packages").mkdir()
+    for folder in [copy, *(d for d in copy.rglob("*") if d.is_dir() and not d.is_symlink())]:
+        os.chmod(folder, 0o755)
+    (copy / "STAMP").write_text(stamp)
+    return copy / "bin" / f"python{version}"
+
+
+def _same_python(python: Path) -> bool:
+    """Whether ``python`` is this very Python version (major, minor)."""
+    proc = subprocess.run([str(python), "-c", "import sys; print(sys.version_info[:2])"],
+                          capture_output=True, text=True)
+    return proc.returncode == 0 and proc.stdout.strip() == str(tuple(sys.version_info[:2]))
+
+
 def server_venv(p: dict[str, Path]) -> Path:
     """The environment the learners' servers run from: the course's own .venv, when any user may
     run its interpreter. When not (a venv made from an interpreter under root's private home, as
     pyenv does), a twin in <state>/venv: the same packages (its lib/, share/ and etc/ are links to
-    the venv's) run by the system's interpreter of the same Python version, with the venv's
-    commands re-pointed at it."""
+    the venv's) run by :func:`shared_interpreter`, with the venv's commands re-pointed at it."""
     venv = Path(sys.prefix)
     if _others_can_run(Path(sys.executable)):
         return venv
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    system = next((Path(d) / f"python{version}" for d in ("/usr/local/bin", "/usr/bin")
-                   if (Path(d) / f"python{version}").exists()
-                   and _others_can_run(Path(d) / f"python{version}")), None)
-    if system is None:
-        raise CourseError(f"the learners cannot run {os.path.realpath(sys.executable)} (a folder on its "
-                          f"path is private) and there is no python{version} for everyone in /usr/bin "
-                          f"(install python{version}, or build .venv from a shared interpreter)")
+    system = shared_interpreter(p)
     twin = p["state"] / "venv"
     if twin.exists():
         shutil.rmtree(twin)
@@ -234,6 +342,7 @@ def server_venv(p: dict[str, Path]) -> Path:
             target.write_bytes(f"#!{twin / 'bin' / 'python'}".encode() + b"\n" + rest)
             target.chmod(0o755)
     os.chmod(twin, 0o755)
+    os.chmod(twin / "bin", 0o755)
     return twin
 
 

@@ -2,13 +2,18 @@
 from __future__ import annotations
 
 import csv
+import json
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
+from pathlib import Path
 
 import pytest
 
+from autograder.course import test_cells as source_tests
 from conftest import ROOT, released_notebook, solution_notebook
 
 pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("instructor")]
@@ -60,8 +65,11 @@ def test_export_has_every_student_and_exercise(course):
     for r in rows:
         totals.setdefault(r["student"], 0.0)
         totals[r["student"]] += float(r["points"])
-    assert totals == {"alice": 4.0, "alicetwin": 4.0, "bob": 0.0, "carol": 0.0, "dave": 4.0}
-    assert len(rows) == 5 * 4
+    tests = source_tests(solution_notebook(A))
+    full = sum(points for _, points in tests)
+    assert full > 0
+    assert totals == {"alice": full, "alicetwin": full, "bob": 0.0, "carol": 0.0, "dave": full}
+    assert len(rows) == 5 * len(tests)
 
 
 def test_grading_is_deterministic(course):
@@ -145,3 +153,149 @@ def test_collect_never_reads_more_than_the_grader_would(tmp_path, monkeypatch, c
     assert "gina_bad.zip cannot be unzipped" in err
     assert "not valid JSON" in grade_notebook(got["gina"], root=ROOT).error
 
+
+
+# --------------------------------------------------------------------------- no grade lost
+
+NOBODY = 65534
+
+
+def _python_for_everyone(base: Path) -> str:
+    """An interpreter of the course's environment that uid 65534 may run (the .venv's may live
+    under root's private pyenv): the one `make hub` gives its users."""
+    sys.path.insert(0, str(ROOT / "hub"))
+    import workshop
+
+    state = base / "hub"
+    state.mkdir(mode=0o755)
+    return str(workshop.server_venv(workshop.paths(state)) / "bin" / "python")
+
+
+def _as_nobody(args, home, env=None, timeout=900):
+    """``args`` run as uid/gid 65534 (an instructor who is not root: file modes apply to them),
+    with ``home`` as HOME."""
+    cmd = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *map(str, args)]
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=timeout,
+                          env=dict(os.environ, HOME=str(home), **(env or {})))
+
+
+def _others_can_read(path) -> bool:
+    path = os.path.realpath(path)
+    return all(os.stat(d).st_mode & 0o005 == 0o005 for d in [path, *map(str, Path(path).parents)])
+
+
+def _grades(state):
+    """``{student: [score per grade, in order]}`` of A in the gradebook."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{state / 'gradebook.db'}") as gb:
+        return {s.student.id: [(g.name, g.score) for nb in s.notebooks for g in sorted(nb.grades, key=lambda g: g.name)]
+                for s in gb.find_assignment(A).submissions}
+
+
+_FORMGRADER_AUTOGRADE = """
+import sys
+from nbgrader.apps import NbGraderAPI
+from nbgrader.coursedir import CourseDirectory
+from traitlets.config.loader import PyFileConfigLoader
+config = PyFileConfigLoader("nbgrader_config.py", path=sys.argv[1]).load_config()
+if sys.argv[2] == "stock":  # nbgrader's own autograde, as a course without ours would run it
+    del config.Autograde["autograde_preprocessors"], config.Autograde["sanitize_preprocessors"]
+api = NbGraderAPI(CourseDirectory(config=config), config=config)
+for student in sys.argv[3:]:
+    got = api.autograde("%s", student)  # what the formgrader's Autograde button calls
+    print(student, "SUCCESS" if got["success"] else "FAILED", got.get("error") or "", got.get("log", "")[-3000:])
+""" % A
+
+
+def test_nbgraders_autograde_first_then_ours_loses_no_grade(tmp_path):
+    """An instructor who is not root presses nbgrader's own Autograde (stock nbgrader: it leaves
+    read-only graded notebooks and its own scores), with a half-written gradebook submission
+    left before; then the formgrader's button with the course's configuration; then runs the
+    course's `autograde` and `--regrade`: every submission keeps the course grader's grade."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("runs the instructor as another user: needs root and setpriv")
+    if not _others_can_read(ROOT):
+        pytest.skip(f"{ROOT} cannot be read by other users (a private checkout): the instructor "
+                    "here is uid 65534")
+    base = Path(tempfile.mkdtemp(prefix="nograde-", dir="/tmp"))
+    try:
+        os.chmod(base, 0o755)
+        lms, state, home = base / "lms", base / "state", base / "home"
+        for d in (lms, home):
+            d.mkdir()
+        shutil.copy(solution_notebook(A), lms / "alice_done.ipynb")
+        shutil.copy(released_notebook(A), lms / "bob_start.ipynb")
+        _cli("collect", lms, "--assignment", A, "--state", state)
+        # A half-written gradebook row: alice's submission recorded before the assignment's
+        # notebook was (nbgrader's collect and formgrader make submissions early).
+        from nbgrader.api import Gradebook
+
+        from autograder.gradebook import ensure_tools_on_path
+
+        ensure_tools_on_path()  # nbgrader runs `alembic` for a new gradebook
+        with Gradebook(f"sqlite:///{state / 'gradebook.db'}") as gb:
+            gb.update_or_create_assignment(A)
+            gb.update_or_create_student("alice")
+            gb.update_or_create_submission(A, "alice")
+        subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(state), str(home)], check=True)
+        env = {"COURSE_STATE": str(state)}
+        python = _python_for_everyone(base)
+        autograde = [python, "-m", "autograder", "autograde", "--state", state]
+
+        first = _as_nobody(autograde, home, env)
+        assert first.returncode == 0, first.stderr[-3000:]
+        expected = _grades(state)
+        full = sum(points for _, points in source_tests(solution_notebook(A)))
+        assert sum(s for _, s in expected["alice"]) == full and sum(s for _, s in expected["bob"]) == 0
+
+        pressed = _as_nobody([python, "-c", _FORMGRADER_AUTOGRADE, ROOT, "stock", "alice", "bob"], home, env)
+        assert pressed.stdout.count("SUCCESS") == 2, pressed.stdout[-3000:] + pressed.stderr[-3000:]
+        graded = state / "autograded" / "alice" / A / f"{A}.ipynb"
+        assert graded.stat().st_mode & 0o222 == 0, "nbgrader's autograde no longer leaves its files read-only"
+        assert "Autograding" in pressed.stdout and "course's grader" not in pressed.stdout, pressed.stdout[-3000:]
+
+        again = _as_nobody(autograde, home, env)
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert _grades(state) == expected, again.stderr[-3000:]
+        result = json.loads((state / "autograded" / "alice" / A / "result.json").read_text())
+        assert result["score"] == full and not result.get("error"), result
+
+        # the formgrader's button, with the course's configuration: the course's grader
+        pressed = _as_nobody([python, "-c", _FORMGRADER_AUTOGRADE, ROOT, "course", "alice", "bob"], home, env)
+        assert pressed.stdout.count("SUCCESS") == 2, pressed.stdout[-3000:] + pressed.stderr[-3000:]
+        assert pressed.stdout.count("graded by the course's grader") == 2, pressed.stdout[-3000:]
+        # nbgrader removed the submission's autograded folder first: the course's grader wrote it again
+        for student in ("alice", "bob"):
+            result = json.loads((state / "autograded" / student / A / "result.json").read_text())
+            assert result["tests"] and not result.get("error"), result
+        assert _grades(state) == expected
+        regrade = _as_nobody([*autograde, "--regrade"], home, env)
+        assert regrade.returncode == 0, regrade.stderr[-3000:]
+        assert _grades(state) == expected
+        assert json.loads((state / "autograded" / "bob" / A / "result.json").read_text())["tests"]
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_autograde_that_cannot_grade_keeps_the_grade_and_exits_non_zero(course):
+    """The grader fails for every submission (an operator setting it cannot use): nothing is
+    written, the earlier grades stay in the gradebook and the results, the exit status is not
+    zero and the summary names each submission."""
+    state, _ = course
+    before = {p: p.read_bytes() for p in (state / "autograded").glob("*/*/result.json")}
+    grades = _grades(state)
+    proc = subprocess.run([sys.executable, "-m", "autograder", "autograde", "--state", state, "--regrade"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=900,
+                          env=dict(os.environ, AUTOGRADER_MEMORY_MB="lots"))
+    assert proc.returncode != 0, proc.stdout + proc.stderr[-3000:]
+    graded = sorted(p.parent.parent.name for p in before)
+    for student in ("alice", "alicetwin", "bob", "dave"):
+        assert f"{student}/{A}" in proc.stderr and f"{student}/{A}" in proc.stdout, proc.stderr[-3000:]
+    assert "NOT graded" in proc.stdout and "AUTOGRADER_MEMORY_MB" in proc.stderr, proc.stderr[-3000:]
+    after = {p: p.read_bytes() for p in (state / "autograded").glob("*/*/result.json")}
+    unchanged = {p for p in before if "carol" not in p.parts}  # carol's file is no notebook: a zero again
+    assert {p: after[p] for p in unchanged} == {p: before[p] for p in unchanged}, graded
+    assert _grades(state) == grades
+    rows = list(csv.DictReader(_cli("export", "--state", state, "--out", "/dev/stdout").stdout.splitlines()))
+    assert sum(float(r["points"]) for r in rows if r["student"] == "alice") > 0

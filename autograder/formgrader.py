@@ -1,0 +1,51 @@
+"""nbgrader's own autograde (the formgrader's Autograde button, ``nbgrader autograde``) runs the
+course's grader: ``nbgrader_config.py`` names :class:`CourseAutograde` as nbgrader's only
+autograde step.
+
+nbgrader's autograde would execute the learner's notebook in the instructor's own kernel and
+score its visible test cells (the hidden tests live in the judge, which nbgrader never runs),
+overwriting the course's grades with those. Instead, for each submission it is asked to grade,
+:class:`CourseAutograde` runs ``python -m autograder autograde``'s own code for that one
+submission (the same result, gradebook rows, graded notebook and ``result.json``) and hands
+nbgrader the notebook the course's grader saved, for the formgrader to show. When the course's
+grader could not grade it, nbgrader is told so (the formgrader says "error" with the reason) and
+the gradebook keeps the grade it had.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from nbconvert.preprocessors import Preprocessor
+from traitlets import Bool
+
+
+class CourseAutograde(Preprocessor):
+    """nbgrader's autograde step that grades with the course's grader instead."""
+
+    enabled = Bool(True)  # nbconvert's preprocessors are off unless enabled
+
+    def preprocess(self, nb, resources):
+        import nbformat
+
+        from .instructor import Course, autograde
+
+        info = resources["nbgrader"]
+        student, assignment = info["student"], info["assignment"]
+        coursedir = self.config.CourseDirectory
+        root = Path(coursedir.get("root") or os.getcwd())
+        submitted = Path(coursedir.get("submitted_directory") or "submitted")
+        state = (root / submitted).parent  # nbgrader_config.py puts every folder in the course state
+        course = Course(root=root, state=state, db_url=info.get("db_url"))
+        rows = autograde(course, [assignment], students=[student], progress=False)
+        missed = autograde.last_not_graded
+        if missed or not rows:
+            reason = "; ".join(n["reason"] for n in missed) or "no submission found"
+            raise RuntimeError(f"the course's grader could not grade {student}/{assignment} (its "
+                               f"grade, if it had one, is kept): {reason}")
+        graded = course.autograded / student / assignment / f"{assignment}.ipynb"
+        if graded.exists():
+            nb = nbformat.read(str(graded), as_version=4)
+        self.log.info("%s/%s graded by the course's grader: %g / %g", student, assignment,
+                      rows[0]["score"], rows[0]["max_score"])
+        return nb, resources
