@@ -30,6 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--no-sandbox", action="store_true",
                        help="as root, run kernels uncontained (only for code you trust; the same as "
                             "AUTOGRADER_SANDBOX=off; the JSON's containment then says 'none')")
+    sub.add_parser("settings", help="list the AUTOGRADER_* settings, their defaults and values",
+                   description="Every AUTOGRADER_* environment variable the grader reads, with its "
+                               "default, its value now and a line of help.")
     from .instructor import add_parsers
 
     add_parsers(sub)
@@ -62,6 +65,11 @@ def main(argv=None) -> int:
         from .grading import grade_command
 
         return grade_command(args)
+    if args.command == "settings":
+        from .settings import describe
+
+        print(describe())
+        return 0
     if args.command in ("collect", "autograde", "feedback", "export"):
         from .instructor import run
 

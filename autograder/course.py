@@ -30,7 +30,9 @@ def find_course_root(start: Path | None = None) -> Path:
     Looked up in ``$AUTOGRADER_COURSE_ROOT``, then upwards from ``start`` and the
     current directory, then beside the package (a checkout).
     """
-    env = os.environ.get("AUTOGRADER_COURSE_ROOT")
+    from . import settings
+
+    env = settings.get("AUTOGRADER_COURSE_ROOT")
     candidates = [Path(env)] if env else []
     for base in (start, Path.cwd()):
         if base is not None:

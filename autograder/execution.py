@@ -213,7 +213,7 @@ def make_executor(cell_timeout: int, deadline: float, cpu_limit: int = DEFAULT_C
             watchdog.daemon = True
             watchdog.start()
             try:
-                self.execute(stdout=devnull, stderr=devnull, stdin=devnull, env=kernel_env(home))
+                self.execute(stdout=devnull, stderr=devnull, stdin=devnull, env=kernel_env(home, contained))
             except OutOfTime:
                 pass
             except DeadKernelError:

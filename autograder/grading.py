@@ -36,7 +36,7 @@ from .gradebook import (STUDENT, build_gradebook, ensure_tools_on_path,  # noqa:
 from .judge import JudgeStep
 from .result import Result, failed_result, format_human, format_progress, zero_result  # noqa: F401
 from .sandbox import (DEFAULT_CPU_LIMIT, NAMESPACE, NONE, PROCESS_GROUP, Sandbox,  # noqa: F401
-                      check_sandbox, chown_tree, open_sandbox, run_dir_base)
+                      check_sandbox, chown_tree, open_sandbox, probe_refusal, run_dir_base)
 from .submission import read_submission, sanitize
 
 DEFAULT_CELL_TIMEOUT = 120
@@ -71,11 +71,6 @@ def grade_notebook(path, *, root: Path | None = None, cell_timeout: int = DEFAUL
     with tempfile.TemporaryDirectory(prefix="run-", dir=base) as tmp:
         return _grade_in(Path(tmp), nb, given, assignment, source, cell_timeout, notebook_timeout,
                          cpu_limit, save_graded, root, path, hide)
-
-
-_NAMESPACES_FIX = ("run the grader where root may create mount, PID and network namespaces and "
-                   "mount file systems (in a container: CAP_SYS_ADMIN, e.g. docker run --privileged, "
-                   "and an unconfined seccomp/AppArmor profile)")
 
 
 def _grade_in(tmp: Path, nb, given, assignment, source, cell_timeout, notebook_timeout,
@@ -135,10 +130,7 @@ def _grade_in(tmp: Path, nb, given, assignment, source, cell_timeout, notebook_t
             box.keep_rw = [str(box_dir)]
             problem = check_sandbox(box, home, workdir, [str(source.parent), str(tmp / "gradebook.db")])
             if problem:
-                return zero_result(given, assignment, source,
-                                   f"the sandbox cannot be set up: {problem}. Fix: {_NAMESPACES_FIX}; "
-                                   "or, to grade without containment (only for code you trust), "
-                                   "pass --no-sandbox or set AUTOGRADER_SANDBOX=off.")
+                return zero_result(given, assignment, source, probe_refusal(problem))
         executor = make_executor(cell_timeout, deadline, cpu_limit, home, box, box_dir,
                                  after_cells=after_cells)
         nb, res = executor.preprocess(nb, res)

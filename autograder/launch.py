@@ -8,18 +8,27 @@ namespace with nothing but a loopback interface that is down (the kernel talks t
 over Unix sockets). It uses the standard library only (``-I``: no user site, no
 ``PYTHONPATH``, not the current folder).
 
-``run``:
+``run`` builds the kernel's root from nothing (an allow-list, never a deny-list):
 
-1. a fresh ``/proc`` (the namespace's own processes only);
-2. a handle on every path to keep (``--ro``: the venv, the Python installation, the
-   ``autograder`` package; ``--rw``: the submission's box), taken *before* anything is hidden;
-3. every path of ``--hide`` (the course checkout, the course state, temporary folders) and every
-   folder on the way to a kept path that the sandbox uid could not enter (a 0700 home or
-   temporary folder) gets an empty tmpfs mounted over it: what it held is out of reach;
-4. every kept path is bind-mounted back at its own absolute path (read-only, or read-write for
-   the box), with the folders leading to it created traversable in the tmpfs above it;
-5. ``setgroups([])``, ``setresgid``, ``setresuid`` to the sandbox uid, ``no_new_privs``, then
-   ``execve`` of the kernel in the current folder (the submission's).
+1. a handle on every path to keep (``--ro``: the venv, the Python it was made from, the
+   ``autograder`` package; ``--rw``: the submission's box) and on the system's (:data:`SYSTEM`,
+   the files :data:`ETC` of ``/etc``, the devices :data:`DEV` and an accelerator's), taken
+   *before* anything is mounted;
+2. an empty tmpfs (on ``/tmp``, of this namespace only) becomes the new root: the system's
+   folders, ``/etc``'s few files and each kept path are bind-mounted there at their own
+   absolute paths, read-only (the box read-write), the links on the way to them (``/bin ->
+   usr/bin``, a venv's ``python -> /root/.pyenv/...``) made again, the folders leading to them
+   created traversable (so a 0700 home or temporary folder above them does not matter); a
+   ``/dev`` of the few devices, private ``/tmp``, ``/var/tmp`` and ``/dev/shm``, a fresh
+   ``/proc`` (the namespace's own processes); a path of ``--hide`` that lies inside a kept
+   folder gets an empty tmpfs;
+3. ``pivot_root`` to it, the machine's root detached (a ``chroot`` where that call is refused):
+   the checkout, ``solutions/``, the gradebooks, other submissions, ``/home``, ``/run``, every
+   file nobody named, do not exist there;
+4. ``setgroups([])``, ``setresgid``, ``setresuid`` to the sandbox uid, ``no_new_privs``; every
+   kept path is checked readable by that uid (else the launcher exits naming the path, its mode
+   and owner: the real cause, not what the loader would say); then ``execve`` of the kernel
+   in the current folder (the submission's).
 
 ``check`` runs as the sandbox uid inside that view (the same ``run``, with this module as the
 "kernel"): it exits non-zero, saying why, unless ipykernel and the ``autograder`` package import,
@@ -31,6 +40,11 @@ the home folder is writable, and the paths given cannot be read.
 data memory, sets the CPU-time limit and no core dumps, in a
 sandbox a cap on processes and the memory limit (the cgroup joined, or ``RLIMIT_DATA``), and
 executes the rest of its command line.
+
+``expose --path=P ... -- CMD``: as root, in a mount namespace of its own, make each ``P``
+reachable by every uid (an empty tmpfs on each folder on the way that others cannot enter, ``P``
+bound back), then execute ``CMD``: for a grader of older commits, whose sandbox had no view of
+its own (the test suite's control, tests/test_attacks_old_grader.py).
 
 ``kill UID``: as root, become ``UID`` and kill every process of it (``kill(-1)`` from that uid
 reaches exactly its processes, in whatever session or namespace).
@@ -48,6 +62,7 @@ PR_SET_NO_NEW_PRIVS = 38
 PR_SET_PDEATHSIG = 1
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND = 1, 2, 4, 8, 32, 4096
 MS_REC, MS_PRIVATE = 16384, 1 << 18
+MNT_DETACH = 2
 
 
 def libc():
@@ -100,32 +115,160 @@ def _depth(path: str) -> int:
     return path.rstrip("/").count("/")
 
 
-def build_view(keep_ro: list[str], keep_rw: list[str], hide: list[str]) -> None:
-    """Steps 1-4 of ``run`` (see the module's docstring)."""
-    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    keep = [(os.path.realpath(p), True) for p in keep_ro] + [(os.path.realpath(p), False) for p in keep_rw]
-    keep = [(p, ro) for p, ro in keep if os.path.exists(p)]
-    handles = {p: os.open(p, os.O_PATH | os.O_CLOEXEC) for p, _ in keep}
-    hidden = {os.path.realpath(p) for p in hide if os.path.isdir(p)}
-    for p, _ in keep:
+# The kernel's view is an allow-list: a root built empty, then only these, read-only.
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "passwd", "group", "nsswitch.conf", "hosts",
+       "host.conf", "localtime", "timezone", "alternatives", "fonts", "mime.types", "os-release",
+       "debian_version", "locale.alias", "ssl", "ca-certificates", "matplotlibrc")
+DEV = ("null", "zero", "full", "random", "urandom")
+ACCELERATORS = ("nvidia", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset", "nvidia-caps",
+                "dri", "kfd", "accel", "vfio")  # /dev entries a GPU or TPU runtime opens, when present
+_NEW_ROOT = "/tmp"  # where the empty root is mounted before it becomes "/" (any folder would do)
+_SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "ppc64": 203,
+                   "s390x": 217}
+
+
+def _resolve(path: str) -> tuple[list[tuple[str, str]], str]:
+    """The symbolic links met on the way to ``path`` (``[(link, its text)]``) and where it leads:
+    the kernel must find ``path`` itself, not only its real place (a venv's ``bin/python``)."""
+    links, todo, done = [], [c for c in os.path.abspath(path).split("/") if c], "/"
+    for _ in range(64):
+        if not todo:
+            return links, done
+        nxt = os.path.join(done, todo.pop(0))
+        if os.path.islink(nxt):
+            text = os.readlink(nxt)
+            links.append((nxt, text))
+            target = os.path.normpath(os.path.join(done, text))
+            todo = [c for c in target.split("/") if c] + todo
+            done = "/"
+        else:
+            done = nxt
+    return links, os.path.realpath(path)
+
+
+def _place_link(new: str, link: str, text: str) -> None:
+    where = new + link
+    if os.path.lexists(where):
+        return
+    os.makedirs(os.path.dirname(where), mode=0o755, exist_ok=True)
+    os.symlink(text, where)
+
+
+def _bind(source_fd: int | str, new: str, path: str, ro: bool, rec: bool = False) -> None:
+    """``path`` of the machine (``source_fd``: a handle on it) at ``path`` of the new root."""
+    src = source_fd if isinstance(source_fd, str) else f"/proc/self/fd/{source_fd}"
+    where = new + path
+    if os.path.isdir(src):
+        os.makedirs(where, mode=0o755, exist_ok=True)
+    elif not os.path.lexists(where):
+        os.makedirs(os.path.dirname(where), mode=0o755, exist_ok=True)
+        open(where, "a").close()  # a mount point for a file
+    _mount(src, where, None, MS_BIND | (MS_REC if rec else 0))
+    if ro:
+        _mount(None, where, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def _pivot(new: str) -> None:
+    """Make ``new`` the root of this mount namespace, the machine's root detached below it
+    (``pivot_root(".", ".")``); a ``chroot`` where the call is unknown or refused."""
+    import platform
+
+    os.chdir(new)
+    number = _SYS_PIVOT_ROOT.get(platform.machine())
+    if number is not None and libc().syscall(number, b".", b".") == 0:
+        if libc().umount2(b".", MNT_DETACH) != 0:
+            raise SystemExit(f"autograder sandbox: detaching the machine's root failed: "
+                             f"{os.strerror(ctypes.get_errno())}")
+    else:
+        os.chroot(".")
+    os.chdir("/")
+
+
+
+def build_view(keep_ro: list[str], keep_rw: list[str], hide: list[str] = ()) -> None:
+    """Steps 1-3 of ``run`` (see the module's docstring): the kernel's root, built empty, with
+    ``keep_ro`` (read-only) and ``keep_rw`` at their paths; ``hide``: folders inside them to empty."""
+    os.umask(0o022)
+    keep = [(p, True) for p in keep_ro] + [(p, False) for p in keep_rw]
+    keep = [(p, ro, *_resolve(p)) for p, ro in keep if os.path.exists(p)]
+    system = [p for p in SYSTEM if os.path.lexists(p)]
+    etc = [f"/etc/{n}" for n in ETC if os.path.lexists(f"/etc/{n}")]
+    dev = [f"/dev/{n}" for n in DEV + ACCELERATORS if os.path.exists(f"/dev/{n}")]
+    dev += [f"/dev/{n}" for n in _listdir("/dev") if n.startswith(("nvidia", "accel"))
+            and f"/dev/{n}" not in dev]
+    # handles on everything first: the empty root is mounted where a kept path may lie (/tmp)
+    handles = {}
+    for path in [*(real for *_, real in keep), *system, *etc, *dev]:
+        if not os.path.islink(path) and path not in handles:
+            handles[path] = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    new = _NEW_ROOT if os.path.isdir(_NEW_ROOT) and not os.path.islink(_NEW_ROOT) else "/mnt"
+    _mount("tmpfs", new, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
+    for path in system + etc:  # /bin -> usr/bin stays a link
+        if os.path.islink(path):
+            _place_link(new, path, os.readlink(path))
+        else:
+            _bind(handles[path], new, path, ro=True)
+    os.makedirs(new + "/dev", mode=0o755)
+    _mount("tmpfs", new + "/dev", "tmpfs", MS_NOSUID, "mode=0755,size=64k")
+    for path in dev:
+        _bind(handles[path], new, path, ro=False, rec=os.path.isdir(path))
+    for name, text in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
+                       ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
+        os.symlink(text, f"{new}/dev/{name}")
+    for shared in ("/dev/shm", "/tmp", "/var/tmp"):
+        os.makedirs(new + shared, mode=0o755, exist_ok=True)
+        _mount("tmpfs", new + shared, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=512m")
+    os.makedirs(new + "/proc", mode=0o755)
+    _mount("proc", new + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    for given, ro, links, real in sorted(keep, key=lambda k: _depth(k[3])):
+        for link, text in links:
+            _place_link(new, link, text)
+        _bind(handles[real], new, real, ro)
+    kept = [real for *_, real in keep]
+    for path in {os.path.realpath(p) for p in hide}:  # inside a kept folder: emptied
+        if os.path.isdir(path) and any(path.startswith(k + "/") for k in kept):
+            _mount("tmpfs", new + path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k")
+    for fd in handles.values():
+        os.close(fd)
+    _pivot(new)
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+def unreadable(paths: list[str]) -> list[str]:
+    """Which of ``paths`` this process (the sandbox uid, in its view) cannot read, each with its
+    mode and owner: the real reason a kernel could not start there."""
+    out = []
+    for path in paths:
+        real = os.path.realpath(path)
+        if os.path.exists(real) and not os.access(real, os.R_OK | (os.X_OK if os.path.isdir(real) else 0)):
+            st = os.stat(real)
+            out.append(f"{real} (mode {stat.S_IMODE(st.st_mode):04o}, owner uid {st.st_uid})")
+    return out
+
+
+def expose(paths: list[str]) -> None:
+    """In a mount namespace of its own, as root: make each of ``paths`` reachable by every uid
+    where a folder on the way is not (a 0700 home or temporary folder): that folder gets an
+    empty tmpfs, the paths are bound back at their own places. For ``expose`` (see ``main``)."""
+    os.umask(0o022)
+    paths = [os.path.realpath(p) for p in paths if os.path.exists(p)]
+    handles = {p: os.open(p, os.O_PATH | os.O_CLOEXEC) for p in paths}
+    hidden = set()
+    for p in paths:
         hidden.update(a for a in _ancestors(p) if not _enterable_by_others(a))
-    hidden.discard("/")
-    shared_tmp = {"/tmp", "/var/tmp", "/dev/shm", "/run/lock"}
     for path in sorted(hidden, key=_depth):
-        if not os.path.isdir(path) or any(path.startswith(h + "/") for h in hidden if h != path
-                                          and _depth(h) < _depth(path)):
-            continue  # already under an empty tmpfs
-        mode, size = ("1777", "512m") if path in shared_tmp else ("0755", "1m")
-        _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"mode={mode},size={size}")
-    for p, ro in sorted(keep, key=lambda k: _depth(k[0])):
-        if os.path.isdir(f"/proc/self/fd/{handles[p]}"):
-            os.makedirs(p, mode=0o755, exist_ok=True)
-        elif not os.path.exists(p):
-            os.makedirs(os.path.dirname(p), mode=0o755, exist_ok=True)
-            open(p, "a").close()  # noqa: SIM115 - a mount point for a file
-        _mount(f"/proc/{os.getpid()}/fd/{handles[p]}", p, None, MS_BIND)
-        if ro:
-            _mount(None, p, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+        if not any(path.startswith(h + "/") for h in hidden):
+            _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
+    for p in sorted(paths, key=_depth):
+        if any(p.startswith(h + "/") for h in hidden):
+            _bind(handles[p], "", p, ro=False, rec=True)
     for fd in handles.values():
         os.close(fd)
 
@@ -148,7 +291,17 @@ def run(args) -> None:
     cwd = os.getcwd()
     build_view(args.ro, args.rw, args.hide)
     drop_to(args.uid)
+    blocked = unreadable(args.ro + args.rw)
+    if blocked:  # the kernel could not start; say why, not what the loader says of it
+        raise SystemExit(f"autograder sandbox: the sandbox uid cannot read {'; '.join(blocked)}: make it "
+                         f"readable by other users (chmod -R o+rX), or install the course's Python "
+                         f"where other users can read it")
     os.chdir(cwd)  # the same path, now seen through the view
+    os.execvp(args.command[0], args.command)
+
+
+def expose_and_run(args) -> None:
+    expose(args.path)
     os.execvp(args.command[0], args.command)
 
 
@@ -232,15 +385,18 @@ def main(argv=None) -> int:
     lim.add_argument("--memory", type=int, default=0, help="bytes")
     lim.add_argument("--cgroup", default="")
     lim.add_argument("command", nargs=argparse.REMAINDER)
+    e = sub.add_parser("expose")
+    e.add_argument("--path", action="append", default=[])
+    e.add_argument("command", nargs=argparse.REMAINDER)
     k = sub.add_parser("kill")
     k.add_argument("uid", type=int)
     args = parser.parse_args(argv)
-    if args.what in ("run", "limits"):
+    if args.what in ("run", "limits", "expose"):
         if args.command and args.command[0] == "--":
             args.command = args.command[1:]
         if not args.command:
             parser.error("no command to run")
-        (run if args.what == "run" else limits)(args)
+        {"run": run, "limits": limits, "expose": expose_and_run}[args.what](args)
         return 0  # not reached: the command is executed
     if args.what == "check":
         return check(args)

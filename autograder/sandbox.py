@@ -1,14 +1,16 @@
 """How a submission's kernel is contained.
 
 As root, each kernel is started by ``unshare --mount --propagation private --pid --net --fork
---kill-child`` running :mod:`autograder.launch`, which builds the kernel's view of the files
-(the course checkout, its state, the gradebook, temporary folders and other submissions hidden
-under empty tmpfs mounts; only the venv, the Python installation and the ``autograder`` package,
-read-only, and the submission's own box, read-write, visible at their own paths), then drops to
-an unprivileged uid locked for this one submission and executes the kernel. The kernel is PID 1
-of its PID namespace (when it ends, everything it started ends), has no network (a network
-namespace of its own; it talks to the grader over Unix sockets in its box), a memory limit (a
-memory cgroup when one can be made, else ``RLIMIT_DATA``), a CPU-time limit and a cap on its
+--kill-child`` running :mod:`autograder.launch`, which builds the kernel's view of the files from
+an empty root: an allow-list of the system's folders and a few files of ``/etc``, the interpreter
+(:func:`kernel_paths`: the venv and its base Python wherever they live, ``/root/.pyenv``, a conda
+environment or ``/usr``) and the ``autograder`` package read-only, and the submission's own box
+read-write, each at its own path; nothing else exists there (the checkout, ``solutions/``, the
+gradebooks, other submissions, ``/home``). It then drops to an unprivileged uid locked for this one
+submission and executes the kernel, whose environment is an allow-list too (:data:`KERNEL_ENV`).
+The kernel is PID 1 of its PID namespace (when it ends, everything it started ends), has no
+network (a network namespace of its own; it talks to the grader over Unix sockets in its box), a
+memory limit (a memory cgroup when one can be made, else ``RLIMIT_DATA``), a CPU-time limit and a cap on its
 uid's processes. Its box is a tmpfs of ``AUTOGRADER_BOX_MB`` (:meth:`Sandbox.mount_box`), mounted
 in the grading process's own mount namespace (:func:`private_mounts`): what the kernel writes
 cannot fill the machine's disk.
@@ -31,14 +33,14 @@ from pathlib import Path
 
 from .course import GradingError, package_root
 
+from . import settings
+
 DEFAULT_CPU_LIMIT = 1800      # CPU seconds for one kernel (all its threads)
-DEFAULT_MEMORY_MB = 4096      # memory of one contained kernel (AUTOGRADER_MEMORY_MB changes it)
-SANDBOX_NPROC = 4096          # processes and threads of one sandbox uid (a fork bomb stops there;
-                              # AUTOGRADER_NPROC changes it)
-SANDBOX_UIDS = range(61000, 61184)  # above login.defs' UID_MAX, below systemd's dynamic users
-DEFAULT_BOX_MB = 1024         # what one contained kernel may write in its box (AUTOGRADER_BOX_MB)
-DEFAULT_JUDGE_MEMORY_MB = 4096  # data memory of one grading process (AUTOGRADER_JUDGE_MEMORY_MB);
-                                # it uses about 600 MiB, judging any chapter
+DEFAULT_MEMORY_MB = settings.BY_NAME["AUTOGRADER_MEMORY_MB"].default
+SANDBOX_NPROC = settings.BY_NAME["AUTOGRADER_NPROC"].default
+SANDBOX_UIDS = range(61000, 61184)  # AUTOGRADER_SANDBOX_UIDS's default: above login.defs' UID_MAX
+DEFAULT_BOX_MB = settings.BY_NAME["AUTOGRADER_BOX_MB"].default
+DEFAULT_JUDGE_MEMORY_MB = settings.BY_NAME["AUTOGRADER_JUDGE_MEMORY_MB"].default
 
 NAMESPACE = "namespaces+uid"    # ``containment``: own mount, PID and network namespaces and uid
 PROCESS_GROUP = "process-group"  # ... the grader's uid, the kernel in its own process group
@@ -53,42 +55,30 @@ _LAUNCH = Path(__file__).with_name("launch.py")
 def sandbox_disabled() -> bool:
     """The operator asked to grade without a sandbox (``AUTOGRADER_SANDBOX=off``; ``--no-sandbox``
     sets it)."""
-    return os.environ.get("AUTOGRADER_SANDBOX", "").lower() in ("0", "off", "no", "false")
+    return not settings.get("AUTOGRADER_SANDBOX")
 
 
-def setting(name: str, default: float, what: str, kind=int, minimum=None):
-    """The operator's setting ``name`` from the environment (``default`` when unset), a positive
-    ``kind`` (at least ``minimum``); a clear :class:`GradingError` otherwise (checked once per
-    command, before grading: :func:`check_settings`)."""
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = kind(raw)
-    except ValueError:
-        value = None
-    if value is None or value <= 0 or (minimum is not None and value < minimum):
-        raise GradingError(f"{name}={raw!r} is not {what}: set it to one, or unset it for the "
-                           f"default ({default})")
-    return value
+def setting(name: str, default=None, what: str = "", kind=int, minimum=None):
+    """The operator's setting ``name``, checked (:func:`autograder.settings.get`; the other
+    arguments are kept for old callers: the settings module has each one's default)."""
+    return settings.get(name)
 
 
 def memory_limit_mb() -> int:
-    return setting("AUTOGRADER_MEMORY_MB", DEFAULT_MEMORY_MB, "a positive whole number of MiB")
+    return settings.get("AUTOGRADER_MEMORY_MB")
 
 
 def nproc_limit() -> int:
-    return setting("AUTOGRADER_NPROC", SANDBOX_NPROC, "a positive whole number of processes")
+    return settings.get("AUTOGRADER_NPROC")
 
 
 def box_limit_mb() -> int:
-    return setting("AUTOGRADER_BOX_MB", DEFAULT_BOX_MB, "a positive whole number of MiB")
+    return settings.get("AUTOGRADER_BOX_MB")
 
 
 def judge_memory_mb() -> int:
     # below about 600 MiB a grading process could not even start its kernel's client threads
-    return setting("AUTOGRADER_JUDGE_MEMORY_MB", DEFAULT_JUDGE_MEMORY_MB,
-                   "a whole number of MiB, at least 1024", minimum=1024)
+    return settings.get("AUTOGRADER_JUDGE_MEMORY_MB")
 
 
 def limit_judge_memory() -> None:
@@ -170,13 +160,11 @@ class Sandbox:
         if self.uid is None:
             return cmd
         self.ended = False
-        keep_ro = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix,
-                                                 sys.base_exec_prefix)}
-        keep_ro.add(str(package_root() / "autograder"))
+        keep_ro = kernel_paths()
         launch = [self.unshare, "--mount", "--propagation", "private", "--pid", "--net", "--fork",
                   "--kill-child", "--ipc", "--", sys.executable, "-I", "-S", str(_LAUNCH), "run",
                   f"--uid={self.uid}"]
-        launch += [f"--ro={p}" for p in sorted(keep_ro)]
+        launch += [f"--ro={p}" for p in keep_ro]
         launch += [f"--rw={p}" for p in self.keep_rw]
         launch += [f"--hide={p}" for p in self.hide]
         return [*launch, "--", *cmd]
@@ -300,8 +288,69 @@ def limited(cmd: list, cpu_seconds: int, box: Sandbox | None = None) -> list:
     return [*prefix, "--", *cmd]
 
 
-def kernel_env(home: Path | None) -> dict:
-    """The kernel's environment: the grader's, less what would point it at the grader's files."""
+def kernel_paths() -> list[str]:
+    """What a contained kernel sees besides the system's libraries (``launch.SYSTEM``, a few
+    files of ``/etc``) and its box, read-only, at their own paths: the interpreter (the venv
+    and the Python it was made from, wherever they live: pyenv's under ``/root``, a conda
+    environment, ``/usr``), the folders of the shared libraries this process has loaded that
+    lie outside them, and the learner-facing package (``autograder/``, not the checkout around
+    it). Each as given (the launcher follows its links), in a fixed order."""
+    paths = []
+    for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+              os.path.dirname(sys.executable), os.path.dirname(os.path.realpath(sys.executable))):
+        if p and p not in paths:
+            paths.append(p)
+    inside = [os.path.realpath(p) for p in paths] + ["/usr", "/lib", "/lib64", "/lib32", "/bin"]
+    for lib in _loaded_library_folders():
+        if not any(lib == k or lib.startswith(k + "/") for k in inside):
+            paths.append(lib)
+            inside.append(lib)
+    paths.append(str(package_root() / "autograder"))
+    return paths
+
+
+def _loaded_library_folders() -> list[str]:
+    """The folders of the shared libraries mapped into this process (``/proc/self/maps``): an
+    interpreter built against libraries outside its prefix needs them in the kernel too."""
+    try:
+        text = Path("/proc/self/maps").read_text()
+    except OSError:
+        return []
+    out = []
+    for line in text.splitlines():
+        fields = line.split(None, 5)
+        if len(fields) == 6 and fields[5].startswith("/") and ".so" in fields[5]:
+            folder = os.path.dirname(os.path.realpath(fields[5]))
+            if folder not in out and os.path.isdir(folder):
+                out.append(folder)
+    return out
+
+
+# The kernel's environment is an allow-list: these, where the grader has them, and nothing else
+# (no cloud credentials, no pip index, no grader's paths). HOME, TMPDIR and PATH are the kernel's own.
+KERNEL_ENV = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "PYTHONPATH",
+              # JAX and XLA: which backend and devices, the memory of an accelerator, log levels
+              "JAX_PLATFORMS", "JAX_PLATFORM_NAME", "JAX_ENABLE_X64", "JAX_NUM_CPU_DEVICES",
+              "JAX_TRACEBACK_FILTERING", "XLA_FLAGS", "XLA_PYTHON_CLIENT_PREALLOCATE",
+              "XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_ALLOCATOR", "TF_CPP_MIN_LOG_LEVEL",
+              "CUDA_VISIBLE_DEVICES", "TPU_VISIBLE_CHIPS",
+              "AUTOGRADER_KERNEL_TAG")  # the operator's tag, to find the kernels' processes (ps e)
+SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+def kernel_env(home: Path | None, contained: bool = True) -> dict:
+    """The kernel's environment. Contained: the allow-list :data:`KERNEL_ENV` of the grader's
+    variables, ``HOME`` and ``TMPDIR`` in the box's home, ``PATH`` the interpreter's folder and
+    the system's, nothing else. Uncontained (a learner's laptop, or the sandbox turned off), the
+    grader's own, less what would point the kernel at the grader's files: such a kernel runs as
+    the grader's uid and could read the grader's environment anyway (``/proc/PID/environ``)."""
+    if home is not None and contained:
+        env = {k: os.environ[k] for k in KERNEL_ENV if k in os.environ}
+        env.setdefault("LANG", "C.UTF-8")
+        env["HOME"] = str(home)
+        env["TMPDIR"] = str(home / "tmp")
+        env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + SYSTEM_PATH
+        return env
     env = dict(os.environ)
     env.pop("NBGRADER_EXECUTION", None)
     if home is not None:
@@ -368,28 +417,13 @@ def kernel_manager_class(box: Sandbox | None, box_dir: Path | None, cpu_seconds:
 # --------------------------------------------------------------------------- setting it up
 
 def _sandbox_uids() -> range:
-    spec = os.environ.get("AUTOGRADER_SANDBOX_UIDS", "").strip()
-    if spec:
-        lo, _, hi = spec.partition("-")
-        try:
-            uids = range(int(lo), int(hi or lo) + 1)
-        except ValueError:
-            uids = range(0)
-        if not uids or uids.start <= 0:
-            raise GradingError(f"AUTOGRADER_SANDBOX_UIDS={spec!r} is not a range of user ids like "
-                               f"61000-61183: set it to one, or unset it for the default")
-        return uids
-    return SANDBOX_UIDS
+    return settings.get("AUTOGRADER_SANDBOX_UIDS")
 
 
 def check_settings() -> None:
-    """Every sandbox setting the operator may give in the environment parses (else
+    """Every setting the operator may give in the environment parses (else
     :class:`GradingError` naming it)."""
-    memory_limit_mb()
-    nproc_limit()
-    box_limit_mb()
-    judge_memory_mb()
-    _sandbox_uids()
+    settings.check()
 
 
 def _lock_dir() -> Path | None:
@@ -442,7 +476,7 @@ def memory_cgroup(uid: int) -> tuple[str | None, str]:
     """A new memory cgroup (v1, or v2 with the memory controller) below the grader's own, limited
     to ``AUTOGRADER_MEMORY_MB``; returns (its folder or None, how memory is limited)."""
     mb = memory_limit_mb()
-    if os.environ.get("AUTOGRADER_MEMORY_CGROUP", "").lower() in ("0", "off", "no", "false"):
+    if not settings.get("AUTOGRADER_MEMORY_CGROUP"):
         return None, f"memory limit {mb} MiB per process (RLIMIT_DATA: memory cgroups turned off)"
     name = f"autograder-{uid}-{os.getpid()}"
     limit = str(mb << 20)
@@ -476,19 +510,22 @@ def memory_cgroup(uid: int) -> tuple[str | None, str]:
 
 
 def _hidden_paths(root: Path | None, submission: Path | None, extra=()) -> list[str]:
-    """What a contained kernel must not see: the course, the package's checkout, the course state,
-    temporary folders (other submissions' runs), the submission's own folders and ``extra`` (the
-    folders of a batch's other submissions)."""
+    """What a contained kernel must never see: the course, the package's checkout, the course
+    state, temporary folders (other submissions' runs), the submission's own folders and ``extra``
+    (the folders of a batch's other submissions). The kernel's view is an allow-list, so none of
+    them is in it; one that lies inside a kept folder (a course inside a conda environment) is
+    emptied there by the launcher."""
     from .gradebook import cache_dir
 
     paths = [package_root(), tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm", "/run/lock",
              "/dev/mqueue", cache_dir()]  # the template gradebooks hold the source's cells
     if root is not None:
         paths.append(root)
-    for var in ("COURSE_STATE", "AUTOGRADER_COURSE_ROOT"):
-        if os.environ.get(var):
-            paths.append(os.environ[var])
-    paths += [p for p in os.environ.get("AUTOGRADER_HIDE", "").split(os.pathsep) if p]
+    if os.environ.get("COURSE_STATE"):
+        paths.append(os.environ["COURSE_STATE"])
+    if settings.get("AUTOGRADER_COURSE_ROOT"):
+        paths.append(settings.get("AUTOGRADER_COURSE_ROOT"))
+    paths += settings.get("AUTOGRADER_HIDE")
     paths += list(extra)
     for kept in (Path(sys.prefix), package_root()):  # a course around the venv or the package
         paths += [p for p in Path(kept).resolve().parents if (p / "solutions").is_dir()]
@@ -515,7 +552,7 @@ def open_sandbox(deadline: float, root: Path | None = None, submission: Path | N
                              "its files and its network")
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         return Sandbox(reason="the grader does not run as root")
-    unshare = os.environ.get("AUTOGRADER_UNSHARE") or shutil.which(
+    unshare = settings.get("AUTOGRADER_UNSHARE") or shutil.which(
         "unshare", path=os.environ.get("PATH", "") + ":/usr/bin:/bin:/usr/sbin:/sbin")
     if not unshare or not os.access(unshare, os.X_OK):
         return _refuse("util-linux's unshare is not installed",
@@ -606,6 +643,25 @@ def _probe_sandbox(box: Sandbox, home: Path, workdir: Path, secrets) -> str:
         err = err.splitlines()[-1] if err else f"exit status {proc.returncode}"
         return f"a kernel could not start in the sandbox ({err})"
     return ""
+
+
+NAMESPACES_FIX = ("run the grader where root may create mount, PID and network namespaces and "
+                  "mount file systems (in a container: CAP_SYS_ADMIN, e.g. docker run --privileged, "
+                  "and an unconfined seccomp/AppArmor profile)")
+
+
+def probe_refusal(problem: str) -> str:
+    """The refusal's words for a failed :func:`check_sandbox`, with the fix for its real cause:
+    a mount or namespace refused (the machine's permissions), a file the sandbox uid cannot
+    read (named, with its mode), or what the kernel's view lacks."""
+    if "cannot read" in problem:
+        fix = "make the files it names readable by other users"
+    elif "failed:" in problem or "unshare" in problem or "not permitted" in problem:
+        fix = NAMESPACES_FIX
+    else:
+        fix = ("report it: the kernel's view (autograder/launch.py) lacks a file the kernel needs; "
+               "its error says which")
+    return f"the sandbox cannot be set up: {problem}. Fix: {fix}; {_FIX}."
 
 
 def chown_tree(path: Path, uid: int) -> None:

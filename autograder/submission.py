@@ -19,14 +19,13 @@ from pathlib import Path
 from .course import GradingError
 
 
-MAX_NOTEBOOK_MB = 100  # a submission larger than this is not read (AUTOGRADER_MAX_NOTEBOOK_MB)
+from . import settings
+
+MAX_NOTEBOOK_MB = settings.BY_NAME["AUTOGRADER_MAX_NOTEBOOK_MB"].default  # larger is not read
 
 
 def max_notebook_bytes() -> int:
-    from .sandbox import setting
-
-    return int(setting("AUTOGRADER_MAX_NOTEBOOK_MB", MAX_NOTEBOOK_MB, "a positive number of MB",
-                       float) * 2**20)
+    return int(settings.get("AUTOGRADER_MAX_NOTEBOOK_MB") * 2**20)
 
 
 def read_submission(path: Path):
@@ -54,7 +53,7 @@ def read_submission(path: Path):
         raise GradingError(f"{path} is not a Jupyter notebook (no 'nbformat' field)")
     try:
         nb = nbformat.reads(json.dumps(data), as_version=4)
-    except Exception as exc:  # noqa: BLE001 - nbformat raises many kinds
+    except Exception as exc:
         raise GradingError(f"{path} is not a notebook nbformat can read: {exc}") from exc
     cells = []
     for cell in nb.get("cells", []):
@@ -177,7 +176,7 @@ def sanitize(nb, res, released):
         for pp in (ClearOutput(), DeduplicateIds(), DropEmptyMetadata(), OverwriteKernelspec(),
                    overwrite, CheckCellMetadata()):
             nb, res = pp.preprocess(nb, res)
-    except Exception as exc:  # noqa: BLE001 - metadata nbgrader refuses
+    except Exception as exc:
         raise GradingError(f"the notebook's cell metadata is unusable: {exc}") from exc
     nb = nbformat.from_dict(nb)  # cells nbgrader re-added hold plain dicts
     nb, res = DropSelfCheck().preprocess(nb, res)

@@ -42,6 +42,28 @@ def _extract_old_grader(dest: Path) -> None:
         tar.extractall(dest, filter="data")
 
 
+def _python() -> str:
+    """This venv's interpreter by a path without links above it (a venv linked into a clone)."""
+    return os.path.join(os.path.realpath(os.path.dirname(sys.executable)), os.path.basename(sys.executable))
+
+
+def _reachable(old: Path) -> list:
+    """As root, the command prefix that runs the old grader where its sandbox uid can reach what
+    it needs: the old grader drops its kernel to a uid of its own without a view of its own, so
+    the interpreter (a pyenv Python under root's 0700 home, a venv in a 0700 clone) must be
+    reachable by every uid. ``launch.py expose``, in a mount namespace of the old grader's own,
+    puts an empty tmpfs on each such 0700 folder on the way and binds the needed folders back
+    (nothing is copied, the machine's mounts are untouched). What the control proves is the
+    same: the old grader and its containment are those of commit OLD_GRADER."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        return []
+    need = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix,
+                                          sys.base_exec_prefix, os.path.dirname(os.path.realpath(sys.executable)))}
+    need.add(str(old))
+    return ["unshare", "--mount", "--propagation", "private", "--", sys.executable, "-I", "-S",
+            str(ROOT / "autograder" / "launch.py"), "expose", *[f"--path={p}" for p in sorted(need)], "--"]
+
+
 @pytest.fixture(scope="module")
 def old_results(tmp_path_factory):
     """``{case: result}``: the table and the wrong answers alone, graded in one batch."""
@@ -57,7 +79,8 @@ def old_results(tmp_path_factory):
         paths = [fill_answers(released, answers, subs / name / A / f"{A}.ipynb")
                  for name, answers in cases.items()]
         env = {**os.environ, "XDG_CACHE_HOME": str(old / "cache")}  # its gradebook cache stays here
-        proc = subprocess.run([sys.executable, "-m", "autograder", "grade", "--json", *map(str, paths)],
+        proc = subprocess.run([*_reachable(old), _python(), "-m", "autograder", "grade", "--json",
+                               *map(str, paths)],
                               capture_output=True, text=True, cwd=old, env=env, timeout=600)
         assert proc.returncode == 0, proc.stderr[-3000:]
         results = json.loads(proc.stdout)

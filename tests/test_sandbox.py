@@ -21,6 +21,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from autograder.course import test_cells as source_tests
 from conftest import ROOT, course_in_0700, released_notebook, run_grader, solution_notebook
 
 pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("grading")]
@@ -29,6 +30,8 @@ ROOT_WITH_UNSHARE = hasattr(os, "geteuid") and os.geteuid() == 0 and bool(shutil
 needs_root = pytest.mark.skipif(not ROOT_WITH_UNSHARE,
                                 reason="containment is the grader's as root, with util-linux's unshare")
 A, P = "01_phases", "03_purity"
+TESTS_A = source_tests(solution_notebook(A))  # [(grade_id, points)] of A's source notebook
+FULL = sum(points for _, points in TESTS_A)
 SANDBOX_UIDS = range(61000, 61184)
 
 
@@ -74,7 +77,7 @@ def _solution(assignment, gid):
     raise KeyError(gid)
 
 
-MARK = f"AUTOGRADER_TEST_MARK=sandbox-{secrets.token_hex(6)}"  # in the environment of our kernels
+MARK = f"AUTOGRADER_KERNEL_TAG=sandbox-{secrets.token_hex(6)}"  # in the environment of our kernels
 
 
 def _sandbox_processes() -> list[str]:
@@ -97,12 +100,13 @@ def _sandbox_processes() -> list[str]:
 
 @pytest.fixture(scope="module")
 def run_dir():
-    """A folder outside everything the sandbox hides (/run), for what the tests and the kernels
-    share: ``shared/`` (anybody may write: the kernels' reports) and test data around it."""
+    """A folder (in /run) that no deny-list names, holding the test's data: ``world/notes.txt``,
+    readable by every uid, which the kernel's allow-listed view must not show."""
     path = Path(tempfile.mkdtemp(prefix="autograder-test-", dir="/run" if os.access("/run", os.W_OK) else None))
     path.chmod(0o755)
-    (path / "shared").mkdir(mode=0o1777)
-    (path / "shared").chmod(0o1777)
+    (path / "world").mkdir(mode=0o755)
+    (path / "world" / "notes.txt").write_text("readable by every uid\n")
+    (path / "world" / "notes.txt").chmod(0o644)
     yield path
     shutil.rmtree(path, ignore_errors=True)
 
@@ -141,6 +145,8 @@ look("the submission's own gradebook", {tmpdir!r} + "/run-*/gradebook.db")
 look("the cached template gradebooks", {cache!r} + "/*.db")
 look("the course state's gradebook", {state!r} + "/gradebook.db")
 look("another submission of the batch", {other!r})
+look("a world-readable file the grader never named", {world!r})
+seen["a variable of the grader's environment"] = [[k] for k in os.environ if k == {secret_var!r}]
 def tcp():
     s = socket.create_connection(("127.0.0.1", {tcp_port}), timeout=3)
     s.sendall(b"hello")
@@ -151,15 +157,15 @@ def udp():
     s.close()
 reach("a TCP connection to 127.0.0.1", tcp)
 reach("a UDP datagram to 127.0.0.1", udp)
-with open({report!r}, "w") as f:
-    json.dump(seen, f)
+print("probe-report:", json.dumps(seen))
 """
 
 CASES = ["source notebook, found through autograder.__file__", "judge file, found through autograder.__file__",
          "source notebook in the course root", "judge file in the course root",
          "source notebook in the checkout", "the submission's own gradebook",
          "the cached template gradebooks", "the course state's gradebook",
-         "another submission of the batch", "a TCP connection to 127.0.0.1",
+         "another submission of the batch", "a world-readable file the grader never named",
+         "a variable of the grader's environment", "a TCP connection to 127.0.0.1",
          "a UDP datagram to 127.0.0.1"]
 
 
@@ -209,6 +215,42 @@ def course_0700(run_dir):
     shutil.rmtree(course, ignore_errors=True)
 
 
+SECRET_VAR = "AWS_SECRET_ACCESS_KEY"  # as a cloud machine's grader may have in its environment
+_GRADE_SAVING = """\
+import json, sys
+from pathlib import Path
+from autograder.batch import grade_many
+paths, saved, root, jobs, out = json.loads(sys.argv[1])
+results = grade_many(paths, workers=jobs, root=Path(root),
+                     per_job=lambda p: {"save_graded": saved[p]} if p in saved else {})
+Path(out).write_text(json.dumps([r.as_dict() for r in results]))
+"""
+
+
+def _grade_saving(paths, saved: dict, root: Path, jobs: int, env: dict, cwd: Path, out: Path):
+    """Grade ``paths`` in one batch, the executed notebook of each path of ``saved`` kept where it
+    says (the instructor's copy, as ``autograde`` keeps it): what a probe printed comes back only
+    that way, since a contained kernel can write nowhere but its box."""
+    args = json.dumps([list(map(str, paths)), {str(k): str(v) for k, v in saved.items()}, str(root),
+                       jobs, str(out)])
+    proc = subprocess.run([sys.executable, "-c", _GRADE_SAVING, args], capture_output=True, text=True,
+                          timeout=900, cwd=cwd, env={**os.environ, **env})
+    results = json.loads(out.read_text()) if out.exists() else None
+    return results, proc.stderr, proc.returncode
+
+
+def _report(saved: Path):
+    """What the probe printed in the graded notebook (None if it never ran)."""
+    if not saved.exists():
+        return None
+    for cell in nbformat.read(str(saved), as_version=4).cells:
+        for output in cell.get("outputs", []):
+            for line in output.get("text", "").splitlines():
+                if line.startswith("probe-report: "):
+                    return json.loads(line[len("probe-report: "):])
+    return None
+
+
 @pytest.fixture(scope="module")
 def probed(course_0700, run_dir):
     """One batch graded from the 0700 course: a solved notebook (alice), the probe (bob), a blank
@@ -223,32 +265,31 @@ def probed(course_0700, run_dir):
     listeners = _Listeners()
     reports = {}
     try:
-        def probe(report):
-            return _PROBE.format(course=str(course_0700), checkout=str(ROOT), tmpdir=tempfile.gettempdir(),
-                                 cache=str(cache), state=str(state), other=str(alice),
-                                 tcp_port=listeners.tcp.getsockname()[1],
-                                 udp_port=listeners.udp.getsockname()[1], report=str(report))
-        bob = _notebook(subs / "bob" / P / f"{P}.ipynb", course_0700 / "exercises" / P / f"{P}.ipynb",
-                        probe(run_dir / "shared" / "contained.json"))
-        blank = _notebook(subs / "carol" / P / f"{P}.ipynb", course_0700 / "exercises" / P / f"{P}.ipynb")
-        env = {"PYTHONPATH": str(course_0700), "COURSE_STATE": str(state)}
-        results, stderr, code = _grade([alice, bob, blank], "--root", str(course_0700), "--jobs", "2",
-                                       env=env, cwd=course_0700)
+        probe = _PROBE.format(course=str(course_0700), checkout=str(ROOT), tmpdir=tempfile.gettempdir(),
+                              cache=str(cache), state=str(state), other=str(alice),
+                              tcp_port=listeners.tcp.getsockname()[1],
+                              udp_port=listeners.udp.getsockname()[1],
+                              world=str(run_dir / "world" / "notes.txt"), secret_var=SECRET_VAR)
+        released = course_0700 / "exercises" / P / f"{P}.ipynb"
+        bob = _notebook(subs / "bob" / P / f"{P}.ipynb", released, probe)
+        blank = _notebook(subs / "carol" / P / f"{P}.ipynb", released)
+        env = {"PYTHONPATH": str(course_0700), "COURSE_STATE": str(state), SECRET_VAR: "s3cr3t"}
+        saved = {bob: run_dir / "graded" / "bob.ipynb"}
+        results, stderr, code = _grade_saving([alice, bob, blank], saved, course_0700, 2, env, course_0700,
+                                              run_dir / "contained.json")
         reached = dict(listeners.got)
         listeners.reset()
-        control_nb = _notebook(subs / "dave" / P / f"{P}.ipynb", course_0700 / "exercises" / P / f"{P}.ipynb",
-                               probe(run_dir / "shared" / "control.json"))
-        control, control_err, _ = _grade([control_nb], "--root", str(course_0700), "--no-sandbox",
-                                         env=env, cwd=course_0700)
+        dave = _notebook(subs / "dave" / P / f"{P}.ipynb", released, probe)
+        control, control_err, _ = _grade_saving([dave], {dave: run_dir / "graded" / "dave.ipynb"}, course_0700,
+                                                1, {**env, "AUTOGRADER_SANDBOX": "off"}, course_0700,
+                                                run_dir / "control.json")
         time.sleep(1)
         control_reached = dict(listeners.got)
-        for name in ("contained", "control"):
-            f = run_dir / "shared" / f"{name}.json"
-            reports[name] = json.loads(f.read_text()) if f.exists() else None
+        reports = {"contained": _report(saved[bob]), "control": _report(run_dir / "graded" / "dave.ipynb")}
     finally:
         listeners.close()
-    return dict(results=results, stderr=stderr, code=code, reports=reports, reached=reached,
-                control=control[0], control_err=control_err, control_reached=control_reached)
+    return dict(results=results or [{}] * 3, stderr=stderr, code=code, reports=reports, reached=reached,
+                control=(control or [{}])[0], control_err=control_err, control_reached=control_reached)
 
 
 @needs_root
@@ -336,7 +377,7 @@ def test_crashing_submissions_change_no_other_grade(crashes):
     r = crashes["results"]
     assert crashes["code"] == 0, crashes["stderr"][-3000:]
     for name in ("good1", "good2"):
-        assert r[name]["score"] == r[name]["max_score"] == 4.0, r[name]
+        assert r[name]["score"] == r[name]["max_score"] == FULL, r[name]
     for name, res in r.items():
         assert "error" not in res, (name, res.get("error"))
         assert res["containment"] == "namespaces+uid", (name, res)
@@ -371,7 +412,7 @@ def test_a_memory_hog_is_stopped_and_loses_only_its_grade(request, how, batch, r
     assert passed["primitive_names"] is False, hog
     assert hog["score"] == 0.0
     good = results.get("good") or results["good1"]
-    assert good["score"] == good["max_score"] == 4.0 and reason in good["containment_reason"], good
+    assert good["score"] == good["max_score"] == FULL and reason in good["containment_reason"], good
 
 
 _FILLER = ("with open('fill', 'wb') as _f:  # 32 MiB into the box, the notebook's own folder\n"
@@ -389,9 +430,9 @@ def test_a_submission_cannot_fill_the_disk(tmp_path):
                      {"primitive_names": _FILLER + _solution(A, "primitive_names")})]
     results, stderr, code = _grade(nbs, "--jobs", "2", env={"AUTOGRADER_BOX_MB": "8"})
     good, filler = results
-    assert good["score"] == good["max_score"] == 4.0, good
+    assert good["score"] == good["max_score"] == FULL, good
     passed = {t["exercise"]: t["passed"] for t in filler["tests"]}
-    assert passed == {"primitive_names": False, "runtime_print": True, "scaled": True, "matmul_flops": True}
+    assert passed == {gid.removeprefix("test_"): gid != "test_primitive_names" for gid, _ in TESTS_A}
     assert "files limited to 8 MiB (a tmpfs)" in filler["containment_reason"], filler
     assert not [line for line in Path("/proc/mounts").read_text().splitlines() if "/run-" in line]
 
@@ -421,11 +462,11 @@ def test_a_submission_that_kills_its_grading_process_loses_only_its_own_grade(cr
     r = crashes_uncontained["results"]
     assert [res["notebook"].split(os.sep)[-3] for res in r.values()] == ["good1", "kp", "blank", "good2"]
     for name in ("good1", "good2"):
-        assert r[name]["score"] == 4.0 and "error" not in r[name], r[name]
+        assert r[name]["score"] == FULL and "error" not in r[name], r[name]
     assert r["blank"]["score"] == 0.0 and "error" not in r["blank"]
     killer = r["kill_parent"]
     assert "grading process died twice" in killer["error"], killer  # it did kill it, twice
-    assert [t["points"] for t in killer["tests"]] == [0.0] * 4
+    assert [t["points"] for t in killer["tests"]] == [0.0] * len(TESTS_A)
     assert all("died twice" in t["feedback"] for t in killer["tests"])
     assert crashes_uncontained["code"] != 0
     assert "cannot grade" in crashes_uncontained["stderr"] and "died twice" in crashes_uncontained["stderr"]
@@ -459,7 +500,7 @@ def test_root_without_a_sandbox_refuses_with_cause_and_fix(tmp_path, fake_unshar
     assert code != 0
     assert "the sandbox cannot be set up" in stderr and cause in stderr, stderr[-2000:]
     assert "Fix:" in stderr and "--no-sandbox" in stderr and "AUTOGRADER_SANDBOX=off" in stderr
-    assert r["score"] == 0.0 and r["max_score"] == 4.0 and "containment" not in r, r
+    assert r["score"] == 0.0 and r["max_score"] == FULL and "containment" not in r, r
     assert cause in r["error"]
     assert all(t["points"] == 0.0 and cause in t["feedback"] for t in r["tests"]), r["tests"]
 
@@ -473,7 +514,7 @@ def test_the_operator_may_grade_uncontained_and_the_json_says_so(tmp_path, fake_
     results, stderr, code = _grade([path], *args, env={"PATH": fake_unshare, **env}, timeout=600)
     r = results[0]
     assert code == 0, stderr[-2000:]
-    assert r["score"] == 4.0, r
+    assert r["score"] == FULL, r
     assert r["containment"] == "none" and "--no-sandbox" in r["containment_reason"], r
 
 
@@ -513,7 +554,7 @@ def test_without_root_a_batch_is_graded_end_to_end_in_process_groups(tmp_path):
              _notebook(tmp_path / "exits" / A / f"{A}.ipynb", solution_notebook(A), "import os\nos._exit(3)")]
     results, stderr, code = run_grader(paths, env={"AUTOGRADER_SANDBOX": ""}, prefix=("unshare", "--user"))
     assert code == 0, stderr[-3000:]
-    assert [r["score"] for r in results] == [4.0, 0.0, 0.0], [r.get("error") for r in results]
+    assert [r["score"] for r in results] == [FULL, 0.0, 0.0], [r.get("error") for r in results]
     assert all(r["containment"] == "process-group" for r in results), results
     assert "the grader does not run as root" in results[0]["containment_reason"]
     assert all("kernel died" in t["feedback"] for t in results[2]["tests"]), results[2]["tests"]
@@ -534,7 +575,7 @@ def test_a_temporary_folder_with_a_long_path_still_grades_contained(tmp_path):
         r = results[0]
         assert code == 0, stderr[-2000:]
         assert r["containment"] == "namespaces+uid", r
-        assert r["score"] == r["max_score"] == 4.0, [t["feedback"] for t in r["tests"]]
+        assert r["score"] == r["max_score"] == FULL, [t["feedback"] for t in r["tests"]]
         assert not list(long_tmp.iterdir())  # nothing was left there, or graded there
     finally:
         shutil.rmtree(long_tmp, ignore_errors=True)
@@ -550,3 +591,87 @@ def test_no_short_temporary_folder_is_a_clear_message(monkeypatch):
         sandbox.run_dir_base()
     monkeypatch.setattr(sandbox.tempfile, "gettempdir", lambda: "/tmp")
     assert sandbox.run_dir_base() is None  # a short one is used as it is
+
+
+# --------------------------------------------------------------------------- the kernel's view
+
+_VIEW = """\
+import json, os, sys
+print(json.dumps({"root": sorted(os.listdir("/")), "env": sorted(os.environ),
+                  "solutions": os.path.exists(sys.argv[1]), "package": os.path.isdir(sys.argv[2]),
+                  "etc": sorted(os.listdir("/etc")), "dev": sorted(os.listdir("/dev"))}))
+"""
+
+
+def _in_view(tmp_path, cmd, monkeypatch=None, extra_ro=()):
+    """Run ``cmd`` the way a contained kernel starts (the sandbox's wrap, the kernel's environment),
+    in a box under ``tmp_path`` (pytest's 0700 temporary folder)."""
+    from autograder import sandbox
+
+    box = sandbox.open_sandbox(time.monotonic() + 60)
+    assert box.contained, box.reason
+    try:
+        box_dir = tmp_path / "box"
+        home = box_dir / "home"
+        (home / "tmp").mkdir(parents=True)
+        sandbox.chown_tree(box_dir, box.uid)
+        box.keep_rw = [str(box_dir)]
+        if extra_ro and monkeypatch is not None:
+            paths = sandbox.kernel_paths()
+            monkeypatch.setattr(sandbox, "kernel_paths", lambda: [*paths, *extra_ro])
+        env = sandbox.kernel_env(home)
+        return subprocess.run(sandbox.limited(box.wrap(cmd), 60, box), capture_output=True, text=True,
+                              timeout=60, cwd=box_dir, env=env)
+    finally:
+        box.close()
+
+
+@needs_root
+def test_a_contained_kernel_sees_an_allow_list_of_files_and_variables(tmp_path, monkeypatch):
+    """The kernel's root is built empty: the system's folders, a few files of /etc, a few devices,
+    its interpreter, the package and its box; its environment is KERNEL_ENV and its own HOME,
+    TMPDIR and PATH. The same program run uncontained sees the course's solutions/ and the
+    grader's variables (the control)."""
+    from autograder import sandbox
+    from autograder.launch import DEV, ETC, SYSTEM
+
+    monkeypatch.setenv(SECRET_VAR, "s3cr3t")
+    cmd = [sys.executable, "-c", _VIEW, str(ROOT / "solutions"), str(ROOT / "autograder")]
+    control = json.loads(subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=True).stdout)
+    assert control["solutions"] and SECRET_VAR in control["env"]
+    ran = _in_view(tmp_path, cmd)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    seen = json.loads(ran.stdout)
+    assert not seen["solutions"] and seen["package"], seen
+    kept_tops = {p.split("/")[1] for p in [*sandbox.kernel_paths(), str(tmp_path)]}
+    kept_tops |= {os.path.realpath(p).split("/")[1] for p in [*sandbox.kernel_paths(), str(tmp_path)]}
+    allowed = {p.strip("/") for p in SYSTEM} | {"etc", "dev", "proc", "tmp", "var"} | kept_tops
+    assert set(seen["root"]) <= allowed, set(seen["root"]) - allowed
+    assert set(seen["etc"]) <= set(ETC), set(seen["etc"]) - set(ETC)
+    assert "shadow" not in seen["etc"] and "hostname" not in seen["etc"]
+    assert set(seen["env"]) <= set(sandbox.KERNEL_ENV) | {"HOME", "TMPDIR", "PATH"}, seen["env"]
+    assert SECRET_VAR not in seen["env"]
+    assert {"null", "urandom", "shm"} <= set(seen["dev"]) and "vda" not in seen["dev"]
+    assert set(seen["dev"]) <= {*DEV, "shm", "fd", "stdin", "stdout", "stderr", "nvidia", "dri", "kfd",
+                                "accel", "vfio"} | {d for d in seen["dev"] if d.startswith(("nvidia", "accel"))}
+
+
+@needs_root
+def test_a_file_the_sandbox_uid_cannot_read_is_named(tmp_path, monkeypatch):
+    """Where the kernel's view cannot work (here a kept folder of mode 0700, as a Python installed
+    with umask 077 would be), the launcher says which path, its mode and the fix, not 'namespaces'."""
+    from autograder import sandbox
+
+    private = Path(tempfile.mkdtemp(prefix="private-python-", dir="/run" if os.access("/run", os.W_OK) else None))
+    try:
+        (private / "lib").mkdir()
+        private.chmod(0o700)
+        ran = _in_view(tmp_path, [sys.executable, "-c", "print('ran')"], monkeypatch, [str(private)])
+        assert ran.returncode != 0 and "ran" not in ran.stdout
+        message = ran.stderr.strip().splitlines()[-1]
+        assert f"the sandbox uid cannot read {private} (mode 0700, owner uid 0)" in message, message
+        assert "chmod -R o+rX" in message
+        refusal = sandbox.probe_refusal(f"a kernel could not start in the sandbox ({message})")
+        assert "readable by other users" in refusal and "namespaces" not in refusal, refusal
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
