@@ -37,3 +37,6 @@ c.Execute.timeout = 120
 # graded notebook and feedback, never scores from the visible test cells alone.
 c.Autograde.sanitize_preprocessors = []  # the course's grader reads the submission itself
 c.Autograde.autograde_preprocessors = ["autograder.formgrader.CourseAutograde"]
+# Releasing (the formgrader's Release button, `nbgrader release_assignment`) refuses an
+# exercises/<assignment>/ that is not exactly what `make release` generates from solutions/.
+c.ExchangeFactory.release_assignment = "autograder.formgrader.CheckedReleaseAssignment"

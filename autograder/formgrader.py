@@ -49,3 +49,43 @@ class CourseAutograde(Preprocessor):
         self.log.info("%s/%s graded by the course's grader: %g / %g", student, assignment,
                       rows[0]["score"], rows[0]["max_score"])
         return nb, resources
+
+
+def release_differences(root, assignment: str) -> list[str]:
+    """What differs between ``root``'s exercises/<assignment>/ and what `make release` generates
+    from its solutions/ now (scripts/release.py's check)."""
+    import importlib.util
+
+    script = Path(__file__).resolve().parent.parent / "scripts" / "release.py"
+    spec = importlib.util.spec_from_file_location("_course_release", script)
+    release = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(release)
+    return release.check(Path(root), [assignment])
+
+
+def _checked_release_class():
+    from nbgrader.exchange.default.release_assignment import ExchangeReleaseAssignment
+
+    class CheckedReleaseAssignment(ExchangeReleaseAssignment):
+        """nbgrader's release_assignment (the formgrader's Release button), which first checks that
+        exercises/<assignment>/ is exactly what `make release` generates from solutions/: a
+        notebook solved or edited in exercises/ is never handed to the room."""
+
+        def init_src(self):
+            super().init_src()
+            assignment = self.coursedir.assignment_id
+            diffs = release_differences(self.coursedir.root, assignment)
+            if diffs:
+                self.fail(f"not releasing {assignment}: exercises/{assignment} is not what `make release` "
+                          "generates from solutions/ (run `make release`, never edit exercises/ by hand): "
+                          + "; ".join(diffs))
+
+    return CheckedReleaseAssignment
+
+
+def __getattr__(name):  # the class is made when nbgrader asks for it (nbgrader imported then)
+    if name == "CheckedReleaseAssignment":
+        cls = _checked_release_class()
+        globals()[name] = cls
+        return cls
+    raise AttributeError(name)

@@ -2,6 +2,11 @@
 
     python scripts/release.py            # regenerate exercises/
     python scripts/release.py --check    # exit 1 if the committed exercises/ differs
+    python scripts/release.py --check 03_purity   # only that assignment's exercises/03_purity
+
+Publishing checks it too: nbgrader's release_assignment (the formgrader's Release button) runs
+through nbgrader_config.py's CheckedReleaseAssignment (autograder/formgrader.py), which refuses
+an exercises/<assignment>/ that is not what this script generates, naming the files.
 
 nbgrader's ``generate_assignment`` clears solutions and hidden tests; then every answer
 cell whose source cell carries ``metadata.course.starting_code`` gets that broken or
@@ -165,6 +170,33 @@ def differences(a: Path, b: Path, prefix: str = "exercises") -> list[str]:
     return out
 
 
+def check(root: Path, only=None) -> list[str]:
+    """What differs between ``root``'s exercises/ (all of it, or the assignments ``only``) and
+    the visible tests shipped in the package, and what `make release` generates from its
+    solutions/ now; ``[]`` when nothing does."""
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh, visible = Path(tmp) / "exercises", Path(tmp) / "visible_tests"
+        fresh.mkdir()
+        generate(root, fresh, only=only, visible_dest=visible)
+        diffs = []
+        for a in (list(only) if only else [None]):
+            mine, theirs = (root / "exercises" / a, fresh / a) if a else (root / "exercises", fresh)
+            prefix = f"exercises/{a}" if a else "exercises"
+            diffs += differences(mine, theirs, prefix) if mine.is_dir() else [f"{prefix}/ missing"]
+            shipped = root / VISIBLE_DIR
+            if a:
+                name = f"{a}.json"
+                if not (shipped / name).is_file():
+                    diffs.append(f"{VISIBLE_DIR.as_posix()}/{name}: missing (release generates it)")
+                elif not filecmp.cmp(shipped / name, visible / name, shallow=False):
+                    diffs.append(f"{VISIBLE_DIR.as_posix()}/{name}: differs from what release generates")
+            elif shipped.exists():
+                diffs += differences(shipped, visible, VISIBLE_DIR.as_posix())
+            else:
+                diffs.append(f"{VISIBLE_DIR.as_posix()} missing")
+    return diffs
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="only check that exercises/ is in sync")
@@ -177,22 +209,12 @@ def main(argv=None) -> int:
         print(f"no solutions/ folder in {root}", file=sys.stderr)
         return 2
     if args.check:
-        with tempfile.TemporaryDirectory() as tmp:
-            fresh = Path(tmp) / "exercises"
-            generate(root, fresh, visible_dest=Path(tmp) / "visible_tests")
-            if (root / "exercises").exists():
-                diffs = differences(root / "exercises", fresh)
-            else:
-                diffs = ["exercises/ missing"]
-            if (root / VISIBLE_DIR).exists():
-                diffs += differences(root / VISIBLE_DIR, Path(tmp) / "visible_tests", VISIBLE_DIR.as_posix())
-            else:
-                diffs.append(f"{VISIBLE_DIR.as_posix()} missing")
+        diffs = check(root, args.assignments or None)
         if diffs:
             print("exercises/ (or the visible tests shipped in the package) is not what `make release` generates from solutions/ "
                   "(run `make release`, never edit exercises/ by hand):\n  " + "\n  ".join(diffs))
             return 1
-        print("exercises/ is in sync with solutions/")
+        print(f"exercises/{'{' + ','.join(args.assignments) + '}' if args.assignments else ''} is in sync with solutions/")
         return 0
     generate(root, root / "exercises", only=args.assignments)
     print(f"released {', '.join(args.assignments or assignments(root))} into {root / 'exercises'}")
