@@ -249,8 +249,8 @@ def spec_of(value):
 
     from .wire import MARKERS, AsJax, Spec
 
-    if isinstance(value, MARKERS) and not isinstance(value, AsJax):
-        return value  # a Spec already, or a key, a sharded array...: the kernel builds it
+    if value is None or (isinstance(value, MARKERS) and not isinstance(value, AsJax)):
+        return value  # an empty subtree; a Spec already, or a key, a sharded array...: the kernel builds it
     if isinstance(value, AsJax):
         value = np.asarray(value.value, dtype=value.dtype) if value.dtype else np.asarray(value.value)
     if isinstance(value, dict):
@@ -379,8 +379,8 @@ class Traced:
         return jax.tree_util.tree_map(np.asarray, out)
 
 
-def trace(k, name: str, *args, static_argnums=(), static_argnames=(), translate=None, loops=False,
-          label=None, **static_kwargs) -> Traced:
+def trace(k, name: str, /, *args, static_argnums=(), static_argnames=(), translate=None, loops=False,
+          label=None, raw_errors=False, **static_kwargs) -> Traced:
     """The exported program of the notebook's ``name`` at the signature of ``args`` (judge-side
     values or :class:`~autograder.wire.Spec`; those at ``static_argnums``
     and in ``static_argnames`` are fixed, as Python values; other keyword arguments are traced),
@@ -390,7 +390,8 @@ def trace(k, name: str, *args, static_argnums=(), static_argnames=(), translate=
     ``k.export``. A learner error while tracing becomes feedback that names its idea
     (``translate(exc, label)`` first, then the shared classifier). ``loops``: the exercise
     needs a loop, so a program with one may run (a loop that never ends is the request's
-    timeout where the runner is contained).
+    timeout where the runner is contained). ``raw_errors``: a learner error while tracing is
+    raised as it is (for a caller that translates it, such as ``ag.call``).
     """
     from .feedback import call as ag_call
     from .judge import LearnerError
@@ -412,6 +413,8 @@ def trace(k, name: str, *args, static_argnums=(), static_argnames=(), translate=
         specific = translate(err, label) if translate is not None else None
         if specific is not None:
             raise specific from None
+        if raw_errors:  # the caller's ag.call translates it
+            raise
 
         def again():
             raise err
@@ -431,13 +434,13 @@ def trace(k, name: str, *args, static_argnums=(), static_argnames=(), translate=
     return traced
 
 
-def run(k, name: str, *args, static_argnums=(), static_argnames=(), **options):
+def run(k, name: str, /, *args, static_argnums=(), static_argnames=(), **options):
     """``name(*args, **kwargs)`` computed by its exported program (see :func:`trace`): the value
     a judge compares. Arguments at ``static_argnums`` and in ``static_argnames`` are fixed in
     the program and not passed to it; other keyword arguments are its traced inputs."""
     traced = trace(k, name, *args, static_argnums=static_argnums, static_argnames=static_argnames, **options)
     kwargs = {n: v for n, v in options.items()
-              if n not in ("translate", "loops", "label") and n not in tuple(static_argnames)}
+              if n not in ("translate", "loops", "label", "raw_errors") and n not in tuple(static_argnames)}
     return traced(*(a for i, a in enumerate(args) if i not in tuple(static_argnums)), **kwargs)
 
 

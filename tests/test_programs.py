@@ -130,3 +130,49 @@ def test_a_host_callback_is_a_custom_call_target_not_a_word_in_the_text():
 def test_unreadable_programs_are_refused_with_a_reason(text, why):
     with pytest.raises(programs.ProgramError, match=why):
         programs.read(text)
+
+
+class _Held:
+    """An exported program as the judge holds one (``exported``, ``call``), run in this process."""
+
+    def __init__(self, exp, contained=False):
+        self.exported, self.contained = exp, contained
+
+    def call(self, *args, **kwargs):
+        return self.exported.call(*args, **kwargs)
+
+
+def test_a_traced_program_gives_values_and_facts_from_one_artifact():
+    import numpy as np
+
+    traced = programs.Traced(_Held(_export(_mean_sin, (4,))), "`f`")
+    x = np.arange(4, dtype=np.float32)
+    assert np.isclose(traced(x), np.sin(x).mean()) and traced.count("stablehlo.sine") == 1
+
+
+def test_a_program_for_another_platform_is_refused_not_skipped():
+    import jax
+    from jax import export
+
+    from autograder.feedback import ExerciseFailure
+
+    exp = export.export(jax.jit(_mean_sin), platforms=("cuda",))(jax.ShapeDtypeStruct((4,), "float32"))
+    with pytest.raises(ExerciseFailure, match="exported for cuda"):
+        programs.Traced(_Held(exp), "`f`")
+
+
+def test_a_loop_runs_only_where_the_exercise_needs_one_unless_the_runner_is_contained():
+    import jax
+    import numpy as np
+
+    from autograder.feedback import ExerciseFailure
+
+    def looped(x):
+        return jax.lax.fori_loop(0, 3, lambda i, c: c * 2.0, x)
+
+    exp = _export(looped, (2,))
+    x = np.ones(2, np.float32)
+    with pytest.raises(ExerciseFailure, match="has a loop"):
+        programs.Traced(_Held(exp), "`f`")(x)
+    assert np.allclose(programs.Traced(_Held(exp), "`f`", loops=True)(x), 8.0)
+    assert np.allclose(programs.Traced(_Held(exp, contained=True), "`f`")(x), 8.0)
