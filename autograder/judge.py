@@ -1,10 +1,17 @@
 """The judge: trusted code, in the grader's process, that decides every test's points.
 
-After the notebook's own cells have run in the learner's kernel, the judge calls the learner's
-functions through a narrow data channel (the kernel's Jupyter messaging, :mod:`autograder.wire`
-data only) on inputs it draws afresh each run, and compares what comes back with references
-it computes itself. Kernel-side observations (globals touched, compile counts, key reuse...)
-are *claims*: a failing claim fails a test, a passing one never earns points alone.
+After the notebook's own cells have run in the learner's kernel, the judge reaches the
+learner's functions through a narrow data channel (the kernel's Jupyter messaging,
+:mod:`autograder.wire` data only). Where an answer can be traced, it takes the learner's
+*program*: ``k.program(name, *specs)`` is one ``jax.export`` per function and input signature
+(exported for the judge's platform, CPU, and checked against :mod:`autograder.allowlist`),
+whose structure is read as a parsed module (:mod:`autograder.programs`) and whose values come
+from running that same program on the judge's inputs in the contained program runner
+(:mod:`autograder.runner`: no learner program runs in the grading process). Otherwise it calls
+the functions in the kernel on inputs it draws afresh each run. Either way it compares what
+comes back with references it computes itself. Kernel-side observations (globals touched,
+compile counts, key reuse...) are *claims*: a failing claim fails a test, a passing one never
+earns points alone.
 
 One trusted file per assignment, ``solutions/<assignment>/judge.py``, holds one function
 ``test_<name>(k)`` per graded test cell; ``k`` is a :class:`Kernel`::
@@ -39,10 +46,11 @@ import numpy as np
 
 from . import wire
 from .feedback import TAUGHT_IN, ExerciseFailure, explain_error
+from .runner import DEVICES as RUNNER_DEVICES
 from .runner import ProgramFailure, ProgramRunner
 
 REQUEST_TIMEOUT = 120.0
-JUDGE_CPU_DEVICES = 8  # the CPU devices of every grading process (09_sharding's judge meshes them)
+JUDGE_CPU_DEVICES = RUNNER_DEVICES  # the CPU devices of the program runner and of every grading process
 MAX_OUTPUT_BYTES = 256 * 2**20  # everything one request's messages may carry (prints included)
 CHECK_TAG = "check-my-answers"
 

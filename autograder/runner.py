@@ -32,7 +32,8 @@ import struct
 import sys
 import time
 
-DEVICES = 8             # virtual CPU devices of the child (09_sharding's programs need 8)
+DEVICES = 8             # virtual CPU devices of the child (09_sharding's programs need 8;
+                        # autograder.judge.JUDGE_CPU_DEVICES is this number)
 RUN_TIMEOUT = 60.0      # wall-clock seconds one program may run
 START_TIMEOUT = 60.0    # seconds the child may take to be ready (JAX's import, its devices)
 DEFAULT_CPU_SECONDS = 1800  # CPU seconds of one child, all its runs
@@ -103,7 +104,10 @@ class ProgramRunner:
             return
         self._reap()
         if self.box is None:
-            self.box = sandbox.open_sandbox(time.monotonic() + START_TIMEOUT, None, None, self.hide)
+            try:
+                self.box = sandbox.open_sandbox(time.monotonic() + START_TIMEOUT, None, None, self.hide)
+            except Exception as exc:  # noqa: BLE001 - GradingError: every sandbox uid busy, a bad setting
+                raise ProgramFailure(f"The grader could not start its program runner ({exc}).") from None
         if self.box.refused:
             raise ProgramFailure(f"The grader cannot run programs contained: {self.box.reason}")
         self.mode = self.box.mode
