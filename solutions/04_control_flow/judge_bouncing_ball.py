@@ -1,0 +1,103 @@
+"""The judge of 04_control_flow's ``bouncing_ball`` (trusted: runs in the grader, never in the kernel).
+
+``jax.jit(bouncing_ball)`` with ``steps`` static is exported at two values of ``steps`` (``x0``,
+``v0`` and ``dt`` float32 traced arguments); each exported program is run here on inputs drawn
+from ``k.rng`` and compared with a float64 NumPy reference (atol 1e-3), on inputs for which no
+bounce is decided within 1e-3 of the floor; the two programs, read as parsed modules
+(:mod:`autograder.programs`), must have the same number of operations. The compile count over
+new values is a kernel-side claim: it can fail the test, never pass it.
+"""
+import jax
+import numpy as np
+
+import autograder as ag
+from autograder import programs
+from autograder.wire import AsJax, Fixture, Ref, Spec
+
+G, DAMPING, MARGIN, ATOL = 9.81, 0.8, 1e-3, 1e-3
+
+
+def _reference(x0, v0, dt, steps):
+    """(heights, the smallest |x| at which a bounce was decided, the number of bounces) in float64."""
+    x, v = float(x0), float(v0)
+    heights, closest, bounces = np.empty(steps), np.inf, 0
+    for i in range(steps):
+        v = v - G * dt
+        x = x + v * dt
+        closest = min(closest, abs(x))
+        if x < 0:
+            x, v = -x, -DAMPING * v
+            bounces += 1
+        heights[i] = x
+    return heights, closest, bounces
+
+
+def _draw(rng, steps):
+    """float32 inputs (2 to 3 simulated seconds: one bounce or more) whose bounces are all decided
+    more than MARGIN from the floor."""
+    while True:
+        x0 = float(np.float32(rng.uniform(0.3, 3.0)))
+        v0 = float(np.float32(rng.uniform(-3.0, 3.0)))
+        dt = float(np.float32(rng.uniform(2.0, 3.0) / steps))
+        heights, closest, bounces = _reference(x0, v0, dt, steps)
+        if closest > MARGIN and bounces >= 1:
+            return (x0, v0, dt), heights
+
+
+def _translate(exc, label):
+    if isinstance(exc, jax.errors.TracerBoolConversionError):
+        return None  # a Python `if` on a traced value: the shared classifier says so
+    if isinstance(exc, (jax.errors.ConcretizationTypeError, jax.errors.TracerIntegerConversionError)):
+        return ag.ExerciseFailure("control_flow", f"{label} needed the Python value of a traced height or "
+                                                  "velocity: under jit they are data, without a value while "
+                                                  "the program is traced.")
+    return None
+
+
+def _program(k, steps):
+    return programs.trace(k, "bouncing_ball", Spec((), "float32"), Spec((), "float32"), Spec((), "float32"), steps,
+                          static_argnums=(3,), translate=_translate, loops=True,
+                          label=f"jax.export(jax.jit(bouncing_ball, static_argnames='steps')) at steps={steps}")
+
+
+def _check_heights(got, want, args, steps, what):
+    got = np.asarray(got)
+    if got.shape != (steps,):
+        ag.fail("loops", f"{what} has shape {got.shape}; expected one height per step, ({steps},).")
+    if got.dtype != np.float32:
+        ag.fail("numerics", f"{what} has dtype {got.dtype}; the heights are float32.")
+    bad = np.flatnonzero(~(np.abs(got.astype(np.float64) - want) <= ATOL))
+    if bad.size:
+        i = int(bad[0])
+        below = " It went below the floor there." if got[i] < 0 else ""
+        ag.fail("branches", f"{what}: the height after step {i + 1} is {float(got[i]):.4f}, expected "
+                            f"{want[i]:.4f} (x0={args[0]:.4g}, v0={args[1]:.4g}, dt={args[2]:.4g}; each step: "
+                            f"gravity on v, then v on x, then the bounce where x < 0).{below}")
+
+
+def test_bouncing_ball(k):
+    rng = k.rng
+    short = int(rng.integers(40, 80))
+    lengths = (short, short + int(rng.integers(40, 120)))
+    sizes = {}
+    for steps in lengths:
+        program = _program(k, steps)
+        sizes[steps] = program.total
+        for trial in range(3):
+            args, want = _draw(rng, steps)
+            got = program(*(np.float32(a) for a in args))
+            _check_heights(got, want, args, steps,
+                           f"the program of jax.jit(bouncing_ball) at steps={steps} on random input #{trial + 1}")
+    if sizes[lengths[0]] != sizes[lengths[1]]:
+        shown = ", ".join(f"{s} operations at steps={n}" for n, s in sizes.items())
+        ag.fail("loops", f"the program of bouncing_ball grows with `steps` ({shown}): a Python loop over "
+                         "the steps is being unrolled into it.")
+    # Kernel-side claim: one compile for new x0, v0 and dt at one `steps`.
+    steps = lengths[0]
+    calls = []
+    for _ in range(4):
+        args, _ = _draw(rng, steps)
+        calls.append(((Ref("bouncing_ball"), ("steps",), *(AsJax(np.float32(a)) for a in args)), {"steps": steps}))
+    k.claim("check_compiles", Fixture("jit_static"), calls, 1,
+            what=f"jax.jit(bouncing_ball, static_argnames='steps') at steps={steps} on four inputs",
+            why="x0, v0 and dt are data: new values must reuse the compiled program.")
