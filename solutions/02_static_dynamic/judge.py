@@ -7,11 +7,15 @@ shows it: a static argument must be hashable, so ``power`` with ``n`` static ref
 as ``n``, and ``scale_by`` with ``factor`` traced accepts one (and scales by it). Compile
 counts (one per distinct static value, none for new array values) and whether the name is a
 jitted function (it has ``lower``) are kernel-side claims: they can fail a test, never pass it.
+Every value that earns points comes from the learner's exported program (the configuration
+static, the data traced: :mod:`autograder.programs`), run here at float32, the exercises'
+dtype; the kernel's calls are fail-only checks beside them.
 """
 import jax
 import numpy as np
 
 import autograder as ag
+from autograder import programs
 from autograder.judge import LearnerError
 from autograder.wire import AsJax, Fixture, Ref
 
@@ -72,7 +76,11 @@ def test_power(k):
     for n in (0, 1, 2, 5, 7, int(k.rng.integers(8, 12))):
         xr = draw()
         ag.check_close(_static_call(power, _f32(xr), n, what=f"power(x, {n})"), _ref_power(xr, n),
-                       what=f"power(x, {n})", rtol=1e-4, atol=1e-5)
+                       what=f"power(x, {n})", rtol=1e-4, atol=1e-5, dtype=np.float32)
+        got = programs.run(k, "power", xr, n, static_argnums=(1,), translate=_static_translate,
+                           label=f"power(x, {n})")  # its program, n static: the value that counts
+        ag.check_close(got, _ref_power(xr, n), what=f"the program of power(x, {n})", rtol=1e-4, atol=1e-5,
+                       dtype=np.float32)
     # Kernel-side claims: compile counts.
     xs = [_f32(draw()) for _ in range(3)]
     k.claim("check_compiles", "power", [(v, 3) for v in xs], 1, what="power with n=3 and three x",
@@ -118,7 +126,11 @@ def test_scale_by(k):
             why="Neither new array values nor a new factor change the compile signature.")
     for _ in range(4):
         xr, fr = draw(), _factor(k.rng)
-        ag.check_close(ag.call(scale_by, _f32(xr), fr), xr * np.float32(fr), what=f"scale_by(x, {fr:.4g})")
+        ag.check_close(ag.call(scale_by, _f32(xr), fr), xr * np.float32(fr), what=f"scale_by(x, {fr:.4g})",
+                       dtype=np.float32)
+        got = programs.run(k, "scale_by", xr, np.float32(fr), translate=_static_translate,
+                           label=f"scale_by(x, {fr:.4g})")  # its program, factor traced
+        ag.check_close(got, xr * np.float32(fr), what=f"the program of scale_by(x, {fr:.4g})", dtype=np.float32)
 
 
 # --------------------------------------------------------------------------- reduce_along
@@ -147,4 +159,8 @@ def test_reduce_along(k):
         xr = draw()
         what = f"reduce_along(x, {a}, {o!r})"
         ag.check_close(_static_call(reduce_along, _f32(xr), a, o, what=what),
-                       _NP_OPS[o](xr.astype(np.float64), axis=a), what=what)
+                       _NP_OPS[o](xr.astype(np.float64), axis=a), what=what, dtype=np.float32)
+        got = programs.run(k, "reduce_along", xr, a, o, static_argnums=(1, 2), translate=_static_translate,
+                           label=what)  # its program, axis and op static
+        ag.check_close(got, _NP_OPS[o](xr.astype(np.float64), axis=a), what=f"the program of {what}",
+                       dtype=np.float32)

@@ -9,14 +9,11 @@ tuple of the config's items, ``float(scale)``) cannot be traced, a scale baked i
 gives wrong values. The compile count (exactly one per new ``(activation, depth)``, every
 compile during the calls counted) is a kernel-side claim: it can fail the test, never pass it.
 """
-import inspect
-
 import jax
 import numpy as np
 
 import autograder as ag
 from autograder import programs
-from autograder.judge import LearnerError
 from autograder.wire import AsJax, Fixture, Ref, Spec
 
 ACTIVATIONS = ("relu", "tanh", "gelu")
@@ -92,29 +89,13 @@ def _check_value(got, x, cfg, what):
         raise
 
 
-def _run(exported, *args):
-    """The exported program run on the judge's inputs (a loop over the depth is allowed)."""
-    try:
-        accepts_loops = "loops" in inspect.signature(exported.call).parameters
-    except (TypeError, ValueError):
-        accepts_loops = False
-    return exported.call(*args, loops=True) if accepts_loops else exported.call(*args)
-
-
-def _export(k, activation, depth, shape):
+def _program(k, activation, depth, shape):
+    """The one exported program of apply_layer at (activation, depth), scale and shift traced."""
     label = (f"apply_layer traced with scale and shift as traced values "
              f"(activation={activation!r}, depth={depth})")
-    try:
-        return k.export(Fixture("layer_with_config"), Ref("apply_layer"), Spec(shape, "float32"),
-                        Spec((), "float32"), Spec((), "float32"), activation, depth, static_argnums=(0, 4, 5))
-    except LearnerError as exc:
-        specific = _translate(exc, label)
-        if specific is not None:
-            raise specific from None
-
-        def again():
-            raise exc
-        return ag.call(again, what=label)
+    return programs.trace(k, Fixture("layer_with_config"), Ref("apply_layer"), Spec(shape, "float32"),
+                          Spec((), "float32"), Spec((), "float32"), activation, depth, static_argnums=(0, 4, 5),
+                          translate=_translate, loops=True, label=label)
 
 
 def test_apply_layer(k):
@@ -131,12 +112,10 @@ def test_apply_layer(k):
     # Data all the way down: one exported program per (activation, depth), run here on new data.
     for activation in rng.permutation(ACTIVATIONS)[:2]:
         depth = int(rng.integers(1, 5))
-        exported = _export(k, str(activation), depth, shape)
-        if programs.read(exported).callbacks:
-            ag.fail("purity", "apply_layer's traced program calls back into Python.")
+        program = _program(k, str(activation), depth, shape)
         for _ in range(3):
             x, cfg = draw_x(), _draw_config(rng, str(activation), depth)
-            got = np.asarray(_run(exported, x, np.float32(cfg["scale"]), np.float32(cfg["shift"])))
+            got = program(x, np.float32(cfg["scale"]), np.float32(cfg["shift"]))
             _check_value(got, x, cfg, f"the program of apply_layer traced with scale and shift as traced values, "
                                       f"run at {cfg}, which must use that scale and shift,")
     # Kernel-side claim: exactly one compile per new (activation, depth), none for new data.
