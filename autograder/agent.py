@@ -28,10 +28,10 @@ check, never as a verdict. Must run on JAX 0.7.2 too.
 from __future__ import annotations
 
 import base64
-import contextlib
 import traceback
 
 from . import wire
+from .agent_config import CONFIG, NUMPY_PRINT, SEMANTICS, course_semantics, reset_config  # noqa: F401
 
 # The checks a claim may run: the kernel alone can observe what they look at.
 CLAIMS = ("check_globals_unchanged", "check_pure", "check_input_unchanged", "check_no_tracer_leak", "check_compiles",
@@ -41,22 +41,6 @@ CLAIMS = ("check_globals_unchanged", "check_pure", "check_input_unchanged", "che
           "check_single_dispatch", "check_uses_collective")
 _CLAIM_MODULES = ("autograder", "autograder.pytrees", "autograder.shapes", "autograder.timing",
                   "autograder.meshes")
-
-# JAX flags a learner cell could flip to fool a kernel-side check, and the values claims need.
-CONFIG = {"jax_disable_jit": False, "jax_debug_nans": False, "jax_debug_infs": False,
-          "jax_enable_checks": False, "jax_log_compiles": False, "jax_explain_cache_misses": False}
-
-# JAX's own defaults for the flags that change what a program computes (dtypes, promotion, the
-# PRNG): the judge computes its references with them, so every request runs with them (a
-# learner who left float64 on, as 02 shows how to, is graded as the course's programs run),
-# and the notebook's own values are put back after it.
-SEMANTICS = {"jax_enable_x64": False, "jax_numpy_rank_promotion": "allow",
-             "jax_numpy_dtype_promotion": "standard", "jax_default_matmul_precision": None,
-             "jax_default_prng_impl": "threefry2x32", "jax_threefry_partitionable": True}
-
-# NumPy's default print options: what ``jax.debug.print`` shows is read back by the judge
-NUMPY_PRINT = {"precision": 8, "threshold": 1000, "edgeitems": 3, "linewidth": 75,
-               "suppress": False, "floatmode": "maxprec", "sign": "-", "formatter": None}
 
 MESSAGE_LIMIT = 2000
 _JITTED: dict = {}
@@ -70,10 +54,6 @@ def _ns() -> dict:
     if ip is None:
         raise RuntimeError("the judge's agent runs only in an IPython kernel")
     return ip.user_ns
-
-
-class _LearnerError(Exception):
-    """An exception raised by learner code (or a missing name), sent back as an error."""
 
 
 def _lookup(name):
@@ -167,24 +147,6 @@ def _jitted(name, fn, nums, names):
     return hit[1]
 
 
-def reset_config() -> list[str]:
-    """Put the flags of :data:`CONFIG` back to the values claims need; the names that did not
-    take the value (a patched ``jax.config``) are returned."""
-    import jax
-
-    wrong = []
-    for flag, value in CONFIG.items():
-        try:
-            jax.config.update(flag, value)
-            if getattr(jax.config, flag) != value:
-                wrong.append(flag)
-        except AttributeError:  # a flag this JAX version does not have
-            continue
-        except Exception:  # noqa: BLE001
-            wrong.append(flag)
-    return wrong
-
-
 def check_globals_unchanged(f, *args, namespace=None, what=None, **kwargs):
     """A claim: calling ``f(*args, **kwargs)`` changes none of the notebook's public globals.
     (``check_pure``'s globals part alone: no cache clearing, no jit, one call.)"""
@@ -251,46 +213,6 @@ def _nonce_of(text: str):
         return next((v for k, v in items if k == "nonce" and isinstance(v, str)), None)
     except Exception:  # noqa: BLE001
         return None
-
-
-@contextlib.contextmanager
-def course_semantics():
-    """:data:`SEMANTICS`, :data:`NUMPY_PRINT` and Python's default recursion limit (at least) in
-    force (the flags this JAX has), the notebook's values put back after."""
-    import sys
-
-    import jax
-    import numpy as np
-
-    depth = sys.getrecursionlimit()  # a notebook that lowered it could not decode a request
-    sys.setrecursionlimit(max(depth, 1000))
-    printing = np.get_printoptions()
-    try:
-        np.set_printoptions(**NUMPY_PRINT)
-    except Exception:  # noqa: BLE001
-        pass
-    changed = {}
-    for flag, value in SEMANTICS.items():
-        try:
-            current = getattr(jax.config, flag)
-            if getattr(current, "value", current) != value:
-                jax.config.update(flag, value)
-                changed[flag] = current
-        except Exception:  # noqa: BLE001 - a flag this JAX does not have, or a patched config
-            continue
-    try:
-        yield
-    finally:
-        sys.setrecursionlimit(depth)
-        try:
-            np.set_printoptions(**{k: printing[k] for k in NUMPY_PRINT if k in printing})
-        except Exception:  # noqa: BLE001
-            pass
-        for flag, value in changed.items():
-            try:
-                jax.config.update(flag, getattr(value, "value", value))
-            except Exception:  # noqa: BLE001
-                pass
 
 
 def handle(text: str) -> dict:

@@ -120,14 +120,6 @@ def jit_call(f, *args):
     return hit[1](*args)
 
 
-def sin_of_last(*args):
-    """``numpy.sin`` of the last argument (the values ``runtime_print`` must print, for the
-    ``check_prints_values`` claim on ``jit_call(runtime_print, x)``)."""
-    import numpy as np
-
-    return np.sin(np.asarray(args[-1], dtype=np.float64))
-
-
 def is_jitted(f):
     """Whether ``f`` is a jitted function (it has ``lower``)."""
     return bool(callable(getattr(f, "lower", None)))
@@ -276,7 +268,7 @@ def _export_cpu(jitted, *args) -> str:
 
     from jax import export
 
-    from .agent import reset_config
+    from .agent_config import reset_config
 
     reset_config()
     exp = export.export(jitted, platforms=("cpu",))(*args)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -160,7 +161,7 @@ def test_without_containment_it_is_a_process_of_its_own_with_a_memory_cap(monkey
         prog = judge.Exported(_export(lambda x: x * 5, ()), runner=r)
         assert float(prog(np.float32(2.0))) == 10.0
         assert r.mode == sandbox.NONE and prog.ran_in["pid"] not in (os.getpid(), 1)
-        limits = open(f"/proc/{prog.ran_in['pid']}/limits").read()
+        limits = Path(f"/proc/{prog.ran_in['pid']}/limits").read_text()
         data = next(line for line in limits.splitlines() if line.startswith("Max data size"))
         assert data.split()[3] == str(3000 << 20), data
     finally:
