@@ -181,7 +181,10 @@ class ProgramRunner:
             if need is not None and len(self._buf) >= _HEADER.size + need:
                 text = self._buf[_HEADER.size:_HEADER.size + need].decode("utf-8", errors="replace")
                 self._buf = self._buf[_HEADER.size + need:]
-                reply = _wire().decode(text, limits=_limits())
+                try:  # the child ran a learner's program: its answer is data to check
+                    reply = _wire().decode(text, limits=_limits())
+                except _wire().WireError:
+                    raise _Died() from None
                 if not isinstance(reply, dict):
                     raise _Died()
                 return reply
