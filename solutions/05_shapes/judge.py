@@ -1,18 +1,19 @@
 """The judge of 05_shapes (trusted: runs in the grader, never in the learner's kernel).
 
 One ``test_<name>(k)`` per graded test cell; ``k`` is an :class:`autograder.judge.Kernel`.
-Fixed shapes are checked on the learner's traced program exported into the judge
-(``k.export`` at abstract shapes: a shape that depends on the data cannot be exported, and the
-exported program's output shape must follow from the input shapes; one exported program per
-input shape, with the data as traced arguments, is one compile for any data of that shape).
-Values are compared judge-side with NumPy references computed here, under ``jax.jit`` in the
-kernel, on inputs drawn from ``k.rng`` (fresh at every grading). ``bucket_length`` is checked
-for every length 1..256; the compile count of the chapter's kernel over those lengths is a
-kernel-side claim, an extra only.
+Every value and every shape judged for the traced exercises comes from the learner's program
+exported into the judge at abstract shapes (:mod:`autograder.programs`: a shape that depends on
+the data cannot be exported, and the program's output shape must follow from the input shapes;
+one program per input shape, with the data traced, is one compile for any data of that shape),
+run here on inputs drawn from ``k.rng`` (fresh at every grading) against NumPy references, at
+the exercises' dtypes (float32 sums and means, int32 indices). ``bucket_length`` (a function
+of a Python int) is called in the kernel for every length 1..256; the compile count of the
+chapter's kernel over those lengths is a kernel-side claim, an extra only.
 """
 import numpy as np
 
 import autograder as ag
+from autograder import programs
 from autograder.judge import LearnerError
 from autograder.shapes import _data_dependent_shape
 from autograder.wire import AsJax, Fixture, Ref, Spec
@@ -29,27 +30,26 @@ def _i32(x):
 
 
 def _fixed_shapes(k, name, specs, out_shape, static_argnames=(), kwargs=None):
-    """Export ``jax.jit(name)`` at ``specs``: every shape must follow from the input shapes, and
-    the output's shape must be ``out_shape``."""
-    try:
-        exported = k.export(name, *specs, static_argnames=static_argnames, **(kwargs or {}))
-    except LearnerError as exc:
+    """The program of ``jax.jit(name)`` at ``specs``: every shape must follow from the input
+    shapes, and the output's shape must be ``out_shape``. Its values are the ones judged."""
+    def dynamic(exc, label):
         if _data_dependent_shape(exc):
             first_line = (str(exc).strip().splitlines() or [""])[0][:200]
-            ag.fail("dynamic_shapes",
-                    f"under jax.jit, {name} asked for a shape that depends on the values of its inputs "
-                    f"({type(exc).__name__}: {first_line}); every shape must follow from the input shapes "
-                    "alone: keep the full shape and mask with `jnp.where`, or use "
-                    "`jnp.nonzero(..., size=..., fill_value=...)`.")
+            return ag.ExerciseFailure(
+                "dynamic_shapes",
+                f"under jax.jit, {name} asked for a shape that depends on the values of its inputs "
+                f"({type(exc).__name__}: {first_line}); every shape must follow from the input shapes "
+                "alone: keep the full shape and mask with `jnp.where`, or use "
+                "`jnp.nonzero(..., size=..., fill_value=...)`.")
+        return None
 
-        def again():
-            raise exc
-        return ag.call(again, what=f"jax.jit({name})")
-    shapes = [tuple(a.shape) for a in exported.exported.out_avals]
+    program = programs.trace(k, name, *specs, static_argnames=static_argnames, translate=dynamic,
+                             label=f"jax.jit({name})", **(kwargs or {}))
+    shapes = [tuple(a.shape) for a in program.exported.exported.out_avals]
     if shapes != [tuple(out_shape)]:
         ag.fail("shapes", f"under jax.jit, {name} at input shapes {[tuple(s.shape) for s in specs]} returns "
                           f"shape(s) {shapes}, expected one array of shape {tuple(out_shape)}.")
-    return exported
+    return program
 
 
 # --------------------------------------------------------------------------- positive_mean
@@ -63,7 +63,7 @@ def _check_mean(got, x, what):
     """got against the mean of x's positive entries; the usual mistakes are told which."""
     x = np.asarray(x, np.float64)
     try:
-        ag.check_close(got, _positive_mean_reference(x), what=what, idea="shapes")
+        ag.check_close(got, _positive_mean_reference(x), what=what, idea="shapes", dtype=np.float32)
     except ag.ExerciseFailure as exc:
         if np.shape(got) == ():
             g = float(got)
@@ -80,24 +80,21 @@ def _check_mean(got, x, what):
 
 
 def test_positive_mean(k):
-    positive_mean = k.fn("positive_mean").jitted()
-    # One program per shape: exported with the data traced, a scalar out.
-    _fixed_shapes(k, "positive_mean", [Spec((4,), "float32")], ())
-    _fixed_shapes(k, "positive_mean", [Spec((3, 4), "float32")], ())
-    # Under jit only, and two shapes only: each new shape compiles.
+    # One program per shape: exported with the data traced, a scalar out; its values judged.
+    by_shape = {shape: _fixed_shapes(k, "positive_mean", [Spec(shape, "float32")], ()) for shape in ((4,), (3, 4))}
     for none in (-k.rng.uniform(0.0, 2.0, size=4).astype(np.float32),
                  -k.rng.uniform(0.1, 2.0, size=(3, 4)).astype(np.float32)):
         none[0] = 0.0  # a zero is not positive either
-        got = np.asarray(ag.call(positive_mean, _f32(none), what="jax.jit(positive_mean)"))
+        got = np.asarray(by_shape[none.shape](none))
         if got.shape != () or not np.isfinite(got) or got != 0.0:
+            shown = got.tolist() if got.ndim else got.item()
             ag.fail("shapes", f"jax.jit(positive_mean) on an input with no positive entry returned "
-                              f"{got!r}, expected 0.0 (watch out for 0 / 0).")
+                              f"{shown}, expected 0.0 (watch out for 0 / 0).")
     for trial, shape in enumerate([(4,), (3, 4), (3, 4), (4,)]):
         x = k.rng.normal(size=shape).astype(np.float32)
         i, j = k.rng.permutation(x.size)[:2]
         x.flat[i], x.flat[j] = abs(x.flat[i]) + 0.5, -abs(x.flat[j]) - 0.5  # some positive, some not
-        _check_mean(ag.call(positive_mean, _f32(x), what="jax.jit(positive_mean)"), x,
-                    f"jax.jit(positive_mean)'s result on random input #{trial + 1}")
+        _check_mean(by_shape[shape](x), x, f"jax.jit(positive_mean)'s result on random input #{trial + 1}")
 
 
 # --------------------------------------------------------------------------- masked_sequence_sum
@@ -110,7 +107,7 @@ def _masked_sum_reference(tokens, lengths):
 def _check_sums(got, tokens, lengths, what):
     """got against the masked sums; the usual masking mistakes are told which."""
     try:
-        ag.check_close(got, _masked_sum_reference(tokens, lengths), what=what, idea="shapes")
+        ag.check_close(got, _masked_sum_reference(tokens, lengths), what=what, idea="shapes", dtype=np.float32)
     except ag.ExerciseFailure as exc:
         t, n = np.asarray(tokens, np.float64), np.asarray(lengths)
         g = np.asarray(got, np.float64) if np.shape(got) == n.shape else None
@@ -137,21 +134,19 @@ def _padded(rng, batch, max_len, lengths):
 
 
 def test_masked_sequence_sum(k):
-    masked_sum = k.fn("masked_sequence_sum").jitted()
     # One program per shape: exported with tokens and lengths traced, one sum per row out.
-    _fixed_shapes(k, "masked_sequence_sum", [Spec((2, 4), "float32"), Spec((2,), "int32")], (2,))
-    _fixed_shapes(k, "masked_sequence_sum", [Spec((3, 8), "float32"), Spec((3,), "int32")], (3,))
+    by_shape = {(b, n): _fixed_shapes(k, "masked_sequence_sum", [Spec((b, n), "float32"), Spec((b,), "int32")], (b,))
+                for b, n in ((2, 4), (3, 8))}
     # First every row with some padding (no empty row), then empty and full rows.
     tokens, lengths = _padded(k.rng, 2, 4, k.rng.integers(1, 3, size=2))  # 2 or 3 padding entries
-    _check_sums(ag.call(masked_sum, _f32(tokens), _i32(lengths), what="jax.jit(masked_sequence_sum)"),
-                tokens, lengths, f"jax.jit(masked_sequence_sum) with lengths {lengths.tolist()}")
-    # Under jit only, and two shapes only: each new shape compiles.
+    _check_sums(by_shape[(2, 4)](tokens, lengths), tokens, lengths,
+                f"jax.jit(masked_sequence_sum) with lengths {lengths.tolist()}")
     for trial, (batch, max_len) in enumerate([(2, 4), (3, 8), (3, 8), (2, 4)]):
         lengths = k.rng.integers(0, max_len + 1, size=batch)
         lengths[0], lengths[-1] = 0, max_len  # an empty row and a full one
         tokens, lengths = _padded(k.rng, batch, max_len, lengths)
-        _check_sums(ag.call(masked_sum, _f32(tokens), _i32(lengths), what="jax.jit(masked_sequence_sum)"),
-                    tokens, lengths, f"jax.jit(masked_sequence_sum)'s result on random input #{trial + 1}")
+        _check_sums(by_shape[(batch, max_len)](tokens, lengths), tokens, lengths,
+                    f"jax.jit(masked_sequence_sum)'s result on random input #{trial + 1}")
 
 
 # --------------------------------------------------------------------------- first_k_positive
@@ -165,11 +160,11 @@ def _check_first(got, x, k, what):
     """got against the reference; padding with another value, or counting zeros, is told so."""
     want = _first_k_reference(x, k)
     try:
-        ag.check_close(got, want, what=what, idea="dynamic_shapes")
+        ag.check_close(got, want, what=what, idea="dynamic_shapes", dtype=np.int32)
     except ag.ExerciseFailure as exc:
         g = np.asarray(got) if np.shape(got) == want.shape else None
         if g is not None and np.any(want < 0) and np.array_equal(g[want >= 0], want[want >= 0]):
-            ag.fail("dynamic_shapes", f"{exc.detail} It pads with {g[want < 0][0]!r} where there are fewer than "
+            ag.fail("dynamic_shapes", f"{exc.detail} It pads with {g[want < 0][0].item()!r} where there are fewer than "
                                       "k positive entries; pad with -1 (`fill_value=-1`), never a valid index.")
         if g is not None and np.array_equal(g, _first_k_reference(np.asarray(x) + (np.asarray(x) == 0), k)):
             ag.fail("dynamic_shapes", f"{exc.detail} It counts zeros as positive: keep the entries `> 0`.")
@@ -177,13 +172,11 @@ def _check_first(got, x, k, what):
 
 
 def test_first_k_positive(k):
-    first_k = k.fn("first_k_positive", static_argnames=("k",)).jitted()
-    # One program per k: exported with the data traced, k indices out.
-    for kk in (2, 4):
-        _fixed_shapes(k, "first_k_positive", [Spec((5,), "float32")], (kk,), static_argnames=("k",), kwargs={"k": kk})
-    # Under jit only, at one shape and the two k above: each new shape or k compiles again.
+    # One program per k (static): exported with the data traced, k indices out; its values judged.
+    by_k = {kk: _fixed_shapes(k, "first_k_positive", [Spec((5,), "float32")], (kk,), static_argnames=("k",),
+                              kwargs={"k": kk}) for kk in (2, 4)}
     neg = -k.rng.uniform(0.5, 3.0, size=5).astype(np.float32)
-    _check_first(ag.call(first_k, _f32(neg), k=4, what="jax.jit(first_k_positive)"), neg, 4,
+    _check_first(by_k[4](neg), neg, 4,
                  f"first_k_positive({np.round(neg.astype(np.float64), 3).tolist()}, k=4) (no positive entry)")
     for trial in range(6):
         x = k.rng.integers(-3, 4, size=5).astype(np.float32)
@@ -192,8 +185,7 @@ def test_first_k_positive(k):
             x[int(k.rng.integers(0, 3))] = 0.0
             x[int(k.rng.integers(3, 5))] = float(k.rng.integers(1, 4))
         kk = 4 if trial == 0 else int(k.rng.choice([2, 4]))  # fewer or more positive entries than k
-        _check_first(ag.call(first_k, _f32(x), k=kk, what="jax.jit(first_k_positive)"), x, kk,
-                     f"first_k_positive({x.tolist()}, k={kk})")
+        _check_first(by_k[kk](x), x, kk, f"first_k_positive({x.tolist()}, k={kk})")
 
 
 # --------------------------------------------------------------------------- bucket_length
