@@ -19,7 +19,7 @@ def positive_mean(x):
 def positive_mean(x):
     mask = x > 0
     return jnp.sum(jnp.where(mask, x, 0.0)) / jnp.sum(mask)  # 0 / 0 when nothing is positive
-''', "on an input with no positive entry returned array(nan", "shapes"),
+''', "on an input with no positive entry returned nan", "shapes"),
         ('''
 def positive_mean(x):
     idx = jnp.nonzero(x.ravel() > 0, size=x.size)[0]  # pads with index 0, a real entry
@@ -55,7 +55,7 @@ def first_k_positive(x, k):
         ('''
 def first_k_positive(x, k):
     return jnp.nonzero(x > 0, size=k)[0]  # pads with 0, a valid index, instead of -1
-''', "It pads with np.int32(0) where there are fewer than k positive entries", "dynamic_shapes"),
+''', "It pads with 0 where there are fewer than k positive entries", "dynamic_shapes"),
         ('''
 def first_k_positive(x, k):
     return jnp.nonzero(x >= 0, size=k, fill_value=-1)[0]  # counts zeros as positive
