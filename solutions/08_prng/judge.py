@@ -7,20 +7,39 @@ different ones, dropout's kept entries are scaled and its keep fraction is 1 - r
 shapes, zero biases and per-layer scale, noisy_batch's rows keep their noise when the batch is
 cut. Statistical checks use bounds that fail a correct answer with probability below 1e-11
 each (Hoeffding for a fraction, Laurent-Massart for a chi-square, a Gaussian tail for a mean),
-since the inputs are fresh at every grading. Kernel-side claims: JAX's key-reuse checker only
-(the kernel alone sees a key consumed twice); init_mlp's key reuse also has an outside symptom,
+since the inputs are fresh at every grading. Every value judged comes from the learner's
+exported program (:mod:`autograder.programs`; the key as raw ``uint32[2]`` data, the judge's
+own keys fed to it; ``rate`` and ``sizes`` static), run here; only noisy_batch with
+``jax_threefry_partitionable`` off is called in the kernel (the flag changes how the program
+is lowered), a fail-only check. Kernel-side claims: JAX's key-reuse checker only (the kernel
+alone sees a key consumed twice); init_mlp's key reuse also has an outside symptom,
 same-shaped layers with the same numbers, checked here.
 """
 import numpy as np
 
 import autograder as ag
-from autograder.wire import AsJax, Fixture, Key, Ref
+from autograder import programs
+from autograder.wire import AsJax, Fixture, Key, Ref, Spec
 
 _TAIL = float(np.log(1e11))  # each statistical bound fails a correct answer with p < 1e-11
 
 
 def _f32(x):
     return AsJax(np.asarray(x, np.float32))
+
+
+def _keyed(k, name, static_argnums=(), label=None):
+    """``f(Key(seed), *args)``: ``name`` computed by its exported program at the arguments'
+    signature, the key traced as raw data and fed the judge's key ``seed`` (arguments at
+    ``static_argnums``, counted from the key's 0, fixed in the program). A learner error while
+    tracing is raised for ``ag.call`` to translate."""
+    def f(key, *args):
+        program = programs.trace(k, name, Spec((2,), "uint32"), *args, static_argnums=static_argnums,
+                                 raw_errors=True, label=label or f"jax.jit({name})")
+        return program(programs.raw_key(key.seed), *(a for i, a in enumerate(args, start=1)
+                                                     if i not in static_argnums))
+    f.__name__ = f"jax.jit({name})"
+    return f
 
 
 def _rms_bounds(n):
@@ -45,12 +64,12 @@ def _dropout_mask(drop, seed, x, rate):
         ag.fail("numerics", f"{what} has shape {out.shape}, expected the shape of x, {x.shape}.")
     kept = out != 0  # x has no zeros: a zero in the output means "dropped"
     ag.check_close(np.where(kept, out, 0.0), np.where(kept, x.astype(np.float64) / (1.0 - rate), 0.0),
-                   what=f"{what}: the kept entries (each must be x / (1 - rate))")
+                   what=f"{what}: the kept entries (each must be x / (1 - rate))", dtype=np.float32)
     return kept
 
 
 def test_dropout(k):
-    drop = k.fn("dropout").jitted(static_argnums=(2,))
+    drop = _keyed(k, "dropout", static_argnums=(2,))  # the program of jax.jit(dropout), rate static
     rate = round(float(k.rng.uniform(0.2, 0.45)), 2)  # keep probability 0.55 .. 0.8
     shape = (128, 64)
     x = (k.rng.uniform(0.5, 2.0, shape) * k.rng.choice([-1.0, 1.0], shape)).astype(np.float32)
@@ -137,7 +156,7 @@ _SCALE_HINTS = (
 
 
 def test_init_mlp(k):
-    init = k.fn("init_mlp")
+    init = _keyed(k, "init_mlp", static_argnums=(1,), label="init_mlp")  # its program, sizes static
     # Layers 1 and 2 have the same shape. Layer 0's fan_out is >= 2 fan_in, and sqrt(fan_out) is
     # <= 0.75 fan_in, so a scale by 1 / sqrt(fan_out) or 1 / fan_in there is told apart.
     m0 = int(k.rng.integers(8, 13))
@@ -180,10 +199,15 @@ def test_init_mlp(k):
 # --------------------------------------------------------------------------- noisy_batch
 
 def _noisy(k, seed, x, partitionable=True):
-    """jax.jit(noisy_batch)(key(seed), x) with `jax_threefry_partitionable` at ``partitionable``."""
+    """jax.jit(noisy_batch)(key(seed), x): its exported program's value (JAX's default,
+    `jax_threefry_partitionable` on), or with ``partitionable=False`` the kernel's (a fail-only
+    check: the flag changes how the program is lowered)."""
     what = "jax.jit(noisy_batch)"
-    out = ag.call(lambda *a: k.call(Fixture("threefry_jit_call"), Ref("noisy_batch"), partitionable, *a),
-                  Key(seed), _f32(x), what=what)
+    if partitionable:
+        out = ag.call(_keyed(k, "noisy_batch"), Key(seed), np.asarray(x, np.float32), what=what)
+    else:
+        out = ag.call(lambda *a: k.call(Fixture("threefry_jit_call"), Ref("noisy_batch"), partitionable, *a),
+                      Key(seed), _f32(x), what=what)
     out = np.asarray(out)
     if out.shape != x.shape:
         ag.fail("numerics", f"{what} has shape {out.shape}, expected the shape of x, {x.shape}.")
@@ -211,9 +235,9 @@ def test_noisy_batch(k):
         if not np.allclose(_noisy(k, s0, x[:cut], flag), full[:cut], rtol=1e-5, atol=1e-5):
             ag.fail("per_example_keys",
                     f"jax.jit(noisy_batch): the noise of the first {cut} rows changed when the batch was cut "
-                    f"from {n} to {cut} rows (jax_threefry_partitionable={flag}). Derive row i's key "
-                    "from `key` and `i` alone, e.g. `jax.random.fold_in(key, i)` under `jax.vmap`, "
-                    "instead of drawing one block whose numbers depend on the batch's shape.")
+                    f"from {n} to {cut} rows (jax_threefry_partitionable={flag}). Each row's key must "
+                    "come from `key` and the row's index alone (per-example keys), instead of one block "
+                    "of numbers drawn for the whole batch, whose values depend on the batch's shape.")
     # The noise is independent of the data, different for every row, and standard normal.
     noise = out - x
     x2 = k.rng.normal(size=(n, d)).astype(np.float32)
@@ -222,8 +246,8 @@ def test_noisy_batch(k):
                                     "depend only on `key` and `i`, not on the data.")
     if (any(np.allclose(noise[0], r, atol=1e-5) for r in noise[1:])
             or any(np.allclose(a, b, atol=1e-5) for a, b in zip(noise[1:], noise[2:]))):
-        ag.fail("per_example_keys", "several rows got exactly the same noise: every row needs its own key "
-                                    "(`jax.random.fold_in(key, i)`), not the same `key` for each row.")
+        ag.fail("per_example_keys", "several rows got exactly the same noise: every row needs its own key, "
+                                    "derived from `key` and the row's index, not the same `key` for each row.")
     pooled = np.concatenate([noise.ravel(), (other - x).ravel(), (_noisy(k, s2, x) - x).ravel()])
     low, high = _rms_bounds(pooled.size)
     rms, mean = float(np.sqrt(np.mean(pooled ** 2))), float(pooled.mean())
