@@ -81,11 +81,14 @@ def _reuse_failure(exc, label):
 
     if not isinstance(exc, jax.errors.KeyReuseError):
         return None
-    # JAX's own line ("Previously-consumed key passed to jit-compiled function") is not quoted: it
-    # says "jit-compiled" of every eager random call too, where nothing was jitted.
-    return ExerciseFailure("key_reuse", f"{label} consumed the same key more than once: a key stands "
-                                        "for one draw; split it with `jax.random.split` (or `fold_in`) "
-                                        "and use each key once.")
+    # JAX's own line says which call consumed the key again ("... passed to random_split"); it
+    # says "passed to jit-compiled function" of every eager random call too, so that is quoted
+    # only for a jitted run.
+    line = (str(exc).strip().splitlines() or [""])[0][:160]
+    quoted = "" if not line or ("jit-compiled function" in line and not label.startswith("jax.jit")) else f" ({line})"
+    return ExerciseFailure("key_reuse", f"{label} consumed the same key more than once{quoted}: a key "
+                                        "stands for one draw; split it with `jax.random.split` (or "
+                                        "`fold_in`) and use each key once.")
 
 
 def check_no_key_reuse(f, args, *, what=None, jit=True, static_argnums=(), static_argnames=(), kwargs=None):

@@ -88,3 +88,13 @@ def test_eager_key_reuse_is_not_called_jit_compiled():
     assert info.value.idea == "key_reuse"
     assert "jit" not in str(info.value).split("(see")[0]
     assert "init_mlp(key, sizes) consumed the same key more than once" in str(info.value)
+
+
+def test_key_reuse_keeps_jaxs_word_on_which_call_reused_it():
+    def init(key):
+        w = jax.random.normal(key, (2,))
+        return w, jax.random.split(key)
+
+    with pytest.raises(ag.ExerciseFailure) as info:
+        ag.check_no_key_reuse(init, (jax.random.key(0),), jit=False, what="init_mlp(key, sizes)")
+    assert "random_split" in str(info.value), str(info.value)
