@@ -1,0 +1,97 @@
+"""The judge of 05_shapes' ``segment_mean`` (trusted: runs in the grader, never in the kernel).
+
+``jax.jit(segment_mean)`` with ``num_segments`` static is exported at abstract shapes (values
+float32 ``(n,)``, ids int32 ``(n,)``): a shape that depends on the data cannot be exported, and
+the program's output must be float32 ``(num_segments,)``. That one program per ``(n,
+num_segments)`` is run here on data drawn from ``k.rng`` (ids in any order, repeated, some
+segments empty) and compared with a float64 NumPy reference. The compile count over new data
+is a kernel-side claim: it can fail the test, never pass it.
+"""
+import numpy as np
+
+import autograder as ag
+from autograder import programs
+from autograder.shapes import _data_dependent_shape
+from autograder.wire import AsJax, Fixture, Ref, Spec
+
+
+def _reference(values, ids, num_segments):
+    values = np.asarray(values, np.float64)
+    sums = np.bincount(ids, weights=values, minlength=num_segments)
+    counts = np.bincount(ids, minlength=num_segments)
+    return np.where(counts > 0, sums / np.maximum(counts, 1), 0.0), counts
+
+
+def _draw(rng, n, num_segments):
+    """Values and ids with some segments empty (at least one), others repeated, in any order."""
+    empty = set(int(s) for s in rng.choice(num_segments, size=max(1, num_segments // 3), replace=False))
+    used = np.array([s for s in range(num_segments) if s not in empty], np.int32)
+    ids = rng.choice(used, size=n).astype(np.int32)
+    values = (rng.normal(size=n) * rng.uniform(0.5, 4.0)).astype(np.float32)
+    return values, ids
+
+
+def _translate(exc, label):
+    if _data_dependent_shape(exc):
+        first_line = (str(exc).strip().splitlines() or [""])[0][:200]
+        return ag.ExerciseFailure("dynamic_shapes", f"under jax.jit, segment_mean asked for a shape that depends on "
+                                                    f"the values of its inputs ({type(exc).__name__}: {first_line}): "
+                                                    "how many entries a segment has is data, and every shape must "
+                                                    "follow from the input shapes and num_segments alone.")
+    return None
+
+
+def _program(k, n, num_segments):
+    return programs.trace(k, "segment_mean", Spec((n,), "float32"), Spec((n,), "int32"), num_segments,
+                          static_argnums=(2,), translate=_translate, loops=True,
+                          label=f"jax.export(jax.jit(segment_mean)) at n={n}, num_segments={num_segments}")
+
+
+def _check_means(got, values, ids, num_segments, what):
+    want, counts = _reference(values, ids, num_segments)
+    got = np.asarray(got)
+    if got.shape != (num_segments,):
+        ag.fail("shapes", f"{what} has shape {got.shape}; expected one mean per segment, ({num_segments},).")
+    if got.dtype != np.float32:
+        ag.fail("numerics", f"{what} has dtype {got.dtype}; the means are float32.")
+    for s in np.flatnonzero(counts == 0):
+        if not got[s] == 0.0:
+            ag.fail("shapes", f"{what}: segment {int(s)} has no entry, so its mean must be 0.0, but it is "
+                              f"{float(got[s])} (an empty segment's count is 0).")
+    try:
+        ag.check_close(got, want, dtype="float32", what=what, idea="shapes")
+    except ag.ExerciseFailure as exc:
+        g = got.astype(np.float64)
+        sums = np.bincount(ids, weights=np.asarray(values, np.float64), minlength=num_segments)
+        n = len(values)
+        padded = np.where(counts > 0, (sums + (n - counts) * float(values[0])) / n, 0.0)
+        if np.allclose(g, padded, rtol=1e-4, atol=1e-6):
+            ag.fail("shapes", f"{exc.detail} It averages in entries that are not in the segment (a fixed-size "
+                              "selection is padded with a real entry, and the padding counts in its mean).")
+        if np.allclose(g, sums / n, rtol=1e-4, atol=1e-6):
+            ag.fail("shapes", f"{exc.detail} It divides each segment's sum by the number of all values; a "
+                              "segment's mean divides by the number of values in that segment.")
+        raise
+
+
+def test_segment_mean(k):
+    rng = k.rng
+    for _ in range(2):
+        n, num_segments = int(rng.integers(5, 40)), int(rng.integers(3, 9))
+        program = _program(k, n, num_segments)
+        for trial in range(3):
+            values, ids = _draw(rng, n, num_segments)
+            got = program(values, ids)
+            _check_means(got, values, ids, num_segments,
+                         f"the program of jax.jit(segment_mean) (n={n}, num_segments={num_segments}) on "
+                         f"random input #{trial + 1}")
+    # Kernel-side claim: one compile for new data of one shape.
+    n, num_segments = int(rng.integers(5, 30)), int(rng.integers(3, 8))
+    calls = []
+    for _ in range(4):
+        values, ids = _draw(rng, n, num_segments)
+        calls.append(((Ref("segment_mean"), ("num_segments",), AsJax(values), AsJax(ids)),
+                      {"num_segments": num_segments}))
+    k.claim("check_compiles", Fixture("jit_static"), calls, 1,
+            what=f"jax.jit(segment_mean) at n={n}, num_segments={num_segments} on four data",
+            why="How the values fall into segments is data: new data must reuse the compiled program.")
