@@ -697,19 +697,25 @@ class JudgeStep:
         for cell in self._hidden:
             cell.cell_type = "raw"
         if self.runner is None:
-            self.runner = ProgramRunner(timeout=min(float(self.cell_timeout), 60.0))
+            from . import runner as runner_mod
+
+            self.runner = runner_mod.process_runner()  # warm across this process's notebooks
+            self.runner.timeout = min(float(self.cell_timeout), runner_mod.RUN_TIMEOUT)
             try:
                 self.runner.start()
             except Exception:  # noqa: BLE001 - said by the first run that needs it
                 pass
 
     def close(self) -> None:
-        """Stop the program runner and give its sandbox back (idempotent)."""
+        """This notebook is done with the program runner (idempotent): the process's runner
+        stays warm for the next notebook; one given to this step alone is stopped."""
         if self.runner is not None:
             from . import runner as runner_mod
 
             runner_mod.use(None)
-            self.runner.close()
+            self.runner.deadline = None
+            if self.runner is not runner_mod.process_runner():
+                self.runner.close()
             self.runner = None
 
     def restore(self, nb) -> None:

@@ -17,9 +17,10 @@ limit, death with the grading process; started by the same launcher as kernels
 turned the sandbox off, it is still a process of its own, with ``RLIMIT_DATA`` and the CPU-time
 limit. Every run has a wall-clock limit.
 
-One runner is kept warm for a notebook's grading (started when the judge is prepared, while the
-kernel runs the notebook); a program that crashes it or runs past its time loses only its own
-call (:class:`ProgramFailure`, learner-facing), and the next call starts a fresh child.
+Each grading process keeps one runner warm (:func:`process_runner`: started when the judge of
+its first notebook is prepared, while the kernel runs the notebook, and kept for the next
+notebooks); a program that crashes it or runs past its time loses only its own call
+(:class:`ProgramFailure`, learner-facing), and the next call starts a fresh child.
 
 This file runs as a script in the child: it imports only the standard library at the top, and
 loads :mod:`autograder.wire` by path there.
@@ -89,6 +90,7 @@ class ProgramRunner:
         self.info: dict = {}  # the child's ready message: pid, uid, devices
         self.mode = ""        # the containment it runs with (autograder.sandbox's words)
         self.starts = 0
+        self._owner = os.getpid()  # a forked copy of this object never stops the original's child
         self.deadline: float | None = None  # time.monotonic() no run may last past (the test's)
         self._ready = False
         self._buf = b""
@@ -100,6 +102,9 @@ class ProgramRunner:
 
         from . import sandbox
 
+        if os.getpid() != self._owner:  # a copy from before a fork: this process's own is another
+            raise ProgramFailure("The grader's program runner belongs to another process; please tell the "
+                                 "course staff.")
         if self.proc is not None and self.proc.poll() is None:
             return
         self._reap()
@@ -129,12 +134,16 @@ class ProgramRunner:
 
     def close(self) -> None:
         """Stop the child and give its sandbox back."""
+        if os.getpid() != self._owner:
+            return
         self._reap()
         if self.box is not None:
             self.box.close()
             self.box = None
 
     def _reap(self) -> None:
+        if os.getpid() != self._owner:
+            return
         proc, self.proc = self.proc, None
         self._ready = False
         if proc is None:
@@ -258,14 +267,29 @@ class _Died(Exception):
     pass
 
 
-_CURRENT: list = []  # the runner of the notebook being graded (JudgeStep), else a per-process one
+_PROCESS: list = []  # [(runner, pid)]: this process's own runner
+_CURRENT: list = []  # a runner made current by use()
+
+
+def process_runner() -> ProgramRunner:
+    """This grading process's own runner (made on first use, started by its first run or by
+    :meth:`ProgramRunner.start`), kept warm across the notebooks the process grades: its child
+    restarts only after a crash or a timeout, and is stopped when the process ends. A forked
+    process makes its own."""
+    if not _PROCESS or _PROCESS[0][1] != os.getpid():
+        r = ProgramRunner()
+        _PROCESS[:] = [(r, os.getpid())]
+        import atexit
+        from multiprocessing import util
+
+        atexit.register(r.close)
+        util.Finalize(None, r.close, exitpriority=10)  # a multiprocessing child runs no atexit
+    return _PROCESS[0][0]
 
 
 def current() -> ProgramRunner:
-    """The runner of the notebook being graded, or this process's own (started on first use)."""
-    if not _CURRENT:
-        _CURRENT.append(ProgramRunner())
-    return _CURRENT[-1]
+    """The runner made current by :func:`use`, else this process's own."""
+    return _CURRENT[-1] if _CURRENT else process_runner()
 
 
 def use(runner: ProgramRunner | None) -> None:

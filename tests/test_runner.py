@@ -166,3 +166,24 @@ def test_without_containment_it_is_a_process_of_its_own_with_a_memory_cap(monkey
         assert data.split()[3] == str(3000 << 20), data
     finally:
         r.close()
+
+
+def test_a_grading_process_keeps_one_runner_warm_across_notebooks(tmp_path):
+    """The judge of each notebook takes this process's runner, started while the kernel runs
+    the notebook, and leaves it running for the next notebook (a crash or a timeout restarts it)."""
+    import nbformat
+
+    from autograder import runner as runner_mod
+
+    nb = nbformat.v4.new_notebook()
+    first, second = judge.JudgeStep(tmp_path), judge.JudgeStep(tmp_path)
+    first.prepare(nb)
+    r = first.runner
+    assert r is runner_mod.process_runner() and r.proc is not None
+    prog = judge.Exported(_export(lambda x: x * 7, ()))  # no runner given: the current one
+    assert float(prog(np.float32(1.0))) == 7.0 and prog.ran_in["host_pid"] == r.proc.pid
+    child, starts = r.proc.pid, r.starts
+    first.close()
+    second.prepare(nb)
+    assert second.runner is r and r.proc.pid == child and r.proc.poll() is None and r.starts == starts
+    second.close()
