@@ -89,4 +89,70 @@ def normalize_batch(x):
     return (x - mean) / jnp.sqrt(jnp.var(x, axis=0, ddof=1) + 1e-5)  # sample variance
 ''', "It divides by the sample variance (ddof=1)", "numerics"),
     ],
+    "adam_step": [
+        ("""
+STEP = [0]  # the step count kept outside the state
+
+
+def adam_init(params):
+    zeros = lambda tree: jax.tree_util.tree_map(jnp.zeros_like, tree)
+    return {"m": zeros(params), "v": zeros(params)}
+
+
+def adam_step(params, grads, state, lr):
+    STEP[0] += 1
+    t = STEP[0]
+    m = jax.tree_util.tree_map(lambda m, g: 0.9 * m + 0.1 * g, state["m"], grads)
+    v = jax.tree_util.tree_map(lambda v, g: 0.999 * v + 0.001 * g * g, state["v"], grads)
+    new = jax.tree_util.tree_map(
+        lambda p, m, v: p - lr * (m / (1 - 0.9 ** t)) / (jnp.sqrt(v / (1 - 0.999 ** t)) + 1e-8), params, m, v)
+    return new, {"m": m, "v": v}
+""", "after step 2", "state"),
+        ("""
+def adam_init(params):
+    zeros = lambda tree: jax.tree_util.tree_map(jnp.zeros_like, tree)
+    return {"m": zeros(params), "v": zeros(params), "t": jnp.zeros((), jnp.int32)}
+
+
+def adam_step(params, grads, state, lr):
+    state["t"] = state["t"] + 1  # writes into the state it was given
+    t = state["t"].astype(jnp.float32)
+    state["m"] = jax.tree_util.tree_map(lambda m, g: 0.9 * m + 0.1 * g, state["m"], grads)
+    state["v"] = jax.tree_util.tree_map(lambda v, g: 0.999 * v + 0.001 * g * g, state["v"], grads)
+    new = jax.tree_util.tree_map(
+        lambda p, m, v: p - lr * (m / (1 - 0.9 ** t)) / (jnp.sqrt(v / (1 - 0.999 ** t)) + 1e-8),
+        params, state["m"], state["v"])
+    return new, state
+""", "changed the state it was given", "purity"),
+        ("""
+def adam_init(params):
+    zeros = lambda tree: jax.tree_util.tree_map(jnp.zeros_like, tree)
+    return {"m": zeros(params), "v": zeros(params), "t": 0}  # a Python int, not an array
+
+
+def adam_step(params, grads, state, lr):
+    t = state["t"] + 1
+    m = jax.tree_util.tree_map(lambda m, g: 0.9 * m + 0.1 * g, state["m"], grads)
+    v = jax.tree_util.tree_map(lambda v, g: 0.999 * v + 0.001 * g * g, state["v"], grads)
+    new = jax.tree_util.tree_map(
+        lambda p, m, v: p - lr * (m / (1 - 0.9 ** t)) / (jnp.sqrt(v / (1 - 0.999 ** t)) + 1e-8), params, m, v)
+    return new, {"m": m, "v": v, "t": t}
+""", "the state must be a pytree of arrays", "state"),
+        ("""
+def adam_init(params):
+    zeros = lambda tree: jax.tree_util.tree_map(jnp.zeros_like, tree)
+    return (zeros(params), zeros(params), jnp.zeros((), jnp.int32))
+
+
+def adam_step(params, grads, state, lr):
+    m, v, t = state
+    m = jax.tree_util.tree_map(lambda m, g: 0.9 * m + 0.1 * g, m, grads)
+    v = jax.tree_util.tree_map(lambda v, g: 0.999 * v + 0.001 * g * g, v, grads)
+    tf = t.astype(jnp.float32)  # the bias correction uses the count before this step
+    new = jax.tree_util.tree_map(
+        lambda p, m, v: p - lr * (m / (1 - 0.9 ** (tf + 1))) / (jnp.sqrt(v / (1 - 0.999 ** (tf + 1))) + 1e-8),
+        params, m, v)
+    return new, (m, v, t)  # ...and never advances it
+""", "after step 2", "state"),
+    ],
 }

@@ -1,0 +1,187 @@
+"""The judge of 03_purity's ``adam_init``/``adam_step`` (trusted: runs in the grader, never in the kernel).
+
+The optimizer state is whatever ``adam_init`` returns (any pytree), so it never leaves the kernel:
+fixtures of :mod:`autograder.fixtures` chain it there.
+
+- Values: all the steps, from ``adam_init``, are traced as ONE exported program
+  (fixture ``adam_run``, ``adam_init`` and ``adam_step`` static, params, every step's grads and
+  every ``lr`` traced), and that program is run here on the judge's own params, grads and
+  learning rates (``k.rng``), every step compared with a float64 NumPy reference (rtol 1e-4,
+  atol 1e-6). A step count or moments kept in a global or an object are baked in while
+  tracing and give wrong steps.
+- Kernel-side claims (they can fail the test, never pass it): ``jax.jit(adam_step)`` traces
+  once over all the steps and every ``lr`` (fixture ``adam_jit_run``; its values are checked
+  too), and ``adam_step`` called twice unjitted on the same inputs gives the same outputs and
+  leaves every input as it was (fixture ``adam_twice``; writes into an input are looked for first:
+  with one gradient twice, Adam's second step can equal its first).
+"""
+import jax
+import numpy as np
+
+import autograder as ag
+from autograder import programs
+from autograder.wire import AsJax, Fixture, Ref, Spec
+
+B1, B2, EPS = 0.9, 0.999, 1e-8
+RTOL, ATOL = 1e-4, 1e-6
+
+
+def _tree_map(f, tree):
+    if isinstance(tree, dict):
+        return {key: _tree_map(f, v) for key, v in tree.items()}
+    return f(tree)
+
+
+def _leaves(tree):
+    """(path, leaf) of a nested dict, keys in sorted order (jax's order for dicts)."""
+    if isinstance(tree, dict):
+        return [(f"[{key!r}]" + p, leaf) for key in sorted(tree) for p, leaf in _leaves(tree[key])]
+    return [("", tree)]
+
+
+def _draw_params(rng):
+    d_in, d_hidden, d_out = (int(v) for v in rng.integers(2, 6, size=3))
+    shapes = {"hidden": {"w": (d_in, d_hidden), "b": (d_hidden,)}, "out": {"w": (d_hidden, d_out)},
+              "scale": ()}
+    # Away from zero, so that a few steps of size about lr never bring a parameter near 0, where
+    # float32 rounding of its earlier values would be large next to rtol * |p|.
+    return _tree_map(lambda s: (rng.choice([-1.0, 1.0], size=s) * rng.uniform(1.0, 3.0, size=s)).astype(np.float32),
+                     shapes)
+
+
+def _reference(params, grads, lrs):
+    """The params after every step of Adam (float64), from t = 0 and zero moments."""
+    p = _tree_map(lambda a: np.asarray(a, np.float64), params)
+    flat_p = dict(_leaves(p))
+    m = {k: np.zeros_like(v) for k, v in flat_p.items()}
+    v = {k: np.zeros_like(a) for k, a in flat_p.items()}
+    out = []
+    for t, (g, lr) in enumerate(zip(grads, lrs), start=1):
+        flat_g = dict(_leaves(g))
+        for key in flat_p:
+            gk = np.asarray(flat_g[key], np.float64)
+            m[key] = B1 * m[key] + (1 - B1) * gk
+            v[key] = B2 * v[key] + (1 - B2) * gk * gk
+            flat_p[key] = flat_p[key] - lr * (m[key] / (1 - B1 ** t)) / (np.sqrt(v[key] / (1 - B2 ** t)) + EPS)
+        out.append(dict(flat_p))
+    return out
+
+
+def _check_step(got, want, step, what):
+    """``got`` (a params tree) against the reference's flat dict at ``step``."""
+    if not isinstance(got, dict):
+        ag.fail("state", f"{what} returned {type(got).__name__} as the new params; return the params "
+                         "with the structure they came in.")
+    flat = _leaves(got)
+    if sorted(p for p, _ in flat) != sorted(want):
+        ag.fail("state", f"{what}: the new params have the leaves {sorted(p for p, _ in flat)}, expected "
+                         f"{sorted(want)}.")
+    for path, leaf in flat:
+        ag.check_close(np.asarray(leaf), want[path], rtol=RTOL, atol=ATOL, dtype="float32",
+                       what=f"{what}, params{path} after step {step}", idea="state")
+
+
+def _spec(tree):
+    return _tree_map(lambda a: Spec(tuple(np.shape(a)), "float32"), tree)
+
+
+def _as_jax(tree):
+    return _tree_map(lambda a: AsJax(np.asarray(a, np.float32)), tree)
+
+
+def _traced_translate(exc, label):
+    if isinstance(exc, (jax.errors.ConcretizationTypeError, jax.errors.TracerIntegerConversionError,
+                        jax.errors.TracerBoolConversionError)):
+        return ag.ExerciseFailure("state", f"{label} needed the Python value of a traced array (the step "
+                                           "count or lr?): under jit the state and lr are data, without values "
+                                           "while tracing.")
+    if isinstance(exc, jax.errors.UnexpectedTracerError):
+        return ag.ExerciseFailure("purity", f"{label} kept a traced value outside the function (in a global "
+                                            "or an object) and used it in a later trace: a step's results "
+                                            "must leave through its return value.")
+    return None
+
+
+def _program(k, params, grads, lrs):
+    """All the steps from adam_init as one exported program (params, grads and lrs traced)."""
+    label = f"the {len(lrs)} steps of adam_step from adam_init, traced as one program"
+    return programs.trace(k, Fixture("adam_run"), Ref("adam_init"), Ref("adam_step"), _spec(params),
+                          [_spec(g) for g in grads], [Spec((), "float32") for _ in lrs], static_argnums=(0, 1),
+                          translate=_traced_translate, loops=True, label=label)
+
+
+def _flat_values(tree):
+    """Every array of a decoded value (lists, tuples, dicts), in order: for comparing two results."""
+    if isinstance(tree, dict):
+        return [a for key in sorted(tree, key=str) for a in _flat_values(tree[key])]
+    if isinstance(tree, (list, tuple)):
+        return [a for v in tree for a in _flat_values(v)]
+    return [np.asarray(tree)]
+
+
+def _raw_leaves(tree):
+    if isinstance(tree, dict):
+        return [a for key in sorted(tree, key=str) for a in _raw_leaves(tree[key])]
+    if isinstance(tree, (list, tuple)):
+        return [a for v in tree for a in _raw_leaves(v)]
+    return [tree]
+
+
+def _same(a, b) -> bool:
+    fa, fb = _flat_values(a), _flat_values(b)
+    return len(fa) == len(fb) and all(x.shape == y.shape and np.array_equal(x, y, equal_nan=True)
+                                      for x, y in zip(fa, fb))
+
+
+def test_adam_step(k):
+    rng = k.rng
+    params = _draw_params(rng)
+    steps = int(rng.integers(5, 21))
+    grads = [_tree_map(lambda a: (rng.normal(size=np.shape(a)) * rng.uniform(0.1, 3.0)).astype(np.float32), params)
+             for _ in range(steps)]
+    lrs = [float(np.float32(v)) for v in rng.uniform(0.001, 0.02, size=steps)]
+    want = _reference(params, grads, lrs)
+    # The state's leaves are arrays (kernel data, read only to say so).
+    state = ag.call(k.fn("adam_init"), _as_jax(params), what="adam_init(params)")
+    leaves = _raw_leaves(state)
+    odd = [type(v).__name__ for v in leaves if not isinstance(v, np.ndarray)]
+    if odd or not leaves:
+        ag.fail("state", f"adam_init(params) returned {str(state)[:120]}: the state must be a pytree of arrays "
+                         "holding everything the steps need.")
+    # One exported program for all the steps, run here on the judge's inputs.
+    program = _program(k, params, grads, lrs)
+    outs = program(params, grads, [np.float32(lr) for lr in lrs])
+    if not isinstance(outs, (list, tuple)) or len(outs) != steps:
+        ag.fail("state", "the traced steps of adam_step did not return new params at every step.")
+    for i, got in enumerate(outs):
+        _check_step(got, want[i], i + 1, f"adam_step's step {i + 1} (traced from adam_init, lr={lrs[i]:.4g})")
+    # Claim: jax.jit(adam_step) traces once for all the steps and every lr; its values too.
+    n = min(steps, 6)
+    run = ag.call(k.fn(Fixture("adam_jit_run")), Ref("adam_init"), Ref("adam_step"), _as_jax(params),
+                  [_as_jax(g) for g in grads[:n]], lrs[:n], what="jax.jit(adam_step) over the steps",
+                  translate=_traced_translate)
+    traces = run.get("traces") if isinstance(run, dict) else None
+    if traces != 1:
+        ag.fail("state", f"jax.jit(adam_step) was traced {traces} times over {n} steps with new values of lr: "
+                         "everything a step needs from the steps before must come in through `state`, with "
+                         "the same structure, shapes and dtypes every step, and lr is data.")
+    for i, got in list(enumerate(run.get("outs") or []))[:n]:
+        _check_step(got, want[i], i + 1, f"jax.jit(adam_step)'s step {i + 1}")
+    # Claim: unjitted, twice on the same inputs: the same outputs, and no input changed.
+    g0, lr0 = grads[0], lrs[0]
+    twice = ag.call(k.fn(Fixture("adam_twice")), Ref("adam_init"), Ref("adam_step"), _as_jax(params),
+                    _as_jax(g0), lr0, what="adam_step called twice on the same inputs")
+    if not isinstance(twice, dict):
+        ag.fail("purity", "adam_step called twice on the same inputs could not be read back.")
+    p_after, g_after, state_after = twice.get("after") or (None, None, None)
+    if not (_same(p_after, params) and _same(g_after, g0)):
+        ag.fail("purity", "adam_step changed the params or grads it was given (an assignment into the "
+                          "input dict): inputs must come back as they were.")
+    if not _same(state_after, twice.get("fresh")):
+        ag.fail("purity", "adam_step changed the state it was given (a write into the state's dict or "
+                          "list): the new state must be a new value, returned, and the old one left as it was.")
+    if not _same(twice.get("first"), twice.get("second")):
+        ag.fail("purity", "adam_step called twice, unjitted, on the same params, grads, state and lr gave "
+                          "different results: it depends on something besides its inputs (a global, an "
+                          "object's attribute) that the first call changed.")
+    _check_step(twice["first"][0], want[0], 1, "adam_step (unjitted)")
