@@ -12,7 +12,9 @@ gradebook (SQLite by default; any SQLAlchemy URL through ``--db-url`` or ``$COUR
   ``autograded/`` for the formgrader, the result JSON beside it.
 - ``feedback``: one HTML page per submission with the learner-facing messages (never the
   hidden test code).
-- ``export``: a CSV of points per student, assignment and exercise, from the gradebook.
+- ``export``: a CSV of points per student, assignment and exercise, from the gradebook, and
+  beside it a summary CSV (``grades-summary.csv``): one row per student, a column per
+  assignment and a total, as an LMS import wants.
 
 A shared gradebook (``COURSE_DB_URL=postgresql+psycopg://user:password@host/db``) may be used
 by any number of ``autograde``/``collect``/``export`` runs at once, on one machine or several:
@@ -342,7 +344,9 @@ def _record(course: Course, student: str, assignment: str, result: dict) -> None
     source = source_notebook(assignment, course.root)
     timestamp = submitted_timestamp(course, student, assignment)
     with course_gradebook(course.db_url) as gb:
-        gb.update_or_create_student(student)
+        known = gb.update_or_create_student(student)
+        if known.first_name is None and known.last_name is None:  # else the formgrader says "None, None"
+            known.last_name, known.first_name = _person(student), ""
         # nbgrader's formgrader counts a submission as autograded only when the gradebook's
         # timestamp is the one in submitted/<student>/<assignment>/timestamp.txt
         submission = gb.update_or_create_submission(assignment, student, timestamp=timestamp)
@@ -351,6 +355,18 @@ def _record(course: Course, student: str, assignment: str, result: dict) -> None
             grade = gb.find_grade(t["grade_id"], source.stem, assignment, student)
             grade.auto_score = float(t["points"])
             grade.needs_manual_grade = False
+
+
+def _person(student: str) -> str:
+    """A name for ``student``: the full name of the local user of that name (a hub's learner),
+    else the id itself."""
+    import pwd
+
+    try:
+        name = pwd.getpwnam(student).pw_gecos.split(",")[0].strip()
+    except (KeyError, OSError):
+        name = ""
+    return name or student
 
 
 def _complete_submission(gb, submission) -> int:
@@ -608,29 +624,53 @@ section that teaches it.</p></body></html>"""
     return pages
 
 
-def export(course: Course, out: Path) -> Path:
-    """Write ``student,assignment,exercise,points,max_points`` rows from the gradebook."""
+def export(course: Course, out: Path, summary: Path | None = None) -> Path:
+    """Write ``student,assignment,exercise,points,max_points`` rows from the gradebook to ``out``
+    and, to ``summary`` (default: ``<out's name>-summary.csv`` beside a regular ``out``; none
+    beside ``/dev/stdout``), one row per student: a column per assignment (its points; empty
+    where nothing was recorded) and their total."""
     import io
+    import stat
 
     from nbgrader.api import MissingEntry
 
     check_gradebook(course.db_url)
     out = Path(out)
+    if summary is None:
+        try:
+            regular = stat.S_ISREG(os.stat(out).st_mode)
+        except OSError:
+            regular = True  # not there yet: a file
+        summary = out.with_name(f"{out.stem}-summary{out.suffix or '.csv'}") if regular else None
     fh = io.StringIO(newline="")
+    points: dict[str, dict[str, float]] = {}
     with course_gradebook(course.db_url) as gb:  # a consistent view: no write is half seen
         writer = csv.writer(fh)
         writer.writerow(["student", "assignment", "exercise", "points", "max_points"])
+        names = sorted(a.name for a in gb.assignments)
+        students = sorted(s.id for s in gb.students)
         for assignment in sorted(gb.assignments, key=lambda a: a.name):
-            for student in sorted(gb.students, key=lambda s: s.id):
+            for student in students:
                 for nb in assignment.notebooks:
                     try:
-                        sub = gb.find_submission_notebook(nb.name, assignment.name, student.id)
+                        sub = gb.find_submission_notebook(nb.name, assignment.name, student)
                     except MissingEntry:
                         continue
                     for g in sorted(sub.grades, key=lambda g: g.name):
-                        writer.writerow([student.id, assignment.name, g.name.removeprefix("test_"),
+                        writer.writerow([student, assignment.name, g.name.removeprefix("test_"),
                                          f"{g.score:g}", f"{g.max_score:g}"])
+                        got = points.setdefault(student, {})
+                        got[assignment.name] = got.get(assignment.name, 0.0) + g.score
     _write_atomic(out, fh.getvalue().encode())
+    if summary is not None:
+        fh = io.StringIO(newline="")
+        writer = csv.writer(fh)
+        writer.writerow(["student", *names, "total"])
+        for student in students:
+            got = points.get(student, {})
+            writer.writerow([student, *(f"{got[a]:g}" if a in got else "" for a in names),
+                             f"{sum(got.values()):g}"])
+        _write_atomic(Path(summary), fh.getvalue().encode())
     return out
 
 
@@ -658,8 +698,11 @@ def add_parsers(sub) -> None:
     p.add_argument("--regrade", action="store_true",
                    help="grade every submission again, even those unchanged since their last grading")
     common(sub.add_parser("feedback", help="one HTML feedback page per graded submission"))
-    p = common(sub.add_parser("export", help="CSV of points per student, assignment and exercise"))
+    p = common(sub.add_parser("export", help="CSV of points per student, assignment and exercise, "
+                                             "and a summary CSV: one row per student"))
     p.add_argument("--out", default=None, help="CSV path (default: <state>/grades.csv)")
+    p.add_argument("--summary", default=None, help="the per-student summary CSV (default: beside --out, "
+                                                   "named <out>-summary.csv)")
 
 
 def run(args) -> int:
@@ -696,6 +739,7 @@ def _run(args, course: Course) -> int:
         pages = feedback(course)
         print(f"wrote {len(pages)} feedback page(s) under {course.feedback}")
     elif args.command == "export":
-        out = export(course, Path(args.out) if args.out else course.state / "grades.csv")
+        out = export(course, Path(args.out) if args.out else course.state / "grades.csv",
+                     Path(args.summary) if args.summary else None)
         print(f"wrote {out}", file=sys.stderr)  # stdout may be the CSV itself (--out /dev/stdout)
     return 0

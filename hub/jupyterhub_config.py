@@ -6,11 +6,15 @@ The hub's own database is SQLite in <state>/private; JUPYTERHUB_DB_URL (any SQLA
 e.g. postgresql://hub@db-host/jupyterhub) points it elsewhere.
 """
 import os
+import posixpath
 import sys
+import urllib.parse
 from pathlib import Path
 
+from tornado import web
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import workshop  # noqa: E402
+import workshop
 
 c = get_config()  # noqa: F821 - provided by JupyterHub
 
@@ -85,6 +89,7 @@ else:
 
     def pre_spawn_hook(spawner):
         name = spawner.user.name
+        workshop.check_spawn(name, venv_bin.parent)  # a cause on the page, not a bare 500
         if name in course["instructors"]:
             _instructor_env(spawner)
             _set_env(spawner, COURSE_STATE=str(p["course"]),
@@ -92,8 +97,23 @@ else:
                      or f"sqlite:///{p['gradebook'] / 'gradebook.db'}")
         else:
             _set_env(spawner, JUPYTER_CONFIG_PATH=str(p["learner_config"]))
+            workshop.give_chapters(name)  # ~/course: their own copy of the chapters
 
 c.Spawner.pre_spawn_hook = pre_spawn_hook
+
+
+class ClassicLinks(web.RequestHandler):
+    """The formgrader opened in a tab of its own links to the classic notebook's /tree/,
+    /notebooks/ and /edit/ pages (its Preview links), which JupyterLab does not serve; the proxy
+    hands them to the hub, which moves them under /hub/: sent on to the same file in the
+    person's own JupyterLab. (Inside JupyterLab's Formgrader tab, links open in JupyterLab.)"""
+
+    def get(self, kind, path):
+        path = posixpath.normpath("/" + path).lstrip("/")
+        self.redirect(f"{self.settings['base_url']}hub/user-redirect/lab/tree/{urllib.parse.quote(path)}")
+
+
+c.JupyterHub.extra_handlers = [(r"/(tree|notebooks|edit)/(.*)", ClassicLinks)]
 
 # HUB_API_TOKEN (for scripts and tests): a service that may start servers and issue tokens.
 if os.environ.get("HUB_API_TOKEN"):

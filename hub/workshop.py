@@ -154,20 +154,56 @@ def ensure_users(course: dict) -> None:
         _run(["usermod", "--append", "--groups", group, name])
 
 
-def write_configs(course: dict, p: dict[str, Path]) -> None:
+# JupyterHub 4.1+ sends `frame-ancestors 'none'` from every single-user server, so the
+# formgrader (an iframe inside JupyterLab, served by the same server) would not render.
+FRAME_POLICY = {"Content-Security-Policy": "frame-ancestors 'self'"}
+# JupyterLab's "Would you like to receive official Jupyter news?" toast covers the notebook on a
+# first start: no news, no update checks (settings overrides; a person may still turn them on).
+LAB_OVERRIDES = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false",
+                                                                   "checkForUpdates": False}}
+
+
+def write_lab_settings(folder: Path) -> Path:
+    """JupyterLab's settings overrides (LAB_OVERRIDES) in ``folder``, for LabApp.app_settings_dir."""
+    _mkdir(folder, 0o755)
+    _write(folder / "overrides.json", json.dumps(LAB_OVERRIDES, indent=2))
+    return folder
+
+
+def _shell_rc(venv_bin: Path, cwd: Path | None) -> str:
+    """A terminal's bash start-up file: the user's own, then the course's interpreter and
+    commands first on PATH (a login shell's /etc/profile would have reset it), and, for an
+    instructor, the course directory as the working folder."""
+    lines = ["# Written by hub/workshop.py: every terminal of a course server reads it.",
+             "[ -f /etc/bash.bashrc ] && . /etc/bash.bashrc",
+             "[ -f ~/.bashrc ] && . ~/.bashrc",
+             f'export PATH="{venv_bin}:$PATH"']
+    if cwd is not None:
+        lines.append(f'[ "$PWD" = "$HOME" ] && cd "{cwd}"')
+    return "\n".join(lines) + "\n"
+
+
+def write_configs(course: dict, p: dict[str, Path], venv: Path | None = None) -> None:
     """nbgrader and Jupyter configuration the single-user servers read (JUPYTER_CONFIG_PATH)."""
     learner, instructor = p["learner_config"], p["instructor_config"]
     for folder in (learner.parent, learner, instructor):
         _mkdir(folder, 0o755)
+    venv_bin = Path(venv or sys.prefix) / "bin"
+    lab_settings = write_lab_settings(learner.parent / "lab-settings")
     _write(learner / "nbgrader_config.py",
            "# Written by hub/workshop.py for every learner's server: the course's exchange.\n"
            "c = get_config()  # noqa: F821\n"
            f"c.CourseDirectory.course_id = {course['course_id']!r}\n"
            f"c.Exchange.root = {str(p['exchange'])!r}\n"
            "c.Exchange.path_includes_course = True\n")
+    _write(learner / "bashrc", _shell_rc(venv_bin, None))
     _write(learner / "jupyter_server_config.json", json.dumps(
         {"ServerApp": {"jpserver_extensions": {"nbgrader.server_extensions.formgrader": False,
-                                               "nbgrader.server_extensions.course_list": False}}},
+                                               "nbgrader.server_extensions.course_list": False},
+                       "tornado_settings": {"headers": FRAME_POLICY},
+                       "terminado_settings": {"shell_command": ["/bin/bash", "--rcfile",
+                                                                str(learner / "bashrc"), "-i"]}},
+         "LabApp": {"app_settings_dir": str(lab_settings)}},
         indent=2))
     _write(learner / "labconfig" / "page_config.json", json.dumps(
         {"disabledExtensions": {name: True for name in LEARNER_DISABLED_LAB}}, indent=2))
@@ -178,14 +214,18 @@ def write_configs(course: dict, p: dict[str, Path]) -> None:
            "c = get_config()  # noqa: F821\n"
            f"load_subconfig({str(REPO / 'nbgrader_config.py')!r})  # noqa: F821\n"
            f"c.CourseDirectory.course_id = {course['course_id']!r}\n")
-    umask = instructor / "jupyter_server_config.py"
+    _write(instructor / "bashrc", _shell_rc(venv_bin, REPO))
+    server = ["# Written by hub/workshop.py for the instructors' servers.",
+              "c = get_config()  # noqa: F821",
+              f"c.ServerApp.tornado_settings = {{'headers': {FRAME_POLICY!r}}}  # the formgrader's iframe",
+              f"c.ServerApp.terminado_settings = {{'shell_command': ['/bin/bash', '--rcfile', "
+              f"{str(instructor / 'bashrc')!r}, '-i']}}",
+              f"c.LabApp.app_settings_dir = {str(lab_settings)!r}"]
     if course["mode"] == "room":
         # Several instructors share the course state: what one writes (the gradebook, grades),
         # the others may change. Learners are kept out by the folders (mode 2770), not the files.
-        _write(umask, "# Written by hub/workshop.py: instructors' files are group-writable.\n"
-                      "import os\nos.umask(0o002)\n")
-    elif umask.exists():
-        umask.unlink()
+        server += ["import os", "os.umask(0o002)  # instructors' files are group-writable"]
+    _write(instructor / "jupyter_server_config.py", "\n".join(server) + "\n")
 
 
 def _others_can_run(path: Path) -> bool:
@@ -346,6 +386,121 @@ def server_venv(p: dict[str, Path]) -> Path:
     return twin
 
 
+# In a room, what grades the learners or gives the answers away is the instructors' alone: the
+# course's solutions and judges, its history (git objects hold the solutions), the course state
+# of `make lab` and the test artifacts. The hub makes each of these folders the instructor
+# group's (the owner keeps their rights; others get none). Learners read the rest of the
+# checkout: the course's package (their notebooks import it), chapters and exercises.
+PRIVATE = ("solutions", ".git", ".course", "artifacts")
+
+
+def close_grading_material(gid: int) -> list[Path]:
+    """Make every folder of PRIVATE that exists the group ``gid``'s, without access for others;
+    returns them."""
+    closed = []
+    for name in PRIVATE:
+        path = REPO / name
+        if path.is_dir() and not path.is_symlink():
+            mode = path.stat().st_mode & 0o7777
+            os.chown(path, -1, gid)
+            os.chmod(path, (mode & 0o7700) | 0o050)
+            closed.append(path)
+    return closed
+
+
+def _private_folder(path: Path) -> Path | None:
+    """The first folder on the way to ``path`` (itself included, when a folder) that a user
+    without any group in common cannot enter, or None."""
+    path = Path(os.path.realpath(path))
+    for d in [*reversed(path.parents), *([path] if path.is_dir() else [])]:
+        if not os.stat(d).st_mode & 0o001:
+            return d
+    return None
+
+
+def check_learners_reach(venv: Path) -> None:
+    """Refuse to start when the learners' servers could not run: they run ``venv`` (its
+    interpreter, its packages) and import the course's package from the checkout."""
+    needs = [(venv / "bin" / "python", "the servers' interpreter"),
+             (venv / "lib", "the course's packages"),
+             (REPO / "autograder" / "__init__.py", "the course's package"),
+             (REPO / "course", "the chapters")]
+    for path, what in needs:
+        private = _private_folder(path)
+        if private is not None or not os.path.exists(path):
+            why = (f"{private} is private (mode {oct(os.stat(private).st_mode & 0o777)})" if private
+                   else "it is missing")
+            raise CourseError(f"the learners could not reach {what} at {os.path.realpath(path)}: {why}. "
+                              "Serve the room from a checkout every user may enter (e.g. clone it into "
+                              "/srv or /opt, then `make env` and `make hub` there)")
+    python = os.path.realpath(venv / "bin" / "python")
+    if not os.stat(python).st_mode & 0o001:
+        raise CourseError(f"the learners could not run {python}: it is not executable for others")
+
+
+SERVER_MODULES = ("jupyterhub", "jupyterlab", "nbgrader", "ipykernel", "jax", "autograder")
+# Found, not imported (a second, not several on a loaded machine).
+SERVER_IMPORTS = ("import importlib.util as u, sys; "
+                  f"missing = [m for m in {SERVER_MODULES!r} if u.find_spec(m) is None]; "
+                  "sys.exit(f'missing modules: {missing}' if missing else 0)")
+
+
+def server_problem(venv: Path, uid: int, gid: int, groups=()) -> str | None:
+    """Why a server run as ``uid`` from ``venv`` could not start (its interpreter does not run,
+    or the packages a server imports are missing for that user), or None: the check runs the
+    venv's python as that user."""
+    python = venv / "bin" / "python"
+    try:
+        proc = subprocess.run([str(python), "-c", SERVER_IMPORTS], capture_output=True, text=True,
+                              timeout=120, user=uid, group=gid, extra_groups=list(groups), cwd="/",
+                              env={"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": "/"})
+    except OSError as exc:
+        return f"{python} cannot be run: {exc.strerror or exc}"
+    except subprocess.TimeoutExpired:
+        return f"{python} did not finish looking for {', '.join(SERVER_MODULES)} in 120 s"
+    if proc.returncode:
+        last = (proc.stderr.strip().splitlines() or ["(no message)"])[-1]
+        return f"{python} cannot start a server: {last}"
+    return None
+
+
+def check_learners_run(venv: Path) -> None:
+    """Refuse to start when a user without any group of the course (uid 65534) cannot start a
+    server from ``venv``."""
+    problem = server_problem(venv, 65534, 65534)
+    if problem:
+        raise CourseError(f"the learners' servers could not start: {problem} (as uid 65534). Serve "
+                          "the room from a checkout and .venv every user may enter and run")
+
+
+def check_spawn(name: str, venv: Path) -> None:
+    """Before ``name``'s server starts: raise, naming the cause, when it could not (JupyterHub
+    shows the message on the person's page instead of a bare error)."""
+    entry = pwd.getpwnam(name)
+    groups = os.getgrouplist(name, entry.pw_gid)
+    problem = server_problem(venv, entry.pw_uid, entry.pw_gid, groups)
+    if problem:
+        raise RuntimeError(f"{name}'s server cannot start: {problem}. Tell the instructor "
+                           "(the hub's log has the details)")
+
+
+def give_chapters(user: str) -> Path:
+    """``user``'s own copy of the chapters, in ~/course (to run and edit; the feedback's "see
+    course/..." names these): made once, never overwritten."""
+    entry = pwd.getpwnam(user)
+    dest = Path(entry.pw_dir) / "course"
+    if dest.exists():
+        return dest
+    dest.mkdir(mode=0o755)
+    os.chown(dest, entry.pw_uid, entry.pw_gid)
+    for item in sorted((REPO / "course").iterdir()):
+        if item.is_file() and not item.name.startswith("."):
+            shutil.copyfile(item, dest / item.name)
+            os.chown(dest / item.name, entry.pw_uid, entry.pw_gid)
+            os.chmod(dest / item.name, 0o644)
+    return dest
+
+
 def prepare(course: dict) -> dict[str, Path]:
     """Folders, users and configuration for ``course``; returns the paths."""
     p = paths()
@@ -367,6 +522,11 @@ def prepare(course: dict) -> dict[str, Path]:
             os.chown(gradebook, 0, gid)
             os.chmod(gradebook, 0o660)
         venv = server_venv(p)
+        check_learners_reach(venv)
+        check_learners_run(venv)
+        for path in close_grading_material(gid):
+            print(f"make hub: {path} is now readable by the group {course['instructor_group']} only",
+                  file=sys.stderr)
     else:
         venv = Path(sys.prefix)
     (p["private"] / "server-venv").write_text(str(venv))
@@ -378,7 +538,7 @@ def prepare(course: dict) -> dict[str, Path]:
         if not password.exists():
             password.write_text(secrets.token_urlsafe(12))
             os.chmod(password, 0o600)
-    write_configs(course, p)
+    write_configs(course, p, venv)
     return p
 
 

@@ -214,7 +214,8 @@ def main(argv=None) -> int:
             print("exercises/ (or the visible tests shipped in the package) is not what `make release` generates from solutions/ "
                   "(run `make release`, never edit exercises/ by hand):\n  " + "\n  ".join(diffs))
             return 1
-        print(f"exercises/{'{' + ','.join(args.assignments) + '}' if args.assignments else ''} is in sync with solutions/")
+        checked = ", ".join(f"exercises/{a}" for a in args.assignments) or "exercises/"
+        print(f"{checked} is in sync with solutions/")
         return 0
     generate(root, root / "exercises", only=args.assignments)
     print(f"released {', '.join(args.assignments or assignments(root))} into {root / 'exercises'}")

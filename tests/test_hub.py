@@ -1,18 +1,19 @@
 """`make hub` end to end, on loopback: one instructor and two learners, real system users.
 
 The module starts `make hub` (as root: it creates the users, their homes and the course's
-folders) with a course file of its own, then drives everything through the hub's REST API
-(tokens issued by the hub) and each user's own server: nbgrader's formgrader API for the
-instructor, the Assignments tab's API for the learners, the contents API to fill in a notebook,
-and a kernel in the instructor's server for `python -m autograder autograde` (the command `make
-autograde` runs). One learner fetches in Debian's Chromium driven by Playwright.
+folders) with a course file of its own, and plays the workshop of docs/instructor-guide.md in
+Debian's Chromium driven by Playwright, where a person would click: a learner logs in, reads a
+chapter in their own ~/course, fetches and submits in the Assignments panel and reads their
+feedback; the instructor's Formgrader tab renders inside JupyterLab; the guide's commands run
+verbatim in the instructor's terminal (the hub's terminal API, as File > New > Terminal). The
+other learner submits the solution through the contents API (tests/conftest.py's fill_answers
+pattern).
 
-Checked: the release reaches both learners; one submits the solution (answer cells from
-solutions/, as tests/conftest.py's fill_answers does), one the untouched notebook; the
-instructor collects and autogrades, and the gradebook holds full marks and zero; the feedback is
-released and each learner fetches a page about themselves only; learners cannot read each
-other's homes, the gradebook or the exchange's feedback folder. Users, homes, processes and the
-hub's state are removed at the end. The hub's log lands in artifacts/hub.log.
+Checked besides: the gradebook holds full marks and zero, grades.csv and its per-student
+summary agree; each learner's feedback is about themselves only; a learner cannot read
+solutions/ (their `cat` of a judge fails), .git, another's home, the gradebook or the
+exchange's feedback folder. Users, homes, processes and the hub's state are removed at the end.
+The hub's log lands in artifacts/hub.log, screenshots beside it.
 """
 from __future__ import annotations
 
@@ -164,6 +165,35 @@ class Hub:
         assert status == "ok", f"code in {user}'s kernel ended with {status}:\n{text[-4000:]}"
         return text
 
+    def terminal(self, user, commands, timeout=900) -> list[tuple[str, int, str]]:
+        """Type each of ``commands`` in a new terminal of ``user``'s server (as a person does, in
+        File > New > Terminal); return ``[(command, exit status, output)]``."""
+        import websocket
+
+        name = self.user(user, "POST", "api/terminals", {})["name"]
+        ws = websocket.create_connection(
+            self.base.replace("http://", "ws://") + f"/user/{user}/terminals/websocket/{name}",
+            header=[f"Authorization: token {self.token(user)}"], timeout=timeout)
+        results = []
+        try:
+            ws.send(json.dumps(["set_size", 50, 200, 1000, 2000]))
+            for cmd in commands:
+                marker = uuid.uuid4().hex[:10]
+                ws.send(json.dumps(["stdin", f'{cmd}; echo "@@{marker} $?@@"\r']))
+                text, found, deadline = "", None, time.time() + timeout
+                while found is None and time.time() < deadline:
+                    msg = json.loads(ws.recv())
+                    if msg[0] == "stdout":
+                        text += msg[1]
+                        found = re.search(rf"@@{marker} (\d+)@@", text)
+                assert found, f"`{cmd}` did not finish in {user}'s terminal:\n{text[-3000:]}"
+                clean = re.sub(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\r", "", text[:found.start()])
+                results.append((cmd, int(found.group(1)), clean))
+        finally:
+            ws.close()
+            self.request("DELETE", f"/user/{user}/api/terminals/{name}", self.token(user))
+        return results
+
     def assignments(self, learner):
         got = self.user(learner, "GET", f"assignments?course_id={COURSE_ID}")
         assert got["success"], got
@@ -185,17 +215,18 @@ def _remove_user(name):
 
 
 @contextlib.contextmanager
-def _make_hub(names, state: Path, log_name: str, **env):
-    """`make hub` on a free port with ``env`` added; stopped (with every server) on exit."""
+def _make_hub(names, state: Path, log_name: str, root: Path = ROOT, make_args=(), **env):
+    """`make hub` in ``root`` on a free port with ``env`` added; stopped (with every server) on exit."""
     assert shutil.which("npm") and shutil.which("node"), "node and npm are needed for configurable-http-proxy"
     port, token = _free_port(), secrets.token_hex(16)
     ARTIFACTS.mkdir(exist_ok=True)
     log_path = ARTIFACTS / log_name
     log = open(log_path, "w")  # noqa: SIM115 - open while the hub runs
     env = dict(os.environ, HUB_STATE=str(state), HUB_PORT=str(port), HUB_API_TOKEN=token, **env)
-    proc = subprocess.Popen(["make", "--no-print-directory", "hub"], cwd=ROOT, env=env, stdout=log,
+    proc = subprocess.Popen(["make", "--no-print-directory", "hub", *make_args], cwd=root, env=env, stdout=log,
                             stderr=subprocess.STDOUT, start_new_session=True)
     the_hub = Hub(f"http://127.0.0.1:{port}", token, names, state, log_path)
+    the_hub.root = root
     try:
         wait_until_serving(proc, f"{the_hub.base}/hub/api", 300, "make hub", lambda: "\n" + the_hub.log_tail())
         yield the_hub
@@ -227,13 +258,73 @@ def hub():
                       f'[users]\ninstructors = ["{names["instructor"]}"]\n'
                       f'learners = {json.dumps(names["learners"])}\n')
     try:
-        with _make_hub(names, state / "hub", "hub.log", HUB_COURSE=str(course)) as the_hub:
+        root = course_copy(state / "checkout")
+        venv = learner_venv(state / "venv", root)
+        with _make_hub(names, state / "hub", "hub.log", root, _use_venv(venv), HUB_COURSE=str(course)) as the_hub:
             yield the_hub
     finally:
         for name in [names["instructor"], *names["learners"]]:
             _remove_user(name)
         subprocess.run(["groupdel", names["group"]], capture_output=True)
         shutil.rmtree(state, ignore_errors=True)
+
+
+def _use_venv(venv: Path) -> list[str]:
+    """make's arguments to run with ``venv`` (built already: make must not build or update it)."""
+    return [f"VENV={venv}", "-o", str(venv / ".installed-stamp")]
+
+
+def learner_venv(dest: Path, root: Path) -> Path:
+    """The suite's own venv, when learners may reach it; else (a checkout in a private folder, a
+    clone under /root: the hub refuses to serve from it, saying why) a copy of it in ``dest``
+    (hard links where the file system allows) with its commands pointed at the copy and the
+    course's package imported from ``root``."""
+    venv = Path(sys.prefix)
+    if workshop._private_folder(venv / "lib") is None:
+        return venv
+    if subprocess.run(["cp", "-al", str(venv), str(dest)], capture_output=True).returncode:
+        shutil.rmtree(dest, ignore_errors=True)
+        subprocess.run(["cp", "-a", str(venv), str(dest)], check=True)
+    old = {f"#!{venv / 'bin' / n}".encode() for n in ("python", "python3", f"python{sys.version_info[0]}.{sys.version_info[1]}")}
+    for script in (dest / "bin").iterdir():
+        if script.is_file() and not script.is_symlink():
+            first, _, rest = script.read_bytes().partition(b"\n")
+            if first.strip() in old:
+                script.unlink()  # a hard link: never write through it
+                script.write_bytes(f"#!{dest / 'bin' / 'python'}".encode() + b"\n" + rest)
+                script.chmod(0o755)
+    for site in dest.glob("lib/python*/site-packages"):
+        for editable in site.glob("__editable__*"):
+            editable.unlink()
+        (site / "course-checkout.pth").write_text(f"{root}\n")
+    return dest
+
+
+def course_copy(dest: Path) -> Path:
+    """The working tree's files (tracked, and untracked but not ignored) copied into ``dest``,
+    with their times (so that make sees .venv as built for them), and exercises/ of ASSIGNMENT
+    released afresh from the copy's solutions/ (the release refuses anything else; in a shared
+    checkout, solutions/ may be ahead of exercises/). The room serves this copy: the hub makes
+    its solutions/ and .git private to the instructors, which must not happen to the checkout
+    the suite runs in, and a checkout in a private folder (a clone under /root) could not be
+    served at all. The copy uses the checkout's .venv and configurable-http-proxy."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            cwd=ROOT, capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        src = ROOT / name
+        if src.is_file() and not src.is_symlink():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+    (dest / ".git").mkdir()  # private in a room, like a real checkout's
+    (dest / ".hub").mkdir()
+    (dest / ".hub" / "node_modules").symlink_to(ROOT / ".hub" / "node_modules")
+    subprocess.run(["make", "--no-print-directory", ".hub/node_modules/.bin/configurable-http-proxy"],
+                   cwd=ROOT, check=True, capture_output=True)
+    subprocess.run([sys.executable, str(dest / "scripts" / "release.py"), "--root", str(dest), ASSIGNMENT],
+                   check=True, capture_output=True)
+    for folder in [dest, *(d for d in dest.rglob("*") if d.is_dir() and not d.is_symlink())]:
+        os.chmod(folder, 0o755)
+    return dest
 
 
 @pytest.fixture(scope="module")
@@ -289,57 +380,11 @@ def test_unknown_user_and_missing_assignment_get_clear_messages(released):
     assert not got["success"] and "Assignment not found" in got["log"] and "no_such_assignment" in got["log"], got
     out = hub.run_in_kernel(hub.instructor, (
         "import subprocess, sys\n"
-        f"r = subprocess.run([sys.executable, {str(ROOT / 'hub' / 'workshop.py')!r}, 'release-feedback',"
+        f"r = subprocess.run([sys.executable, {str(hub.root / 'hub' / 'workshop.py')!r}, 'release-feedback',"
         " 'no_such_assignment'], capture_output=True, text=True)\n"
         "print(r.returncode, r.stderr)\n"))
     assert "unknown assignment 'no_such_assignment'" in out and ASSIGNMENT in out, out
     assert not out.startswith("0 "), out
-
-
-def test_a_learner_logs_in_fetches_in_the_assignments_panel_and_sees_the_notebook(released):
-    hub = released
-    learner = hub.learners[1]
-    password = secrets.token_urlsafe(12)
-    subprocess.run(["chpasswd"], input=f"{learner}:{password}\n", text=True, check=True)
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError as exc:
-        pytest.fail(f"Playwright is pinned in requirements.txt but missing ({exc}): run `make env`")
-    if not Path(CHROMIUM).exists():
-        subprocess.run(["bash", str(ROOT / "tests" / "browser_setup.sh")], check=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                    args=["--headless", "--no-sandbox", "--disable-gpu",
-                                          "--disable-background-networking", "--no-first-run"])
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.set_default_timeout(240_000)
-        try:
-            page.goto(f"{hub.base}/hub/login")
-            page.fill("#username_input", "nobody-here")  # an unknown user is turned away
-            page.fill("#password_input", password)
-            page.click("#login_submit")
-            page.wait_for_selector("text=Invalid username or password")
-            page.fill("#username_input", learner)
-            page.fill("#password_input", password)
-            page.click("#login_submit")
-            page.wait_for_url(f"**/user/{learner}/lab**")
-            page.click(".lm-MenuBar-itemLabel:text-is('Nbgrader')")
-            labels = [t.strip() for t in page.locator(".lm-Menu-itemLabel").all_inner_texts() if t.strip()]
-            assert labels == ["Assignment List"], f"a learner's Nbgrader menu offers {labels}"
-            page.click(".lm-Menu-itemLabel:text-is('Assignment List')")
-            page.click(f"#released_assignments_list .list_item:has-text('{ASSIGNMENT}') button:text-is('Fetch')")
-            fetched = page.locator(f"#fetched_assignments_list .list_item:has-text('{ASSIGNMENT}')").first
-            fetched.locator("a.assignment-notebooks-link").click()
-            page.click(f"#nbgrader-{COURSE_ID}-{ASSIGNMENT} .nested_list_item a:text-is('{ASSIGNMENT}')")
-            page.wait_for_selector(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell")
-            tab = page.locator(".lm-TabBar-tab.lm-mod-current .lm-TabBar-tabLabel").all_inner_texts()
-            assert f"{ASSIGNMENT}.ipynb" in tab, tab
-        finally:
-            page.screenshot(path=str(ARTIFACTS / "hub-learner.png"))
-            browser.close()
-    # What the page showed is on disk, in the learner's own home, owned by the learner.
-    fetched = Path(pwd.getpwnam(learner).pw_dir) / COURSE_ID / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
-    assert fetched.exists() and fetched.stat().st_uid == pwd.getpwnam(learner).pw_uid
 
 
 def jax_version() -> str:
@@ -354,89 +399,207 @@ def _solution_answers() -> dict[str, str]:
             if c.metadata.get("nbgrader", {}).get("solution") and not c.metadata["nbgrader"].get("grade")}
 
 
-def test_release_fetch_submit_collect_autograde_feedback(released):
+def guide_commands() -> list[str]:
+    """The commands of docs/instructor-guide.md's hub section (its ```bash blocks), as written."""
+    text = (ROOT / "docs" / "instructor-guide.md").read_text()
+    section = text[text.index("## Running a workshop on a hub"):]
+    section = section[:section.index("\n## ", 5)]
+    blocks = re.findall(r"```bash\n(.*?)\n\s*```", section, re.S)
+    return [line.strip() for block in blocks for line in block.splitlines()
+            if line.strip() and not line.strip().startswith("#")]
+
+
+def _chromium(p):
+    try:
+        from playwright.sync_api import sync_playwright  # noqa: F401
+    except ImportError as exc:
+        pytest.fail(f"Playwright is pinned in requirements.txt but missing ({exc}): run `make env`")
+    if not Path(CHROMIUM).exists():
+        subprocess.run(["bash", str(ROOT / "tests" / "browser_setup.sh")], check=True)
+    return p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                             args=["--headless", "--no-sandbox", "--disable-gpu",
+                                   "--disable-background-networking", "--no-first-run"])
+
+
+def _log_in(browser, hub, user, password=None):
+    """A page of ``user``'s JupyterLab, logged in through the hub's login form."""
+    if password is None:
+        password = secrets.token_urlsafe(12)
+        subprocess.run(["chpasswd"], input=f"{user}:{password}\n", text=True, check=True)
+    page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+    page.set_default_timeout(240_000)
+    page.goto(f"{hub.base}/hub/login")
+    page.fill("#username_input", user)
+    page.fill("#password_input", password)
+    page.click("#login_submit")
+    page.wait_for_url(f"**/user/{user}/lab**")
+    page.wait_for_selector(".lm-MenuBar-itemLabel:text-is('Nbgrader')")
+    return page
+
+
+def _nbgrader_menu(page, item):
+    page.click(".lm-MenuBar-itemLabel:text-is('Nbgrader')")
+    labels = [t.strip() for t in page.locator(".lm-Menu-itemLabel").all_inner_texts() if t.strip()]
+    page.click(f".lm-Menu-itemLabel:text-is('{item}')")
+    return labels
+
+
+def test_the_workshop_in_chromium(released):
+    """The whole round as docs/instructor-guide.md tells it, in Chromium where a person clicks:
+    a learner logs in, reads a chapter in their home, fetches, submits; another submits the
+    solution; the instructor's Formgrader tab renders inside JupyterLab; the guide's commands
+    run verbatim in the instructor's terminal; the gradebook and CSVs hold full marks and zero;
+    each learner fetches and reads feedback about themselves only; learners cannot read the
+    grading material, another's home or the gradebook."""
+    from playwright.sync_api import sync_playwright
+
     hub = released
     solver, idle = hub.learners
     hub.start_servers(hub.learners)
     args = {"course_id": COURSE_ID, "assignment_id": ASSIGNMENT}
-    for learner in hub.learners:
-        listed = {(a["assignment_id"], a["status"]) for a in hub.assignments(learner)}
-        assert (ASSIGNMENT, "released") in listed or (ASSIGNMENT, "fetched") in listed, listed
-        got = hub.user(learner, "POST", "assignments/fetch", args, form=True)
-        assert (ASSIGNMENT, "fetched") in {(a["assignment_id"], a["status"]) for a in got["value"]}, got
+    screenshots = []
+    with sync_playwright() as p:
+        browser = _chromium(p)
+        try:
+            # An unknown user is turned away at the door.
+            door = browser.new_page()
+            door.goto(f"{hub.base}/hub/login")
+            door.fill("#username_input", "nobody-here")
+            door.fill("#password_input", "whatever")
+            door.click("#login_submit")
+            door.wait_for_selector("text=Invalid username or password")
 
-    # The solver fills in every answer cell (the fill_answers pattern, through the contents API).
-    path = f"api/contents/{COURSE_ID}/{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
-    model = hub.user(solver, "GET", path)
-    answers, filled = _solution_answers(), set()
-    for cell in model["content"]["cells"]:
-        gid = cell["metadata"].get("nbgrader", {}).get("grade_id")
-        if gid in answers:
-            cell["source"] = answers[gid]
-            filled.add(gid)
-    assert answers and filled == set(answers), f"answer cells {set(answers) - filled} not in the fetched notebook"
-    hub.user(solver, "PUT", path, {"type": "notebook", "format": "json", "content": model["content"]})
+            # The learner: a chapter of their own, in their home, then fetch and submit.
+            page = _log_in(browser, hub, idle)
+            screenshots.append((page, "hub-learner.png"))
+            chapter = nbformat.read(str(ROOT / "course" / "01_phases.ipynb"), as_version=4)
+            heading = next(c.source for c in chapter.cells if c.cell_type == "markdown"
+                           and c.source.startswith("# ")).splitlines()[0].lstrip("# ").strip()
+            page.goto(f"{hub.base}/user/{idle}/lab/tree/course/01_phases.ipynb")
+            page.wait_for_selector(f".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell:has-text({json.dumps(heading)})")
+            assert not page.get_by_text("official Jupyter news").count(), "the news toast is shown"
+            labels = _nbgrader_menu(page, "Assignment List")
+            assert labels == ["Assignment List"], f"a learner's Nbgrader menu offers {labels}"
+            page.click(f"#released_assignments_list .list_item:has-text('{ASSIGNMENT}') button:text-is('Fetch')")
+            fetched = page.locator(f"#fetched_assignments_list .list_item:has-text('{ASSIGNMENT}')").first
+            fetched.locator("a.assignment-notebooks-link").click()
+            page.click(f"#nbgrader-{COURSE_ID}-{ASSIGNMENT} .nested_list_item a:text-is('{ASSIGNMENT}')")
+            page.wait_for_selector(f".lm-TabBar-tab.lm-mod-current:has-text('{ASSIGNMENT}.ipynb')")
+            page.wait_for_selector(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell")
+            _nbgrader_menu(page, "Assignment List")
+            fetched = page.locator(f"#fetched_assignments_list .list_item:has-text('{ASSIGNMENT}')").first
+            fetched.locator("button:text-is('Submit')").click()
+            page.wait_for_selector(f"#submitted_assignments_list .list_item:has-text('{ASSIGNMENT}')")
+            home = Path(pwd.getpwnam(idle).pw_dir)
+            mine = home / COURSE_ID / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+            assert mine.exists() and mine.stat().st_uid == pwd.getpwnam(idle).pw_uid
+            assert (home / "course" / "01_phases.ipynb").stat().st_uid == pwd.getpwnam(idle).pw_uid
+            news = hub.user(idle, "GET", "lab/api/settings/@jupyterlab/apputils-extension:notification")
+            assert news["schema"]["properties"]["fetchNews"]["default"] == "false", news["schema"]
 
-    for learner in hub.learners:
-        got = hub.user(learner, "POST", "assignments/submit", args, form=True)
-        assert got["success"], got
-        assert any(a["status"] == "submitted" for a in got["value"]), got
+            # The solver fills in every answer cell (the fill_answers pattern, through the contents API).
+            got = hub.user(solver, "POST", "assignments/fetch", args, form=True)
+            assert (ASSIGNMENT, "fetched") in {(a["assignment_id"], a["status"]) for a in got["value"]}, got
+            path = f"api/contents/{COURSE_ID}/{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
+            model = hub.user(solver, "GET", path)
+            answers, filled = _solution_answers(), set()
+            for cell in model["content"]["cells"]:
+                gid = cell["metadata"].get("nbgrader", {}).get("grade_id")
+                if gid in answers:
+                    cell["source"] = answers[gid]
+                    filled.add(gid)
+            assert answers and filled == set(answers), f"answer cells {set(answers) - filled} not in the fetched notebook"
+            hub.user(solver, "PUT", path, {"type": "notebook", "format": "json", "content": model["content"]})
+            got = hub.user(solver, "POST", "assignments/submit", args, form=True)
+            assert got["success"] and any(a["status"] == "submitted" for a in got["value"]), got
 
-    got = hub.user(hub.instructor, "POST", f"formgrader/api/assignment/{ASSIGNMENT}/collect", {})
-    assert got["success"], got
-    for learner in hub.learners:
-        assert f"Collecting submission: {learner} {ASSIGNMENT}" in got["log"], got["log"]
+            # The instructor: the Formgrader tab inside JupyterLab renders (JupyterHub's
+            # frame-ancestors 'none' left it blank).
+            teacher = _log_in(browser, hub, hub.instructor)
+            screenshots.append((teacher, "hub-formgrader.png"))
+            _nbgrader_menu(teacher, "Formgrader")
+            frame = teacher.frame_locator(".jp-MainAreaWidget:not(.lm-mod-hidden) iframe").first
+            frame.locator(f"text={ASSIGNMENT}").first.wait_for()
+            assert frame.locator("text=Manage Assignments").count(), "the formgrader did not render"
+            # The formgrader in a tab of its own links to the classic notebook's /tree/ pages.
+            teacher.goto(f"{hub.base}/tree/./solutions/{ASSIGNMENT}")
+            teacher.wait_for_url(f"**/user/{hub.instructor}/lab/tree/solutions/{ASSIGNMENT}**")
 
-    # `make autograde` runs `python -m autograder autograde`: here in the instructor's own server.
-    out = hub.run_in_kernel(hub.instructor, (
-        "import subprocess, sys\n"
-        f"r = subprocess.run([sys.executable, '-m', 'autograder', 'autograde', {ASSIGNMENT!r}],"
-        f" capture_output=True, text=True, cwd={str(ROOT)!r})\n"
-        "print('RC', r.returncode, r.stdout, r.stderr[-4000:])\n"))
-    assert "RC 0" in out and "autograded 2 submission(s)" in out, out
+            # The guide's commands, verbatim, in the instructor's terminal.
+            commands = guide_commands()
+            assert any("autograde" in c for c in commands) and any("export" in c for c in commands), commands
+            ran = hub.terminal(hub.instructor, ["pwd", "command -v python", *commands])
+            (_, _, pwd_out), (_, _, python_out) = ran[0], ran[1]
+            assert str(hub.root) in pwd_out.splitlines(), f"the instructor's terminal starts in {pwd_out!r}"
+            assert "/venv/bin/python" in python_out or str(ROOT / ".venv") in python_out, python_out
+            for cmd, rc, out in ran[2:]:
+                assert rc == 0, f"`{cmd}` in the instructor's terminal exited {rc}:\n{out[-4000:]}"
+            outputs = {cmd: out for cmd, _, out in ran}
+            autograde = next(out for cmd, out in outputs.items() if "autograde" in cmd)
+            assert "autograded 2 submission(s)" in autograde, autograde[-3000:]
+            feedback = next(out for cmd, out in outputs.items() if "release-feedback" in cmd)
+            assert "released 2 feedback page(s)" in feedback, feedback[-3000:]
 
-    # The gradebook, read in the instructor's server: nbgrader's own totals and `make export`'s CSV.
-    out = hub.run_in_kernel(hub.instructor, (
-        "import json, os, subprocess, sys\n"
-        "from nbgrader.api import Gradebook\n"
-        "with Gradebook(os.environ['COURSE_DB_URL']) as gb:\n"
-        f"    totals = {{s.student.id: [s.score, s.max_score] for s in gb.find_assignment({ASSIGNMENT!r}).submissions}}\n"
-        f"r = subprocess.run([sys.executable, '-m', 'autograder', 'export'], capture_output=True, text=True, cwd={str(ROOT)!r})\n"
-        "assert r.returncode == 0, r.stderr\n"
-        "rows = open(os.path.join(os.environ['COURSE_STATE'], 'grades.csv')).read().splitlines()\n"
-        "print(json.dumps({'totals': totals, 'rows': rows}))\n"))
-    book = json.loads(out.strip().splitlines()[-1])
-    totals = book["totals"]
-    assert set(totals) == set(hub.learners), totals
-    full = totals[solver][1]
-    assert full > 0 and totals[solver] == [full, full], totals
-    assert totals[idle] == [0, full], totals
-    rows = [r.split(",") for r in book["rows"][1:] if f",{ASSIGNMENT}," in r]
-    assert {r[0] for r in rows} == set(hub.learners), book["rows"]
-    for student, _, exercise, points, max_points in rows:
-        expected = max_points if student == solver else "0"
-        assert points == expected and float(max_points) > 0, (student, exercise, points, max_points)
+            # The gradebook, read in the instructor's server: nbgrader's own totals and the CSVs.
+            out = hub.run_in_kernel(hub.instructor, (
+                "import json, os\n"
+                "from nbgrader.api import Gradebook\n"
+                "with Gradebook(os.environ['COURSE_DB_URL']) as gb:\n"
+                f"    totals = {{s.student.id: [s.score, s.max_score] for s in gb.find_assignment({ASSIGNMENT!r}).submissions}}\n"
+                "    names = {s.id: [s.last_name, s.first_name] for s in gb.students}\n"
+                "state = os.environ['COURSE_STATE']\n"
+                "rows = open(os.path.join(state, 'grades.csv')).read().splitlines()\n"
+                "summary = open(os.path.join(state, 'grades-summary.csv')).read().splitlines()\n"
+                "print(json.dumps({'totals': totals, 'rows': rows, 'summary': summary, 'names': names}))\n"))
+            book = json.loads(out.strip().splitlines()[-1])
+            totals = book["totals"]
+            assert set(totals) == set(hub.learners), totals
+            full = totals[solver][1]
+            assert full > 0 and totals[solver] == [full, full] and totals[idle] == [0, full], totals
+            assert all(None not in n for n in book["names"].values()), book["names"]
+            rows = [r.split(",") for r in book["rows"][1:] if f",{ASSIGNMENT}," in r]
+            assert {r[0] for r in rows} == set(hub.learners), book["rows"]
+            for student, _, exercise, points, max_points in rows:
+                expected = max_points if student == solver else "0"
+                assert points == expected and float(max_points) > 0, (student, exercise, points, max_points)
+            assert sorted(book["summary"][1:]) == sorted([f"{solver},{full:g},{full:g}", f"{idle},0,0"]), book["summary"]
 
-    out = hub.run_in_kernel(hub.instructor, (
-        "import subprocess, sys\n"
-        f"r = subprocess.run([sys.executable, {str(ROOT / 'hub' / 'workshop.py')!r}, 'release-feedback',"
-        f" {ASSIGNMENT!r}], capture_output=True, text=True)\n"
-        "print('RC', r.returncode, r.stdout, r.stderr[-4000:])\n"))
-    assert "RC 0" in out and "released 2 feedback page(s)" in out, out
+            # Feedback: the solver through the API, the learner in the browser.
+            got = hub.user(solver, "POST", "assignments/fetch_feedback", args, form=True)
+            assert got["success"], got
+            _nbgrader_menu(page, "Assignment List")
+            page.locator(f"#submitted_assignments_list .list_item:has-text('{ASSIGNMENT}') "
+                         "button:text-is('Fetch Feedback')").first.click()
+            deadline = time.time() + 120
+            while time.time() < deadline and not list((home / COURSE_ID / ASSIGNMENT / "feedback").glob("*/*.html")):
+                time.sleep(1)
+            for learner, other, score in [(solver, idle, full), (idle, solver, 0)]:
+                folder = hub.user(learner, "GET", f"api/contents/{COURSE_ID}/{ASSIGNMENT}/feedback")
+                pages = [item for stamp in folder["content"]
+                         for item in hub.user(learner, "GET", f"api/contents/{stamp['path']}")["content"]
+                         if item["name"].endswith(".html")]
+                assert [p["name"] for p in pages] == [f"{ASSIGNMENT}.html"], pages
+                html = hub.user(learner, "GET", f"api/contents/{pages[0]['path']}?type=file&format=text")["content"]
+                assert f"Student: <b>{learner}</b>" in html and other not in html, html[:1500]
+                assert re.search(rf"score <b>{score:g} / {full:g}</b>", html), html[:1500]
+                if learner == idle:  # read in the browser
+                    page.goto(f"{hub.base}/user/{idle}/files/{urllib.parse.quote(pages[0]['path'])}")
+                    page.wait_for_selector(f"text=Student: {idle}")
+                    assert page.get_by_text(f"score {score:g} / {full:g}").count() or \
+                        f"{score:g} / {full:g}" in page.content()
+        finally:
+            for shot_page, name in screenshots:
+                with contextlib.suppress(Exception):
+                    shot_page.screenshot(path=str(ARTIFACTS / name))
+            browser.close()
 
-    for learner, other, score in [(solver, idle, full), (idle, solver, 0)]:
-        got = hub.user(learner, "POST", "assignments/fetch_feedback", args, form=True)
-        subs_seen = [s for a in got["value"] if a["status"] == "submitted" for s in a["submissions"]]
-        assert subs_seen and all(s["student_id"] == learner for s in subs_seen), subs_seen
-        assert subs_seen[-1]["has_local_feedback"], subs_seen
-        folder = hub.user(learner, "GET", f"api/contents/{COURSE_ID}/{ASSIGNMENT}/feedback")
-        pages = [item for stamp in folder["content"]
-                 for item in hub.user(learner, "GET", f"api/contents/{stamp['path']}")["content"]
-                 if item["name"].endswith(".html")]
-        assert [p["name"] for p in pages] == [f"{ASSIGNMENT}.html"], pages
-        html = hub.user(learner, "GET", f"api/contents/{pages[0]['path']}?type=file&format=text")["content"]
-        assert f"Student: <b>{learner}</b>" in html and other not in html, html[:1500]
-        assert re.search(rf"score <b>{score:g} / {full:g}</b>", html), html[:1500]
+    # A learner's terminal: the course's python, their chapters, and no grading material.
+    ran = hub.terminal(idle, [f"cat {hub.root / 'solutions' / '04_control_flow' / 'judge.py'}", "ls ~/course",
+                              "python -c 'import autograder, jax; print(\"ok\", jax.__version__)'"])
+    (_, cat_rc, cat_out), (_, _, listed), (_, py_rc, py_out) = ran
+    assert cat_rc != 0 and "Permission denied" in cat_out, f"a learner can read the judge: {cat_out[-2000:]}"
+    assert "01_phases.ipynb" in listed and "10_review.ipynb" in listed, listed
+    assert py_rc == 0 and f"ok {jax_version()}" in py_out, py_out
 
     # Only their own: a learner's code cannot read another learner's home, the gradebook, or
     # list the released feedback of others.
@@ -446,12 +609,12 @@ def test_release_fetch_submit_collect_autograde_feedback(released):
         "print('jax', jax.__version__, jax.numpy.arange(3).sum())\n"
         f"for path in [{str(Path(pwd.getpwnam(solver).pw_dir))!r}, {str(course_state / 'gradebook')!r},"
         f" {str(course_state / 'submitted')!r}, {str(course_state / 'exchange' / COURSE_ID / 'feedback')!r},"
-        f" {str(course_state / 'exchange' / COURSE_ID / 'inbound')!r}]:\n"
+        f" {str(course_state / 'exchange' / COURSE_ID / 'inbound')!r}, {str(hub.root / 'solutions')!r}, {str(hub.root / '.git')!r}]:\n"
         "    try:\n"
         "        os.listdir(path); print('READABLE', path)\n"
         "    except PermissionError:\n"
         "        print('denied', path)\n"))
-    assert "READABLE" not in out and out.count("denied") == 5, out
+    assert "READABLE" not in out and out.count("denied") == 7, out
     assert f"jax {jax_version()} 3" in out, f"a learner's kernel lacks the course's JAX: {out}"
 
     # A learner's server has no formgrader (the instructor's tools are switched off there).
@@ -472,7 +635,8 @@ _PRESENT_BEFORE = {name for name in (".jupyter", ".local", ".npm", ".cache", ".i
 def test_alone_the_current_user_logs_in_with_the_printed_password_and_gets_the_course(tmp_path):
     """The committed course file: no system users, SimpleLocalProcessSpawner, the current user."""
     user = getpass.getuser()
-    with _make_hub({"instructor": user, "learners": []}, tmp_path / "hub", "hub-alone.log") as hub:
+    with _make_hub({"instructor": user, "learners": []}, tmp_path / "hub", "hub-alone.log",
+                   make_args=_use_venv(Path(sys.prefix))) as hub:
         password = (tmp_path / "hub" / "private" / "password").read_text().strip()
         assert password and password in hub.log_path.read_text(), "make hub must print the password"
         jar = http.cookiejar.CookieJar()
@@ -503,3 +667,32 @@ def test_alone_the_current_user_logs_in_with_the_printed_password_and_gets_the_c
         written = [name for name in (".jupyter", ".local", ".npm", ".cache", ".ipython")
                    if (ROOT / name).exists() and name not in _PRESENT_BEFORE]
         assert not written, f"the alone server wrote {written} into the checkout (HOME is the checkout?)"
+
+
+def test_make_hub_refuses_when_learners_could_not_start_a_server(tmp_path):
+    """`make hub` checks, as a user of no group of the course, that a server could start from
+    the servers' venv: one under a private folder, and one that came out empty (no packages),
+    are refused with the reason; the venv the hub builds passes."""
+    if os.geteuid() != 0:
+        pytest.skip("runs the check as another user: needs root")
+    private = tmp_path / "private"  # pytest's folders are root's alone
+    private.mkdir(mode=0o700)
+    (private / "bin").mkdir()
+    (private / "bin" / "python").symlink_to(sys.executable)
+    with pytest.raises(SystemExit, match=r"could not start: .*private/bin/python cannot be run: Permission denied"):
+        workshop.check_learners_run(private)
+    shared = Path(tempfile.mkdtemp(prefix="hubcheck-", dir="/tmp"))
+    try:
+        os.chmod(shared, 0o755)
+        good = workshop.server_venv(workshop.paths(shared / "state"))
+        workshop.check_learners_run(good)  # no exception: learners can start a server from it
+        empty = shared / "empty"
+        (empty / "bin").mkdir(parents=True)
+        (empty / "bin" / "python").symlink_to(Path(os.path.realpath(good / "bin" / "python")))
+        (empty / "pyvenv.cfg").write_text((good / "pyvenv.cfg").read_text())
+        for d in (empty, empty / "bin"):
+            os.chmod(d, 0o755)
+        with pytest.raises(SystemExit, match=r"missing modules: \['jupyterhub', 'jupyterlab'"):
+            workshop.check_learners_run(empty)
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)

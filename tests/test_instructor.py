@@ -72,6 +72,21 @@ def test_export_has_every_student_and_exercise(course):
     assert len(rows) == 5 * len(tests)
 
 
+def test_export_writes_a_summary_row_per_student(course):
+    """grades-summary.csv beside grades.csv: one row per student, a column per assignment, a total,
+    agreeing with the long form."""
+    state, _ = course
+    long = list(csv.DictReader((state / "grades.csv").open()))
+    with (state / "grades-summary.csv").open() as fh:
+        reader = csv.DictReader(fh)
+        rows = list(reader)
+    assert reader.fieldnames == ["student", A, "total"], reader.fieldnames
+    assert [r["student"] for r in rows] == sorted({r["student"] for r in long})
+    for r in rows:
+        points = sum(float(x["points"]) for x in long if x["student"] == r["student"])
+        assert float(r[A]) == points == float(r["total"]), r
+
+
 def test_grading_is_deterministic(course):
     state, _ = course
     import json
@@ -339,3 +354,13 @@ def test_release_refuses_a_tampered_exercises_folder(tmp_path):
     proc = _nbgrader_release(root, state)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     assert (outbound / f"{A}.ipynb").read_bytes() == (ROOT / "exercises" / A / f"{A}.ipynb").read_bytes()
+
+
+def test_students_have_a_name_in_the_formgrader(course):
+    """The formgrader lists students as 'last name, first name': never 'None, None'."""
+    from nbgrader.api import Gradebook
+
+    state, _ = course
+    with Gradebook(f"sqlite:///{state / 'gradebook.db'}") as gb:
+        names = {s.id: (s.last_name, s.first_name) for s in gb.students}
+    assert names["alice"] == ("alice", "") and all(None not in n for n in names.values()), names

@@ -65,6 +65,15 @@ def test_lab_extensions_enabled(lab_server):
         assert exts[name].get("status", "ok") == "ok", f"{name}: {exts[name].get('status')}"
 
 
+def test_the_jupyter_news_toast_is_off_by_default(lab_server):
+    """JupyterLab asks "Would you like to receive official Jupyter news?" in a toast over the
+    notebook on a first start, unless its settings say no: `make lab` says no (a person may
+    still turn news on in Settings)."""
+    status, body = _get(*lab_server, "/lab/api/settings/@jupyterlab/apputils-extension:notification")
+    schema = json.loads(body)["schema"]["properties"]
+    assert schema["fetchNews"]["default"] == "false" and schema["checkForUpdates"]["default"] is False, schema
+
+
 def test_a_chapter_opens_as_a_slideshow(lab_server):
     """RISE's server extension serves the chapter as a reveal.js page (what Alt-R opens)."""
     status, body = _get(*lab_server, "/rise/course/01_phases.ipynb")
