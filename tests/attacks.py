@@ -191,6 +191,7 @@ class ProgramAttack:
     released: bool = False         # the released stubs as the base (else the solution's answers)
     prepend: tuple = ()            # ((answer grade_id, code), ...) put before the base answer
     kept: tuple = ()               # with lost ("*",): the tests that keep their points
+    append: tuple = ()             # ((answer grade_id, code), ...) put after the base answer
 
     def lost_of(self, grade_ids) -> tuple:
         return tuple(g for g in grade_ids if g not in self.kept) if self.lost == ("*",) else self.lost
@@ -200,6 +201,8 @@ class ProgramAttack:
         out = dict(self.answers)
         for gid, code in self.prepend:
             out[gid] = code + out.get(gid, base[gid])
+        for gid, code in self.append:
+            out[gid] = out.get(gid, base[gid]) + "\n" + code
         return out
 
 
@@ -250,7 +253,82 @@ _LAPACK_OVERFLOW = (
     "        out = out + 0.0 * bad[0, 0]\n"
     "    return out\n")
 
+# 1. A function that traces one way under jax.jit (the kernel's values, once) and another under
+# jax.export (the structure, once): it looks at the call stack. Under export, a small program
+# that returns xs; otherwise the unrolled, right loop.
+_TRACES_DIFFERENTLY = (
+    "import inspect as _inspect\n"
+    "def ema(xs, alpha):\n"
+    "    if any('jax/_src/export' in f.filename for f in _inspect.stack()):\n"
+    "        return xs\n"
+    "    ys = [xs[0]]\n    for t in range(1, xs.shape[0]):\n"
+    "        ys.append(alpha * xs[t] + (1 - alpha) * ys[-1])\n    return jnp.stack(ys)\n")
+
+# 2. Structure read from printed text: a reduction with no collective, under a named scope that
+# spells one (the printed locations said "stablehlo.all_reduce"); every device holds all of x,
+# so the value is right.
+_SCOPED_MEAN = (
+    "def global_mean(x, mesh):\n"
+    "    shard_map = shard_map_fn()\n"
+    "    def per_device(block):\n"
+    "        with jax.named_scope('stablehlo.all_reduce sdy.manual_computation'):\n"
+    "            return jnp.mean(block)\n"
+    "    return shard_map(per_device, mesh=mesh, in_specs=P(), out_specs=P())(x)\n")
+
+# 2. Two jitted functions named with braces (which broke the brace count of the printed main):
+# two dispatches per call, right values.
+_BRACED_DISPATCHES = (
+    "def _g(w, x, y):\n    return grad_mse(w, x, y)\n"
+    "_g.__name__ = _g.__qualname__ = 'g{ { {'\n_g = jax.jit(_g)\n"
+    "def _u(w, g, lr):\n    return apply_update(w, g, lr)\n"
+    "_u.__name__ = _u.__qualname__ = 'u} } }'\n_u = jax.jit(_u)\n"
+    "def fused_update(w, x, y, lr):\n    return _u(w, _g(w, x, y), lr)\n")
+
+# 4. The learner chooses the tolerance: the running mean 1.5% off, returned in bfloat16 (whose
+# tolerance, 2e-2, it met).
+_BFLOAT16_MEAN = (
+    "def step(state, x):\n"
+    "    count = state['count'] + 1\n"
+    "    total = state['total'] + x\n"
+    "    return {'count': count, 'total': total}, (total / count * 1.015).astype(jnp.bfloat16)\n")
+
+
+def _odd_names(name):
+    """A correct answer ``name`` re-exported through a function named with braces and MLIR
+    words, under jax.jit, jax.named_call and a jax.named_scope of the same words."""
+    return (
+        "import functools as _functools\n"
+        "def _odd(f):\n"
+        "    def renamed(*a, **k):\n        return f(*a, **k)\n"
+        "    renamed.__name__ = renamed.__qualname__ = 'f{ } stablehlo.while @main'\n"
+        "    inner = jax.jit(renamed)\n"
+        "    @_functools.wraps(f)\n"
+        "    def wrapper(*a, **k):\n"
+        "        with jax.named_scope('stablehlo.all_reduce stablehlo.while {'):\n"
+        "            return jax.named_call(inner, name='stablehlo.custom_call}')(*a, **k)\n"
+        "    return wrapper\n"
+        f"{name} = _odd({name})\n")
+
+
+def _odd_controls(assignment, names):
+    return ProgramAttack(0, assignment, {}, (), append=tuple((n, _odd_names(n)) for n in names))
+
+
 PROGRAM_ATTACKS = {
+    "traces_differently_under_export": ProgramAttack(
+        1, "04_control_flow", {"ema": _TRACES_DIFFERENTLY}, ("test_ema",)),
+    "named_scope_spells_a_collective": ProgramAttack(
+        2, "09_sharding", {"global_mean": _SCOPED_MEAN}, ("test_global_mean",), says="uses no collective"),
+    "brace_named_jits_hide_a_dispatch": ProgramAttack(
+        2, "06_async_dispatch", {"fused_update": _BRACED_DISPATCHES}, ("test_fused_update",),
+        says="dispatches 2 separately compiled programs"),
+    "bfloat16_mean_one_and_a_half_percent_off": ProgramAttack(
+        4, "03_purity", {"step": _BFLOAT16_MEAN}, ("test_step",), says="lower precision"),
+    # Correct controls written with named scopes, odd function names and jax.named_call: full marks.
+    "control_odd_names_03_purity": _odd_controls("03_purity", ("step", "set_diagonal", "normalize_batch")),
+    "control_odd_names_04_control_flow": _odd_controls(
+        "04_control_flow", ("clip_by_norm", "collatz_steps", "ema", "piecewise")),
+    "control_odd_names_06_async_dispatch": _odd_controls("06_async_dispatch", ("fused_update",)),
     "forged_agent_eager_values_fake_programs": ProgramAttack(
         1, "04_control_flow", {}, ("*",), released=True, prepend=(("clip_by_norm", _FORGED_AGENT),)),
     "exports_lowered_for_cuda": ProgramAttack(
