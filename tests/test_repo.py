@@ -130,7 +130,7 @@ def test_release_tags_cells_that_raise_and_is_reproducible(release, released_cop
         tagged = "raises-exception" in cell.metadata.get("tags", [])
         expected += bool(meta.get("solution") or meta.get("grade"))
         assert tagged == bool(meta.get("solution") or meta.get("grade")), (meta.get("grade_id"), cell.source[:80])
-    assert expected == 8, "01_phases has four answer cells and four test cells"
+    assert expected == 10, "01_phases has five answer cells and five test cells"
     assert "check-my-answers" in nb.cells[-1].metadata["tags"]
     assert release("--root", tmp_path) == 0
     assert _released(tmp_path).read_bytes() == first
