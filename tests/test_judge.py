@@ -409,6 +409,14 @@ def attacked(tmp_path_factory):
     return dict(zip(cases, results))
 
 
+def _source_tests(assignment):
+    """``[(grade_id, points)]`` of the source notebook's test cells, in order (an assignment may
+    gain exercises: the attacks' expectations follow it)."""
+    nb = nbformat.read(str(solution_notebook(assignment)), as_version=4)
+    return [(c.metadata["nbgrader"]["grade_id"], float(c.metadata["nbgrader"].get("points", 0)))
+            for c in nb.cells if judge.is_test_cell(c)]
+
+
 @pytest.mark.notebook
 @pytest.mark.xdist_group("judge-attacks")
 @pytest.mark.skipif(not AS_ROOT, reason="containment is the grader's as root")
@@ -422,8 +430,8 @@ def test_every_attack_was_graded_contained_from_a_0700_checkout(attacked):
 @pytest.mark.parametrize("name", list(ATTACKS))
 def test_scoring_attack_with_wrong_answers_earns_nothing(attacked, name):
     r = attacked[name]
-    assert [t["grade_id"] for t in r["tests"]] == ["test_step", "test_set_diagonal", "test_normalize_batch"]
-    assert r["max_score"] == 3.0
+    assert [t["grade_id"] for t in r["tests"]] == [g for g, _ in _source_tests(A)]
+    assert r["max_score"] == sum(p for _, p in _source_tests(A))
     assert r["score"] == 0.0, {t["exercise"]: t["feedback"] for t in r["tests"] if t["points"]}
     assert all(t["feedback"] for t in r["tests"])
     # an attack is the submission's doing, never reported as a fault of the grader's own checks
@@ -442,14 +450,14 @@ def test_reading_the_solutions_earns_nothing_where_the_sandbox_hides_them(attack
     if r.get("containment") == HIDES_COURSE:
         assert r["score"] == 0.0, {t["exercise"]: t["feedback"] for t in r["tests"]}
     else:  # without the mount namespace the attack works: recorded, not hidden
-        assert r["score"] == 3.0, (r.get("containment"), [t["feedback"] for t in r["tests"]])
+        assert r["score"] == r["max_score"], (r.get("containment"), [t["feedback"] for t in r["tests"]])
 
 
 @pytest.mark.notebook
 @pytest.mark.xdist_group("judge-attacks")
 def test_a_correct_answer_printing_megabytes_and_warning_keeps_full_marks(attacked):
     r = attacked["noisy_correct_answer"]
-    assert r["score"] == r["max_score"] == 3.0, [t["feedback"] for t in r["tests"]]
+    assert r["score"] == r["max_score"] == sum(p for _, p in _source_tests(A)), [t["feedback"] for t in r["tests"]]
 
 
 # --------------------------------------------------------------------------- issue 20: programs
