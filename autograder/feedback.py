@@ -160,13 +160,12 @@ def explain_error(class_names, message: str, what: str, concrete_idea: str | Non
             _chapter_idea(kind, "control_flow"),
             f"{what} used a traced value in a Python `if`/`while`/`and`/`or`; under jit its "
             "value is unknown while tracing, so Python cannot decide on it: the decision has to "
-            "become part of the traced program (structured control flow: `lax.cond`, "
-            "`lax.while_loop`, `jnp.where`).")
+            "become part of the traced program, made by the program at run time on the value.")
     if kind == "boolean_index":
         return ExerciseFailure(
             "shapes",
             f"{what} indexed with a boolean mask, whose result has a data-dependent shape that "
-            "jit cannot compile; keep the shape fixed with `jnp.where` or a mask.")
+            "jit cannot compile: under jit every shape is fixed before the data is known.")
     if kind == "integer_conversion":
         return ExerciseFailure(
             "static",
@@ -189,23 +188,23 @@ def explain_error(class_names, message: str, what: str, concrete_idea: str | Non
             "a list); return values instead of storing them.")
     if kind == "key_reuse":
         return ExerciseFailure(
-            "key_reuse", f"{what} consumed the same PRNG key twice: split it (or fold_in) first.")
+            "key_reuse", f"{what} consumed the same PRNG key twice: every draw needs a key of its own, derived from the one given.")
     if kind == "sharding_type":
         return ExerciseFailure(
             "explicit_sharding",
             f"{what} raised ShardingTypeError: it combined arrays whose shardings, part of their "
             f"types under explicit axes, "
-            f"give no legal result ({first_line}); say where the result goes with "
-            "`out_sharding=` or move an input first with `jax.sharding.reshard`.")
+            f"give no legal result ({first_line}); under explicit axes an ambiguous result's sharding "
+            "is yours to state, it is not inferred.")
     if kind == "indivisible":
         return ExerciseFailure(
             "sharding",
             f"{what} split an array dimension over a mesh axis whose size does not divide it "
-            f"({first_line}); pad the dimension to a multiple of the axis size or shard another one.")
+            f"({first_line}); a sharded dimension must be a multiple of its mesh axis's size.")
     if kind == "immutable":
         return ExerciseFailure(
             "inplace", f"{what} assigned into a JAX array in place ({first_line}); JAX arrays are "
-                       "immutable: return a new array with `x.at[idx].set(value)`.")
+                       "immutable: a function returns a new array instead of changing its input.")
     if kind == "not_defined":
         return ExerciseFailure(
             "unanswered", f"{what} raised NameError ({first_line}): run from top to bottom, the "
