@@ -232,7 +232,7 @@ def call(f, *args, what: str | None = None, translate=None, **kwargs):
         return f(*args, **kwargs)
     except ExerciseFailure:
         raise
-    except Exception as exc:  # noqa: BLE001 - every learner error becomes feedback
+    except Exception as exc:  # every learner error becomes feedback
         specific = translate(exc, label) if translate is not None else None
         raise (specific or _explain(exc, label)) from exc
 
@@ -244,5 +244,5 @@ def explained(what: str):
         yield
     except ExerciseFailure:
         raise
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise _explain(exc, what) from exc

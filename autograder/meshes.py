@@ -170,7 +170,7 @@ def check_uses_collective(f, args, *, what=None):
         jaxpr = jax.make_jaxpr(f)(*args)
     except ExerciseFailure:
         raise
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise _explain(exc, f"tracing {label}") from exc
     names = primitives_in(jaxpr)
     if not any(n.startswith("shard_map") for n in names):

@@ -131,7 +131,7 @@ def check_no_tracer_leak(f, args, *, what=None, static_argnums=()):
         with jax.checking_leaks():
             jax.clear_caches()
             jax.block_until_ready(jax.jit(fresh, static_argnums=static_argnums or None)(*args))
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         if "leak" in str(exc).lower() or isinstance(exc, jax.errors.UnexpectedTracerError):
             fail("purity", f"{label} leaked a tracer (it kept a traced value after tracing "
                            "ended, e.g. in a global or a list).")

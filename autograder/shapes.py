@@ -38,7 +38,7 @@ def check_fixed_shapes(f, args, *, what=None, static_argnums=(), static_argnames
                 static_argnames=static_argnames or None).trace(*args)
     except ExerciseFailure:
         raise
-    except Exception as exc:  # noqa: BLE001 - every learner error becomes feedback
+    except Exception as exc:  # every learner error becomes feedback
         if _data_dependent_shape(exc):
             first_line = (str(exc).strip().splitlines() or [""])[0][:200]
             fail("dynamic_shapes",

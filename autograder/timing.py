@@ -203,7 +203,7 @@ def check_single_dispatch(f, calls, *, what=None):
             fail("recompiles", f"{label} marks one of its values (such as the learning rate) static, so "
                                "each new value is compiled again; values belong to the run time.")
         raise _explain(exc, f"tracing {label}") from exc
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise _explain(exc, f"tracing {label}") from exc
     names = [eqn.primitive.name for eqn in jaxpr.jaxpr.eqns]
     jits = [n for n in names if n in ("jit", "pjit")]

@@ -14,9 +14,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 
-import autograder as ag
 from autograder.feedback import TAUGHT_IN
 from autograder.pytrees import call_on_tree, check_input_tree_unchanged, check_leaves
 from autograder.shapes import check_fixed_shapes

@@ -51,7 +51,7 @@ def recorded_runs(monkeypatch):
 
 
 def _run_cell(source):
-    exec(compile(source, "<colab install cell>", "exec"), {"__name__": "__main__"})
+    exec(compile(source, "<colab install cell>", "exec"), {"__name__": "__main__"})  # noqa: S102 - the cell under test, ours
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.relative_to(ROOT).as_posix())

@@ -53,5 +53,5 @@ def _nbgrader_ignore():
 
     c = Config()
     path = ROOT / "nbgrader_config.py"
-    exec(compile(path.read_text(), str(path), "exec"), {"get_config": lambda: c, "__file__": str(path)})
+    exec(compile(path.read_text(), str(path), "exec"), {"get_config": lambda: c, "__file__": str(path)})  # noqa: S102 - the course config
     return list(c.CourseDirectory.ignore)
