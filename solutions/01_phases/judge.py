@@ -8,8 +8,9 @@ One ``test_<name>(k)`` per graded test cell; ``k`` is an :class:`autograder.judg
   fixture, traced here, compared in order.
 - ``runtime_print``: values (eager and jitted) judged here; what each jitted call printed comes
   back as text (``printed_call`` fixture) and its numbers are compared with sin(x) here.
-- ``scaled``: values (eager and jitted, fresh scales) judged here; one compile for four scales
-  and no global changed are claims.
+- ``scaled``: values from its exported program (``scale`` traced, fresh scales), judged here;
+  the kernel's eager calls are fail-only; one compile for four scales and no global changed
+  are claims.
 - ``matmul_flops``: compared with the cost analysis of the judge's own compile of the same
   product (same JAX, same backend as the kernel). ``n = 1`` is always asked: there XLA's count
   is not the textbook ``2 * n**3`` (on CPU, JAX 0.7.2 and 0.10.2, it reports 1.0), so an answer
@@ -22,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import autograder as ag
-from autograder import fixtures
+from autograder import fixtures, programs
 from autograder.jaxprs import primitives_in
 from autograder.phases import numbers_in
 from autograder.wire import AsJax, Fixture, Ref, values
@@ -136,16 +137,18 @@ def test_scaled(k):
     scaled = k.fn("scaled")
     x = k.rng.normal(size=(4,)).astype(np.float32)
     s = float(np.float32(k.rng.uniform(2.5, 9.0)))  # never the given SCALE = 2.0
-    got = ag.call(scaled.jitted(), _f32(x), s,
-                  what=f"jax.jit(scaled)(x, {s:.4g}), which must scale by its `scale` argument,")
-    ag.check_close(got, x.astype(np.float64) * s,
-                   what=f"jax.jit(scaled)(x, {s:.4g}), which must scale by its `scale` argument,", idea="constants")
+    what = f"jax.jit(scaled)(x, {s:.4g}), which must scale by its `scale` argument,"
+    got = programs.run(k, "scaled", x, np.float32(s), label=what)  # its exported program, scale traced
+    ag.check_close(got, x.astype(np.float64) * s, what=what, idea="constants", dtype=np.float32)
     k.claim("check_globals_unchanged", "scaled", _f32(x), float(np.float32(k.rng.uniform(0.1, 9.0))),
             what="`scaled`")  # kernel-side only
-    ag.check_matches_reference(scaled, lambda x, s: np.asarray(x, np.float64) * s,
-                               lambda rng: (rng.normal(size=(5,)).astype(np.float32),
-                                            float(np.float32(rng.uniform(0.1, 9.0)))),
-                               trials=3, seed=k.seed(), idea="constants")
+    def make_args(rng):
+        return rng.normal(size=(5,)).astype(np.float32), np.float32(rng.uniform(0.1, 9.0))
+
+    ag.check_matches_reference(scaled, lambda x, s: np.asarray(x, np.float64) * s, make_args,
+                               trials=3, seed=k.seed(), idea="constants", jit=False, dtype=np.float32)
+    programs.check_matches_reference(k, "scaled", lambda x, s: np.asarray(x, np.float64) * s, make_args,
+                                     trials=3, seed=k.seed(), idea="constants", dtype=np.float32)
     scales = [float(np.float32(v)) for v in k.rng.uniform(-5.0, 9.0, size=4)]
     k.claim("check_compiles", Fixture("jit_call"), [(Ref("scaled"), _f32(x), v) for v in scales], 1,
             what="jax.jit(scaled)",
