@@ -119,6 +119,10 @@ def interleaved(candidates: dict[str, Callable[[], Any]], repeats: int = 15, war
 def claim(text: str, verdict: str | bool | None, evidence: str) -> str:
     """Print and record one verdict line. ``verdict`` is one of :data:`VERDICTS`, or ``True``
     (holds), ``False`` (does not hold) or ``None`` (inconclusive). Returns the verdict."""
+    import numpy as np
+
+    if isinstance(verdict, np.bool_):  # NumPy's True/False, as a comparison of scalars gives
+        verdict = bool(verdict)
     if verdict is True:
         verdict = HOLDS
     elif verdict is False:

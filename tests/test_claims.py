@@ -56,6 +56,10 @@ def test_claim_accepts_booleans_and_records(capsys):
     assert claims.claim("b", False, "e") == DOES_NOT_HOLD
     assert claims.claim("c", None, "e") == INCONCLUSIVE
     assert claims.equal("d", 2, 2, what="compiles") == HOLDS
+    import numpy as np
+    assert claims.claim("e", np.float32(2) > 1, "numpy") == HOLDS
+    assert claims.claim("f", np.int32(0) > 1, "numpy") == DOES_NOT_HOLD
+    del claims.RECORD[-2:]
     assert [v for _, v, _ in claims.RECORD[before:]] == [HOLDS, DOES_NOT_HOLD, INCONCLUSIVE, HOLDS]
     assert "claim: b: does not hold (e)" in capsys.readouterr().out
     with pytest.raises(ValueError):
