@@ -10,13 +10,20 @@ proxy's API take the next two ports).
 
 Two modes, chosen by the course file:
 - *alone* (no users listed, the committed default): the current user, SimpleLocalProcessSpawner,
-  a password kept in <state>/password; JupyterLab on the checkout as `make lab` serves it.
+  a password kept in <state>/private/password; JupyterLab on the checkout as `make lab` serves it.
 - *room* (users listed; needs root): every name becomes a local system user with its own home
   (useradd), servers start as those users (LocalProcessSpawner), logins use their system
   passwords (PAM). One nbgrader exchange for everyone in <state>/course/exchange (mode 0777, as
   nbgrader wants; nbgrader itself makes each course's inbound write-only and sticky); the
   gradebook, submissions, grades and feedback in <state>/course, which only the instructor
-  group may enter.
+  group may enter. The checkout's grading material (PRIVATE: solutions/ and the judges, .git)
+  becomes the instructor group's alone; each learner's home starts with ~/course, a copy of the
+  chapters. The servers run from the course's .venv, or a twin of it (server_venv) that every
+  user may run; `serve` refuses, saying why, when a learner could not start one.
+
+Every server sends `frame-ancestors 'self'` (JupyterHub 4.1+ says 'none', which blanks the
+formgrader's tab inside JupyterLab), has JupyterLab's news toast off, and opens terminals with
+the course's python first on PATH (instructors' in the checkout).
 """
 from __future__ import annotations
 

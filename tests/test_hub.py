@@ -638,6 +638,8 @@ def test_alone_the_current_user_logs_in_with_the_printed_password_and_gets_the_c
     with _make_hub({"instructor": user, "learners": []}, tmp_path / "hub", "hub-alone.log",
                    make_args=_use_venv(Path(sys.prefix))) as hub:
         password = (tmp_path / "hub" / "private" / "password").read_text().strip()
+        named = re.search(r"kept in (\.hub/\S+?)\)", (ROOT / "hub" / "course.toml").read_text()).group(1)
+        assert (tmp_path / "hub" / Path(named).relative_to(".hub")).read_text().strip() == password, named
         assert password and password in hub.log_path.read_text(), "make hub must print the password"
         jar = http.cookiejar.CookieJar()
         opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
