@@ -28,7 +28,7 @@ $(STAMP): requirements.txt pyproject.toml
 ## env: create .venv and install the pinned requirements (idempotent)
 env: $(STAMP)
 
-## lab: open JupyterLab on the course, nbgrader and widgets enabled
+## lab: open JupyterLab on the course at http://localhost:8888/lab (the next free port if taken), nbgrader and widgets enabled
 lab: env
 	$(BIN)/python scripts/lab.py
 
@@ -82,13 +82,13 @@ FOLDER ?= downloads
 ## collect: downloaded <student>_*.ipynb / zips in FOLDER -> .course/submitted (or: nbgrader collect)
 collect: env
 	$(BIN)/python -m autograder collect $(FOLDER) --assignment $(ASSIGNMENT)
-## autograde: grade every submission (or ASSIGNMENT) in parallel into the gradebook
+## autograde: grade every submission (or ASSIGNMENT) in parallel into the gradebook (exit 1, naming them, if any could not be graded)
 autograde: env
 	$(BIN)/python -m autograder autograde $(ASSIGNMENT)
 ## feedback: one HTML page per submission in .course/feedback
 feedback: env
 	$(BIN)/python -m autograder feedback
-## export: .course/grades.csv, points per student, assignment and exercise
+## export: .course/grades.csv (points per student, assignment and exercise) and grades-summary.csv (a row per student, a column per assignment, a total)
 export: env
 	$(BIN)/python -m autograder export
 
