@@ -421,8 +421,9 @@ def _fingerprint(course: Course, notebook: Path, assignment: str, limits: dict) 
     folder = course.root / "solutions" / assignment
     for f in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
         h.update(f"\0{f.relative_to(folder)}\0".encode() + f.read_bytes())
-    for f in sorted(Path(__file__).parent.glob("*.py")):
-        h.update(f"\0{f.name}\0".encode() + f.read_bytes())
+    package = Path(__file__).parent  # the grader's code, its subpackages (grader/, judge/...) too
+    for f in sorted(p for p in package.rglob("*.py") if "__pycache__" not in p.parts):
+        h.update(f"\0{f.relative_to(package)}\0".encode() + f.read_bytes())
     h.update(json.dumps(limits, sort_keys=True, default=str).encode() + sys.version.encode())
     for dist in ("jax", "jaxlib", "numpy", "nbgrader", "nbclient", "ipykernel"):
         try:

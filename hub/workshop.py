@@ -357,13 +357,13 @@ def _same_python(python: Path) -> bool:
     return proc.returncode == 0 and proc.stdout.strip() == str(tuple(sys.version_info[:2]))
 
 
-def server_venv(p: dict[str, Path]) -> Path:
+def server_venv(p: dict[str, Path], venv: Path | None = None) -> Path:
     """The environment the learners' servers run from: the course's own .venv, when any user may
     run its interpreter. When not (a venv made from an interpreter under root's private home, as
     pyenv does), a twin in <state>/venv: the same packages (its lib/, share/ and etc/ are links to
     the venv's) run by :func:`shared_interpreter`, with the venv's commands re-pointed at it."""
-    venv = Path(sys.prefix)
-    if _others_can_run(Path(sys.executable)):
+    venv = Path(venv or sys.prefix)  # this Python's venv unless told another (of this Python)
+    if _others_can_run(venv / "bin" / "python"):
         return venv
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
     system = shared_interpreter(p)

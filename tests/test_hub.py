@@ -686,7 +686,10 @@ def test_make_hub_refuses_when_learners_could_not_start_a_server(tmp_path):
     shared = Path(tempfile.mkdtemp(prefix="hubcheck-", dir="/tmp"))
     try:
         os.chmod(shared, 0o755)
-        good = workshop.server_venv(workshop.paths(shared / "state"))
+        package = shared / "package"  # the course's package where learners may read it
+        shutil.copytree(ROOT / "autograder", package / "autograder", ignore=shutil.ignore_patterns("__pycache__"))
+        subprocess.run(["chmod", "-R", "a+rX", str(package)], check=True)
+        good = workshop.server_venv(workshop.paths(shared / "state"), learner_venv(shared / "venv", package))
         workshop.check_learners_run(good)  # no exception: learners can start a server from it
         empty = shared / "empty"
         (empty / "bin").mkdir(parents=True)
