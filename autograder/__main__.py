@@ -62,11 +62,11 @@ def main(argv=None) -> int:
     warnings.filterwarnings("ignore", message=".*not in session.*")  # nbgrader's SQLAlchemy noise
     args = build_parser().parse_args(argv)
     if args.command == "grade":
-        from .grading import grade_command
+        from .grader.cli import grade_command
 
         return grade_command(args)
     if args.command == "settings":
-        from .settings import describe
+        from .grader.settings import describe
 
         print(describe())
         return 0

@@ -63,6 +63,44 @@ def run_grader(paths, *extra, timeout=900, env=None, cwd=ROOT, prefix=()):
     return data, proc.stderr, proc.returncode
 
 
+_GRADE_SAVING = """\
+import json, sys
+from pathlib import Path
+from autograder.batch import grade_many
+paths, saved, root, jobs, out = json.loads(sys.argv[1])
+results = grade_many(paths, workers=jobs, root=Path(root) if root else None,
+                     per_job=lambda p: {"save_graded": saved[p]} if p in saved else {})
+Path(out).write_text(json.dumps([r.as_dict() for r in results]))
+"""
+
+
+def grade_saving(paths, saved: dict, out: Path, *, root=None, jobs: int = 2, env=None, cwd=ROOT,
+                 timeout=900):
+    """Grade ``paths`` in one batch, the executed notebook of each path of ``saved`` kept where it
+    says (the instructor's copy, as ``autograde`` keeps it), and return (results, stderr,
+    returncode): what a contained kernel printed comes back only that way, since it can write
+    nowhere but its box (see :func:`printed`). ``out``: where the results are written."""
+    args = json.dumps([list(map(str, paths)), {str(k): str(v) for k, v in saved.items()},
+                       str(root) if root else None, jobs, str(out)])
+    proc = subprocess.run([sys.executable, "-c", _GRADE_SAVING, args], capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd, env={**os.environ, **(env or {})})
+    results = json.loads(Path(out).read_text()) if Path(out).exists() else None
+    return results, proc.stderr, proc.returncode
+
+
+def printed(saved: Path, prefix: str):
+    """The rest of the first line starting with ``prefix`` that the notebook saved at ``saved``
+    printed (None if it never did)."""
+    if not Path(saved).exists():
+        return None
+    for cell in nbformat.read(str(saved), as_version=4).cells:
+        for output in cell.get("outputs", []):
+            for line in output.get("text", "").splitlines():
+                if line.startswith(prefix):
+                    return line[len(prefix):]
+    return None
+
+
 def course_in_0700(*assignments) -> Path:
     """A minimal course checkout (the autograder package; each assignment's source notebook, judge
     and release) in a new 0700 temporary folder, which the sandbox uid cannot enter: grade from

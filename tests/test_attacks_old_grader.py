@@ -51,7 +51,7 @@ def _reachable(old: Path) -> list:
     """As root, the command prefix that runs the old grader where its sandbox uid can reach what
     it needs: the old grader drops its kernel to a uid of its own without a view of its own, so
     the interpreter (a pyenv Python under root's 0700 home, a venv in a 0700 clone) must be
-    reachable by every uid. ``launch.py expose``, in a mount namespace of the old grader's own,
+    reachable by every uid. ``launcher.py expose``, in a mount namespace of the old grader's own,
     puts an empty tmpfs on each such 0700 folder on the way and binds the needed folders back
     (nothing is copied, the machine's mounts are untouched). What the control proves is the
     same: the old grader and its containment are those of commit OLD_GRADER."""
@@ -61,7 +61,7 @@ def _reachable(old: Path) -> list:
                                           sys.base_exec_prefix, os.path.dirname(os.path.realpath(sys.executable)))}
     need.add(str(old))
     return ["unshare", "--mount", "--propagation", "private", "--", sys.executable, "-I", "-S",
-            str(ROOT / "autograder" / "launch.py"), "expose", *[f"--path={p}" for p in sorted(need)], "--"]
+            str(ROOT / "autograder" / "grader" / "launcher.py"), "expose", *[f"--path={p}" for p in sorted(need)], "--"]
 
 
 @pytest.fixture(scope="module")

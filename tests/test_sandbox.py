@@ -22,7 +22,8 @@ import nbformat
 import pytest
 
 from autograder.course import test_cells as source_tests
-from conftest import ROOT, course_in_0700, released_notebook, run_grader, solution_notebook
+from conftest import (ROOT, course_in_0700, grade_saving, printed, released_notebook, run_grader,
+                      solution_notebook)
 
 pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("grading")]
 
@@ -41,10 +42,10 @@ def _grade(paths, *extra, env=None, cwd=ROOT, timeout=900):
 
 
 def test_the_limits_launcher_sets_its_limits_and_refuses_an_orphan():
-    """``launch.py limits`` (how every kernel starts): the CPU-time limit and no core dumps are
+    """``launcher.py limits`` (how every kernel starts): the CPU-time limit and no core dumps are
     set before the command runs; started for a parent that is not its own (that parent ended
     before the death signal was asked for), it runs nothing."""
-    launch = [sys.executable, "-I", "-S", str(ROOT / "autograder" / "launch.py"), "limits", "--cpu=7"]
+    launch = [sys.executable, "-I", "-S", str(ROOT / "autograder" / "grader" / "launcher.py"), "limits", "--cpu=7"]
     show = [sys.executable, "-c", "import resource as r; "
             "print(r.getrlimit(r.RLIMIT_CPU), r.getrlimit(r.RLIMIT_CORE))"]
     ran = subprocess.run([*launch, f"--parent={os.getpid()}", "--", *show], capture_output=True,
@@ -216,39 +217,16 @@ def course_0700(run_dir):
 
 
 SECRET_VAR = "AWS_SECRET_ACCESS_KEY"  # as a cloud machine's grader may have in its environment
-_GRADE_SAVING = """\
-import json, sys
-from pathlib import Path
-from autograder.batch import grade_many
-paths, saved, root, jobs, out = json.loads(sys.argv[1])
-results = grade_many(paths, workers=jobs, root=Path(root),
-                     per_job=lambda p: {"save_graded": saved[p]} if p in saved else {})
-Path(out).write_text(json.dumps([r.as_dict() for r in results]))
-"""
 
 
 def _grade_saving(paths, saved: dict, root: Path, jobs: int, env: dict, cwd: Path, out: Path):
-    """Grade ``paths`` in one batch, the executed notebook of each path of ``saved`` kept where it
-    says (the instructor's copy, as ``autograde`` keeps it): what a probe printed comes back only
-    that way, since a contained kernel can write nowhere but its box."""
-    args = json.dumps([list(map(str, paths)), {str(k): str(v) for k, v in saved.items()}, str(root),
-                       jobs, str(out)])
-    proc = subprocess.run([sys.executable, "-c", _GRADE_SAVING, args], capture_output=True, text=True,
-                          timeout=900, cwd=cwd, env={**os.environ, **env})
-    results = json.loads(out.read_text()) if out.exists() else None
-    return results, proc.stderr, proc.returncode
+    return grade_saving(paths, saved, out, root=root, jobs=jobs, env=env, cwd=cwd)
 
 
 def _report(saved: Path):
     """What the probe printed in the graded notebook (None if it never ran)."""
-    if not saved.exists():
-        return None
-    for cell in nbformat.read(str(saved), as_version=4).cells:
-        for output in cell.get("outputs", []):
-            for line in output.get("text", "").splitlines():
-                if line.startswith("probe-report: "):
-                    return json.loads(line[len("probe-report: "):])
-    return None
+    text = printed(saved, "probe-report: ")
+    return None if text is None else json.loads(text)
 
 
 @pytest.fixture(scope="module")
@@ -633,7 +611,7 @@ def test_a_contained_kernel_sees_an_allow_list_of_files_and_variables(tmp_path, 
     TMPDIR and PATH. The same program run uncontained sees the course's solutions/ and the
     grader's variables (the control)."""
     from autograder import sandbox
-    from autograder.launch import DEV, ETC, SYSTEM
+    from autograder.grader.launcher import DEV, ETC, SYSTEM
 
     monkeypatch.setenv(SECRET_VAR, "s3cr3t")
     cmd = [sys.executable, "-c", _VIEW, str(ROOT / "solutions"), str(ROOT / "autograder")]

@@ -1,0 +1,338 @@
+"""Grading many notebooks at once: in parallel over the machine's cores, in order, nothing lost.
+
+Each submission is graded by :func:`autograder.grader.pipeline.grade_notebook` in a grading process
+(forked from a warm parent: nbgrader imported once; each grades one notebook at a time), in its
+own temporary directory, with its own kernel under time, CPU and memory limits: as root, in the
+sandbox of :mod:`autograder.grader.sandbox`, otherwise in its own process group. A submission that crashes its
+kernel, times out or cannot be read still gets a row (with the reason and zero for what could
+not be graded); one that kills its grading process is graded once more in a fresh one, and after
+a second death gets a row saying so: it never costs another notebook its grade, and no
+submission is silently missing.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from ..gradebook import import_nbgrader
+from .course import GradingError
+from .pipeline import DEFAULT_NOTEBOOK_TIMEOUT, grade_notebook
+from .result import Result, failed_result
+from .sandbox import (NAMESPACE, NONE, PROCESS_GROUP, check_once, check_settings, die_with_parent,
+                      limit_judge_memory, private_mounts)
+from .submission import max_notebook_bytes
+
+
+def default_workers(n_jobs: int) -> int:
+    """One grading process per core, and one more: a grading process often waits (for its
+    kernel to start, for a reply), and another one's work fills that time. Never more than
+    there are notebooks."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(cores + 1, n_jobs))
+
+
+def _warm():
+    # nbgrader's import is the largest cost paid once per command (about 0.6 s of CPU, without
+    # its server extensions): paid in the parent before the processes fork, it is inherited by
+    # every one of them instead of repeated.
+    import_nbgrader()
+    import nbformat  # noqa: F401
+    import nbgrader.api  # noqa: F401
+    import nbgrader.preprocessors  # noqa: F401
+    # the judge's JAX (about 0.35 s of CPU): imported, never initialized (no backend, no
+    # thread), so the forked processes inherit the import safely
+    import jax.numpy  # noqa: F401
+    import jax.extend  # noqa: F401 - the judge reads programs' primitives with it (checkify, pallas)
+
+    from .. import allowlist, fixtures, judge, programs, runner, sandbox  # noqa: F401 - the judge's side
+
+    judge.ensure_judge_devices()  # before JAX starts: a grading process judges every chapter
+
+    # What each grading process would otherwise do once, on its first notebook (about 0.15 s of
+    # CPU: once serially, once per process in parallel), done here once, before the fork; none
+    # of it starts a thread. Best effort: what fails here is done (or reported) by the grading.
+    for step in _FIRST_NOTEBOOK_WORK:
+        try:
+            step()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def _gradebook_ready():
+    import sqlite3  # noqa: F401 - the scratch gradebooks are SQLite files
+
+    import sqlalchemy.dialects.sqlite  # noqa: F401
+    from sqlalchemy.orm import configure_mappers
+
+    configure_mappers()  # nbgrader's ORM classes, set up on their first query otherwise
+
+
+def _validator_ready():
+    import nbformat
+
+    nbformat.validate(nbformat.v4.new_notebook())  # compiles nbformat's schema validator
+
+
+def _kernelspec_ready():
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    KernelSpecManager().get_kernel_spec("python3")  # imports ipykernel's kernelspec (and IPython)
+
+
+def _judge_ir_ready():
+    from jaxlib.mlir.dialects import builtin, mhlo  # noqa: F401 - read with a learner's program
+
+
+_FIRST_NOTEBOOK_WORK = (_gradebook_ready, _validator_ready, _kernelspec_ready, _judge_ir_ready)
+
+
+def _grade_job(job):
+    path, kwargs = job
+    try:
+        return grade_notebook(path, **kwargs).as_dict()
+    except Exception as exc:  # noqa: BLE001 - the row says why, every test listed at zero
+        return failed_result(path, f"internal grading error: {type(exc).__name__}: {exc}",
+                             kwargs.get("root")).as_dict()
+
+
+def _worker(conn, die_with_parent_now) -> None:
+    """A grading process: grade the jobs it is sent, one at a time, until it is sent None."""
+    die_with_parent_now()
+    private_mounts()  # as root: the boxes' tmpfs mounts are this process's, and end with it
+    limit_judge_memory()  # a learner's program the judge runs here cannot take the machine's memory
+    try:
+        while True:
+            job = conn.recv()
+            if job is None:
+                break
+            conn.send(_grade_job(job))
+    except (EOFError, OSError):
+        pass
+    finally:
+        conn.close()
+
+
+OVERDUE = ("the grading of this notebook ran {limit:.0f} s, past the notebook's time limit and a "
+           "grace period, and was stopped (the grader's own work on it hung, e.g. a program taken "
+           "from the notebook that never ends); every other notebook was graded normally")
+
+
+def job_limit(kwargs) -> float:
+    """Seconds a grading process may spend on one notebook before it is killed: the notebook's
+    time limit (its kernel is killed then, by the process itself), and as long again, at most a
+    minute, for what the grader does around it. Past that, something in the grading process
+    itself hangs (a judge-side run of an exported program that never ends cannot be
+    interrupted), and only killing the process frees the batch."""
+    timeout = float(kwargs.get("notebook_timeout") or DEFAULT_NOTEBOOK_TIMEOUT)
+    return timeout + min(60.0, timeout)
+
+
+DIED = ("the grading process died twice while grading this notebook (the submission killed it, "
+        "or exhausted the machine's memory or processes); every other notebook was graded normally")
+
+
+class _Worker:
+    """A forked grading process (warm: nbgrader, the judge and JAX imported) and its one job."""
+
+    def __init__(self, ctx):
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker, args=(child, die_with_parent()), daemon=True)
+        self.proc.start()
+        child.close()
+        self.job = None  # the index of the job it is grading
+        self.overdue_at = None  # time.monotonic() past which it is killed
+
+    def give(self, i, job):
+        import time
+
+        self.job = i
+        self.overdue_at = time.monotonic() + job_limit(job[1])
+        self.conn.send(job)
+
+    def stop(self):
+        try:
+            self.conn.send(None)
+        except OSError:
+            pass
+        self.proc.join(timeout=10)
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.conn.close()
+
+
+def grade_many(paths, *, workers: int | None = None, progress: bool = False, per_job=None,
+               **grade_kwargs) -> list[Result]:
+    """Grade ``paths`` and return their results in the same order.
+
+    ``workers`` grading processes (forked from this warm one) each grade one notebook at a time,
+    so a submission that kills its grading process, or makes it die, is known exactly and loses
+    only its own grade: it is graded once more by a fresh process, and dying twice gets every
+    test at zero with the reason; every other notebook is graded normally. ``per_job(path) ->
+    dict`` may add keyword arguments for one path (e.g. ``save_graded``).
+    """
+    import multiprocessing
+    import time
+    from multiprocessing.connection import wait
+
+    paths = [str(p) for p in paths]
+    try:  # an operator's setting that does not parse: every row says which, nothing is run
+        check_settings()
+        max_notebook_bytes()
+    except GradingError as exc:
+        return [failed_result(p, str(exc), grade_kwargs.get("root")) for p in paths]
+    folders = {f for p in paths for f in (Path(p).resolve().parent, Path(p).resolve().parent.parent)}
+    grade_kwargs.setdefault("hide", tuple(sorted(map(str, folders))))  # out of every kernel's sight
+    jobs = [(p, {**grade_kwargs, **(per_job(p) if per_job else {})}) for p in paths]
+    workers = min(workers or default_workers(len(jobs)), len(jobs))
+    results: list[Result | None] = [None] * len(jobs)
+    bar = _progress(len(jobs)) if progress else None
+    # Before the processes fork, once: the imports, and the sandbox's probe (a contained Python
+    # started and checked, mostly waiting on it: run in a thread while the imports take the CPU).
+    import threading
+
+    probe = threading.Thread(target=check_once, args=(grade_kwargs.get("root"),), daemon=True)
+    probe.start()
+    try:
+        _warm()
+    finally:
+        probe.join()  # no thread may be running when the processes fork
+    # What the parent holds now is shared with every grading process, page for page, until one
+    # writes to it, and a collection of the cyclic garbage collector writes to every object it
+    # visits: frozen (moved out of its reach, as the gc module's documentation advises before a
+    # fork), those pages stay shared, and no process spends CPU copying them. Unfrozen after the
+    # batch (unless the caller had frozen objects of its own), as the caller left it.
+    import gc
+
+    thaw = gc.get_freeze_count() == 0
+    gc.freeze()
+    ctx = multiprocessing.get_context("fork")
+    queue = list(range(len(jobs)))
+    attempts = [0] * len(jobs)
+    pool: list[_Worker] = []
+
+    def finish(i, result):
+        results[i] = result
+        if bar:
+            bar.advance()
+
+    try:
+        while queue or any(w.job is not None for w in pool):
+            for w in pool:
+                if w.job is None and queue:
+                    i = queue.pop(0)
+                    attempts[i] += 1
+                    w.give(i, jobs[i])
+            while queue and len(pool) < workers:
+                w = _Worker(ctx)
+                pool.append(w)
+                i = queue.pop(0)
+                attempts[i] += 1
+                w.give(i, jobs[i])
+            busy = [w for w in pool if w.job is not None]
+            now = time.monotonic()
+            ready = set(wait([w.conn for w in busy] + [w.proc.sentinel for w in busy],
+                             timeout=max(0.0, min(w.overdue_at for w in busy) - now)))
+            for w in busy:
+                if w.conn not in ready and w.proc.sentinel not in ready and time.monotonic() > w.overdue_at:
+                    i, w.job = w.job, None  # hung: killed, and not graded again (it would hang again)
+                    pool.remove(w)
+                    w.proc.kill()
+                    w.proc.join(timeout=5)
+                    w.conn.close()
+                    finish(i, failed_result(jobs[i][0], OVERDUE.format(limit=job_limit(jobs[i][1])),
+                                            jobs[i][1].get("root")))
+                    continue
+                if w.conn not in ready and w.proc.sentinel not in ready:
+                    continue
+                got = None
+                try:
+                    if w.conn.poll():
+                        got = w.conn.recv()
+                except (EOFError, OSError):
+                    got = None
+                if got is None and w.proc.is_alive():
+                    continue  # the result is on its way
+                i, w.job = w.job, None
+                if got is not None:
+                    finish(i, Result.from_dict(got))
+                    continue
+                pool.remove(w)  # it died grading job i
+                w.proc.join(timeout=5)
+                w.conn.close()
+                if attempts[i] < 2:
+                    queue.insert(0, i)  # once more, in a fresh process
+                else:
+                    finish(i, failed_result(jobs[i][0], DIED, jobs[i][1].get("root")))
+    finally:
+        for w in pool:
+            w.stop()
+        if thaw:
+            gc.unfreeze()
+    bar and bar.close()
+    return results  # type: ignore[return-value]
+
+
+class _progress:
+    """A rich progress bar on stderr (plain counts when rich is missing)."""
+
+    def __init__(self, total):
+        self.total, self.done = total, 0
+        try:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+            self.p = Progress("grading", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                              console=Console(file=sys.stderr))
+            self.p.start()
+            self.task = self.p.add_task("grading", total=total)
+        except ImportError:
+            self.p = None
+
+    def advance(self):
+        self.done += 1
+        if self.p:
+            self.p.advance(self.task)
+        else:
+            print(f"graded {self.done}/{self.total}", file=sys.stderr)
+
+    def close(self):
+        if self.p:
+            self.p.stop()
+
+
+def summary(results) -> str:
+    """One paragraph for a person: how many graded, how many could not be, the mean score."""
+    graded = [r for r in results if not r.error]
+    failed = [r for r in results if r.error]
+    lines = [f"{len(results)} notebook(s): {len(graded)} graded, {len(failed)} with problems."]
+    if graded:
+        mean = sum(r.score for r in graded) / len(graded)
+        top = max(r.max_score for r in graded)
+        lines.append(f"mean score {mean:.2f} / {top:g}")
+    lines.append(containment_summary(results))
+    for r in failed:
+        lines.append(f"  {r.notebook}: {r.error}")
+    return "\n".join(l for l in lines if l)
+
+
+def containment_summary(results) -> str:
+    """One line: how the kernels that ran were contained (and why not, where they were not)."""
+    ran = [r for r in results if r.containment]
+    if not ran:
+        return ""
+    sandboxed = [r for r in ran if r.containment == NAMESPACE]
+    if len(sandboxed) == len(ran):
+        memory = sorted({r.containment_reason for r in ran} - {""})
+        return (f"containment: every kernel ran in its own mount, PID and network namespaces under "
+                f"its own unprivileged uid ({NAMESPACE}" + (f"; {'; '.join(memory)}" if memory else "")
+                + ")")
+    parts = []
+    for mode, what in ((NONE, "without any sandbox, as the operator asked"),
+                       (PROCESS_GROUP, "with the grader's uid in their own process group only")):
+        some = [r for r in ran if r.containment == mode]
+        if some:
+            reasons = sorted({r.containment_reason for r in some} - {""})
+            parts.append(f"{len(some)} of {len(ran)} kernel(s) ran {what} ({mode}"
+                         + (f": {'; '.join(reasons)}" if reasons else "") + ")")
+    return ("containment: " + "; ".join(parts) + "; files they write, their network and processes "
+            "they start in a new session are not contained")

@@ -1,0 +1,244 @@
+"""Executing a sanitized submission in a fresh, contained kernel, with nbclient's own loop.
+
+:class:`GradingExecute` is nbgrader's ``Execute`` (an nbclient ``NotebookClient``) run through
+``NotebookClient.execute`` and its hooks: a per-notebook deadline (``timeout_func`` and
+``on_cell_start``), the execute reply of every cell recorded (``on_cell_executed``), huge outputs
+cut, a watchdog that kills the kernel past the deadline, and the kernel's stdout/stderr sent to
+``/dev/null``. After the notebook's own cells have run, while the kernel is still alive, every
+callback of ``after_cells`` receives a :class:`LiveKernel` (the trusted judge plugs in there);
+then the sandbox's processes are killed. Nothing the kernel replies about its own cells
+decides a grade: the judge does, from data.
+"""
+from __future__ import annotations
+
+import inspect
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass
+
+from .sandbox import DEFAULT_CPU_LIMIT, kernel_env, kernel_manager_class
+
+DEFAULT_OUTPUT_LIMIT = 1_000_000  # characters of output kept per cell
+_END_MARK = "autograder-end-of-notebook"  # metadata of the cell appended to run after-cell hooks
+
+
+class OutOfTime(Exception):
+    """The notebook's time limit is used up: no further cell is started."""
+
+
+@dataclass
+class LiveKernel:
+    """The kernel of a graded notebook after its cells have run, still alive.
+
+    ``client`` is nbclient's (asynchronous) kernel client; ``connection_info`` lets a callback
+    open clients of its own (:meth:`blocking_client`); ``deadline`` is the notebook's
+    (``time.monotonic()``); ``nb`` the executed notebook."""
+
+    client: object
+    manager: object
+    nb: object
+    deadline: float
+
+    @property
+    def connection_info(self) -> dict:
+        return self.manager.get_connection_info(session=False)
+
+    def blocking_client(self):
+        """A new, started blocking client of this kernel (the caller stops its channels)."""
+        from jupyter_client import BlockingKernelClient
+
+        kc = BlockingKernelClient()
+        kc.load_connection_info(self.connection_info)
+        kc.start_channels()
+        return kc
+
+
+READY_POLL = 0.02  # seconds between looks at a starting kernel's channels
+
+
+def quick_ready(manager_class):
+    """``manager_class`` whose clients find a starting kernel ready as soon as it is.
+
+    A kernel is ready when it has answered a ``kernel_info`` request on the shell channel and
+    the client's IOPub subscription delivers messages (the kernel sends ``iopub_welcome`` to a
+    new subscriber, and a status for every request). jupyter_client's ``wait_for_ready`` checks
+    the same things in waits of up to 1 s and 0.2 s; it found a kernel ready about 0.2 s after
+    this one does (idle wall time, on every graded notebook: docs/bench-grading.md). This one
+    looks every ``READY_POLL`` seconds."""
+    from queue import Empty
+
+    from jupyter_client.asynchronous import AsyncKernelClient
+
+    class QuickReadyClient(AsyncKernelClient):
+        async def wait_for_ready(self, timeout=None):
+            end = time.monotonic() + (timeout if timeout is not None else float("inf"))
+            reply = None
+            asked = -1.0
+            while True:
+                now = time.monotonic()
+                if now > end:
+                    raise RuntimeError(f"Kernel didn't respond in {timeout} seconds")
+                if now - asked >= 1.0:  # ask again now and then, as jupyter_client does
+                    self.kernel_info()
+                    asked = now
+                    if not await self._async_is_alive():
+                        raise RuntimeError("Kernel died before replying to kernel_info")
+                if reply is None:
+                    try:
+                        msg = await self.shell_channel.get_msg(timeout=READY_POLL)
+                    except Empty:
+                        continue
+                    if msg.get("msg_type") == "kernel_info_reply":
+                        reply = msg
+                        asked = now  # IOPub gets this request's status (or the welcome) next
+                    continue
+                try:
+                    await self.iopub_channel.get_msg(timeout=READY_POLL)
+                except Empty:
+                    if time.monotonic() - asked >= 5 * READY_POLL:
+                        asked = -1.0  # nothing on IOPub yet: a new request makes a new status
+                    continue
+                self._handle_kernel_info_reply(reply)
+                return
+
+    class QuickReadyManager(manager_class):
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.client_factory = QuickReadyClient
+
+    QuickReadyManager.__name__ = QuickReadyManager.__qualname__ = f"QuickReady{manager_class.__name__}"
+    return QuickReadyManager
+
+
+def make_executor(cell_timeout: int, deadline: float, cpu_limit: int = DEFAULT_CPU_LIMIT,
+                  home=None, box=None, box_dir=None, after_cells=()):
+    """The executor of one submission (see the module's docstring); ``after_cells``: callables
+    ``f(live: LiveKernel)`` (or coroutine functions), run in order after the notebook's cells."""
+    from nbclient import NotebookClient
+    from nbclient.exceptions import DeadKernelError
+    from nbformat.v4 import new_output, new_raw_cell
+    from nbgrader.preprocessors import Execute
+
+    contained = box is not None and box.uid is not None
+
+    class GradingExecute(Execute):
+        """nbgrader's Execute with a notebook deadline, a watchdog, and the replies recorded."""
+
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.replies = {}       # cell index -> execute reply content
+            self.skipped = set()    # code cells not started (the notebook's time was up)
+            self.died_at = None     # index of the cell during which the kernel died
+            self.timed_out = set()  # cells that did not finish within their time
+            self.after_cells_error = None
+            self.current = -1
+            self.sandbox_ended = False  # every process of the sandbox killed once the replies were in
+
+        # -- nbclient hooks
+        def _cell_start(self, cell, cell_index):
+            if cell.cell_type == "raw" and cell.metadata.get(_END_MARK):
+                return self._run_after_cells()
+            self.current = cell_index
+            remaining = deadline - time.monotonic()
+            if remaining <= 1 and cell.cell_type == "code":
+                raise OutOfTime
+
+        def _cell_timeout(self, cell):
+            return int(max(1, min(cell_timeout, deadline - time.monotonic())))
+
+        def on_cell_executed(self, **kwargs):
+            super().on_cell_executed(**kwargs)
+            content = kwargs["execute_reply"]["content"]
+            self.replies[kwargs["cell_index"]] = content
+            if content.get("ename") == "CellTimeoutError":
+                self.timed_out.add(kwargs["cell_index"])
+            cell = kwargs["cell"]
+            size = sum(len(str(o)) for o in cell.get("outputs", []))
+            if size > DEFAULT_OUTPUT_LIMIT:  # keep the graded notebook small
+                cell.outputs = [new_output(
+                    "stream", name="stdout", text=f"[{size} characters of output removed by the grader]")]
+
+        async def _run_after_cells(self):
+            live = LiveKernel(self.kc, self.km, self.nb, deadline)
+            try:
+                for callback in after_cells:
+                    if time.monotonic() >= deadline:
+                        break
+                    out = callback(live)
+                    if inspect.isawaitable(out):
+                        await out
+            except Exception as exc:  # noqa: BLE001 - reported by the caller
+                self.after_cells_error = exc
+            self._end_sandbox()
+
+        # -- the kernel's end
+        def _kill(self):
+            prov = getattr(getattr(self, "km", None), "provisioner", None)
+            pgid = getattr(prov, "pgid", None)
+            try:
+                if pgid:
+                    os.killpg(pgid, signal.SIGKILL)
+                elif getattr(prov, "pid", None):
+                    os.kill(prov.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError, OSError):
+                pass
+            if box is not None and not self.sandbox_ended:
+                box.kill_all()  # the namespace's init is gone; so is anything that left the group
+
+        def _end_sandbox(self):
+            """Every reply is in: kill the sandbox's processes (the kernel first among them) and
+            let ``unshare`` reap the kernel, rather than a graceful shutdown (a second of wall
+            time) or killing ``unshare`` first (the kernel's CPU time would then go uncounted)."""
+            if not contained:
+                return
+            box.kill_all()
+            self.sandbox_ended = True
+            process = getattr(getattr(self.km, "provisioner", None), "process", None)
+            try:
+                if process is not None:
+                    process.wait(timeout=5)
+            except Exception:  # noqa: BLE001 - cleanup kills it anyway
+                pass
+
+        def preprocess(self, nb, resources=None, km=None):
+            NotebookClient.__init__(self, nb, km)  # as nbconvert's ExecutePreprocessor does
+            self._check_assign_resources(resources)
+            self.on_cell_start = self._cell_start
+            self.timeout_func = self._cell_timeout
+            nb.cells.append(new_raw_cell("", metadata={_END_MARK: True}))
+            devnull = open(os.devnull, "wb")  # noqa: SIM115 - closed below
+            watchdog = threading.Timer(max(1.0, deadline - time.monotonic() + 5), self._kill)
+            watchdog.daemon = True
+            watchdog.start()
+            try:
+                self.execute(stdout=devnull, stderr=devnull, stdin=devnull, env=kernel_env(home, contained))
+            except OutOfTime:
+                pass
+            except DeadKernelError:
+                self.died_at = self.current
+            except Exception:  # noqa: BLE001 - the kernel died while starting, running or stopping
+                if self.died_at is None:
+                    self.died_at = self.current
+            finally:
+                watchdog.cancel()
+                devnull.close()
+                self._kill()
+                nb.cells = [c for c in nb.cells if not c.metadata.get(_END_MARK)]
+                self.nb = nb
+            for index, cell in enumerate(nb.cells):
+                if cell.cell_type == "code" and index not in self.replies:
+                    if self.died_at is None or index < self.died_at:
+                        self.skipped.add(index)
+            return self.nb, self.resources
+
+    manager = kernel_manager_class(box, box_dir, cpu_limit)
+    extra = {"kernel_manager_class": quick_ready(manager)}
+    # "immediate": every reply is in, and whatever the kernel's atexit hooks would do is of no
+    # use to grading (a graceful shutdown of a JAX kernel costs a second of wall time).
+    return GradingExecute(timeout=cell_timeout, interrupt_on_timeout=True, allow_errors=True,
+                          error_on_timeout={"ename": "CellTimeoutError",
+                                            "evalue": "the cell ran past its time limit"},
+                          kernel_name="python3", record_timing=False, startup_timeout=120,
+                          shutdown_kernel="immediate", **extra)

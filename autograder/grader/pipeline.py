@@ -1,0 +1,278 @@
+"""Grade one learner notebook the way an instructor's ``nbgrader autograde`` would, with stricter rules.
+
+:func:`grade_notebook` runs :data:`BEFORE_RUN`, then :data:`STEPS`, in order, as nbgrader's ``converters/autograde.py``
+runs its preprocessors, on one :class:`Grading` (everything known about this submission so
+far). A step may end the grading with a result (:class:`Done`: a notebook that cannot be read,
+a refused sandbox...); every step is a small function of its own, and nothing is written into
+the checkout: each submission is graded in a temporary folder.
+
+``BEFORE_RUN``, before a temporary folder exists:
+
+1. ``find_assignment`` (:mod:`~autograder.grader.course`): the assignment (the notebook's folder
+   name) and its source notebook (``solutions/<assignment>/``);
+2. ``read_notebook`` (:mod:`~autograder.grader.submission`): the file read (size, format).
+
+``STEPS``, in this grading's temporary folder:
+
+3. ``make_gradebook`` (:mod:`autograder.gradebook`): a scratch gradebook holding the source's
+   cells (nbgrader's ``ClearSolutions`` -> ``ComputeChecksums`` -> ``SaveCells``, cached);
+4. ``open_box`` (:mod:`~autograder.grader.sandbox`): the kernel's containment (as root:
+   namespaces, an allow-listed view and a uid of its own, or a refusal), its box and the
+   assignment's data files in it;
+5. ``sanitize_submission``: the submission sanitized as ``autograde`` does (edited, emptied,
+   deleted, duplicated or retyped test cells restored from the source);
+6. ``prepare_judge`` (:mod:`autograder.judge`): the assignment's trusted judge; test cells and
+   "Check my answers" are not run in the kernel;
+7. ``check_box``: a contained kernel can start in the box and cannot see the grading material;
+8. ``execute`` (:mod:`~autograder.grader.execution`): a fresh kernel runs the notebook's own
+   cells under a per-cell and a per-notebook time limit; then, with the kernel alive, the judge
+   calls the learner's functions and takes their programs and values out as data;
+9. ``score``: each test's points from the judge's verdict alone (never from the kernel's replies
+   or outputs), through nbgrader's ``SaveAutoGrades`` (:func:`autograder.gradebook.save_autogrades`);
+10. ``save_graded_copy``: the executed notebook, sanitized, for the formgrader (instructors only).
+
+The result (the JSON contract) and its human forms are :mod:`~autograder.grader.result`'s.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..gradebook import ensure_tools_on_path, import_nbgrader, nbgrader_resources, save_autogrades, scratch_gradebook
+from .course import GradingError, data_files, find_course_root, package_root, read_source, source_notebook
+from .execution import make_executor
+from .result import Result, zero_result
+from .sandbox import (DEFAULT_CPU_LIMIT, Sandbox, check_sandbox, chown_tree, open_sandbox,
+                      probe_refusal, run_dir_base)
+from .submission import read_submission, sanitize
+
+DEFAULT_CELL_TIMEOUT = 120
+DEFAULT_NOTEBOOK_TIMEOUT = 600
+
+
+@dataclass
+class Options:
+    """How to grade (the command line's and the batch's choices)."""
+
+    root: Path | None = None
+    cell_timeout: int = DEFAULT_CELL_TIMEOUT
+    notebook_timeout: int = DEFAULT_NOTEBOOK_TIMEOUT
+    cpu_limit: int = DEFAULT_CPU_LIMIT
+    save_graded: Path | None = None
+    hide: tuple = ()   # more folders its kernel must not see (a batch's other submissions)
+
+
+@dataclass
+class Grading:
+    """One submission on its way through :data:`STEPS`: each step reads what earlier ones left."""
+
+    given: str                      # the path as given (the result's ``notebook``)
+    path: Path
+    options: Options
+    assignment: str = ""
+    root: Path | None = None
+    source: Path | None = None      # solutions/<assignment>/<assignment>.ipynb
+    nb: object = None               # the submission, then the executed notebook
+    tmp: Path | None = None         # this grading's temporary folder
+    db_url: str = ""
+    res: dict = field(default_factory=dict)  # nbgrader's resources
+    deadline: float = 0.0
+    box: Sandbox | None = None
+    box_dir: Path | None = None     # all its kernel may write (besides private temporary folders)
+    box_limit: str = ""
+    workdir: Path | None = None
+    judge: object = None            # autograder.judge.JudgeStep
+    executor: object = None
+    result: Result | None = None
+
+    @property
+    def home(self) -> Path:
+        return self.box_dir / "home"
+
+    def zero(self, why: str) -> Done:
+        """End the grading: every test of the source at zero, with ``why``."""
+        return Done(zero_result(self.given, self.assignment, self.source, why))
+
+
+class Done(Exception):
+    """A step ended the grading early with ``result``."""
+
+    def __init__(self, result: Result):
+        super().__init__(result.error)
+        self.result = result
+
+
+# --------------------------------------------------------------------------- the steps
+
+def find_assignment(g: Grading) -> None:
+    g.assignment = g.path.resolve().parent.name
+    try:
+        g.root = g.options.root or find_course_root(g.path.parent)
+        g.source = source_notebook(g.assignment, g.root)
+    except GradingError as exc:
+        if not g.path.exists():  # a mistyped path says so, whatever folder it names
+            raise Done(Result(g.given, g.assignment, error=f"no such file: {g.given}")) from None
+        raise Done(Result(g.given, g.assignment, error=str(exc))) from None
+
+
+def read_notebook(g: Grading) -> None:
+    try:
+        g.nb = read_submission(g.path)
+    except GradingError as exc:
+        raise g.zero(str(exc)) from None
+
+
+def make_gradebook(g: Grading) -> None:
+    ensure_tools_on_path()
+    warnings.filterwarnings("ignore", module="nbgrader")
+    warnings.filterwarnings("ignore", category=Warning, message=".*not in session.*")
+    g.db_url = scratch_gradebook(g.source, g.assignment, g.tmp)
+
+
+def open_box(g: Grading) -> None:
+    import shutil
+
+    g.box_dir = g.tmp / "box"
+    g.deadline = time.monotonic() + g.options.notebook_timeout
+    g.box = open_sandbox(g.deadline, g.root, g.path, g.options.hide)
+    if g.box.refused:
+        raise g.zero(g.box.reason)
+    try:
+        g.box_limit = g.box.mount_box(g.box_dir)
+    except GradingError as exc:
+        raise g.zero(str(exc)) from None
+    g.workdir = g.box_dir / "work" / g.assignment
+    g.workdir.mkdir(parents=True)
+    for item in data_files(g.source):
+        (shutil.copytree if item.is_dir() else shutil.copy)(item, g.workdir / item.name)
+    (g.home / "tmp").mkdir(parents=True)
+    g.res = nbgrader_resources(g.assignment, g.source.stem, g.db_url, g.workdir)
+
+
+def sanitize_submission(g: Grading) -> None:
+    try:
+        g.nb = sanitize(g.nb, g.res, read_source(g.source))
+    except GradingError as exc:
+        raise g.zero(str(exc)) from None
+
+
+def prepare_judge(g: Grading) -> None:
+    from ..judge import JudgeStep
+
+    g.judge = JudgeStep.for_source(g.source, g.options.cell_timeout)  # solutions/<a>/judge.py decides
+    if g.judge is None:
+        raise g.zero(f"the course has no judge for {g.assignment} (solutions/{g.assignment}/judge.py), "
+                     "so it cannot be graded: ask your instructor")
+    g.judge.prepare(g.nb)  # test cells and "Check my answers" are not run in the kernel
+
+
+def check_box(g: Grading) -> None:
+    if not g.box.contained:
+        return
+    # Only the box is the sandbox uid's, and only the box (with the interpreter and the package)
+    # is in the kernel's view: the gradebook beside it, the course and other submissions are not.
+    chown_tree(g.box_dir, g.box.uid)
+    os.chmod(g.box_dir, 0o700)
+    os.chmod(g.home, 0o700)
+    g.box.keep_rw = [str(g.box_dir)]
+    problem = check_sandbox(g.box, g.home, g.workdir, [str(g.source.parent), str(g.tmp / "gradebook.db")])
+    if problem:
+        raise g.zero(probe_refusal(problem))
+
+
+def execute(g: Grading) -> None:
+    g.executor = make_executor(g.options.cell_timeout, g.deadline, g.options.cpu_limit, g.home, g.box,
+                               g.box_dir, after_cells=[g.judge])  # f(live: execution.LiveKernel)
+    g.nb, g.res = g.executor.preprocess(g.nb, g.res)
+    g.box.close()  # every process of its uid killed, its box unmounted
+
+
+def score(g: Grading) -> None:
+    # Scores come from the judge's verdicts alone: outputs are replaced, and nothing the kernel
+    # printed or replied counts.
+    g.judge.restore(g.nb)
+    feedback = g.judge.write_verdicts(g.nb, _not_judged(g.executor))
+    g.result = Result(g.given, g.assignment, containment=g.box.mode,
+                      containment_reason="; ".join(r for r in (g.box.reason, g.box_limit) if r))
+    g.result.tests = save_autogrades(g.nb, g.res, g.source, feedback)
+    g.result.score = sum(t["points"] for t in g.result.tests)
+    g.result.max_score = sum(t["max_points"] for t in g.result.tests)
+
+
+def save_graded_copy(g: Grading) -> None:
+    import nbformat
+
+    if g.options.save_graded is None:
+        return
+    save_graded = Path(g.options.save_graded)
+    save_graded.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(sanitized_for_viewing(g.nb), str(save_graded))
+
+
+BEFORE_RUN = [find_assignment, read_notebook]           # no temporary folder yet
+STEPS = [make_gradebook, open_box, sanitize_submission, prepare_judge, check_box, execute, score,
+         save_graded_copy]                               # in this grading's temporary folder
+
+
+def grade_notebook(path, *, root: Path | None = None, cell_timeout: int = DEFAULT_CELL_TIMEOUT,
+                   notebook_timeout: int = DEFAULT_NOTEBOOK_TIMEOUT, cpu_limit: int = DEFAULT_CPU_LIMIT,
+                   save_graded: Path | None = None, hide=()) -> Result:
+    """Grade one submitted notebook. Never raises for a bad submission: the result says why.
+
+    ``hide``: more folders its kernel must not see (a batch's other submissions)."""
+    import_nbgrader()
+    g = Grading(str(path), Path(path), Options(root, cell_timeout, notebook_timeout, cpu_limit,
+                                                save_graded, tuple(hide)))
+    try:
+        for step in BEFORE_RUN:
+            step(g)
+        base = run_dir_base()
+    except GradingError as exc:
+        return zero_result(g.given, g.assignment, g.source, str(exc))
+    except Done as done:
+        return done.result
+    old_pp = os.environ.get("PYTHONPATH")  # the kernel imports this package, not an installed one
+    os.environ["PYTHONPATH"] = str(package_root()) + (os.pathsep + old_pp if old_pp else "")
+    try:
+        with tempfile.TemporaryDirectory(prefix="run-", dir=base) as tmp:
+            g.tmp = Path(tmp)
+            try:
+                for step in STEPS:
+                    step(g)
+            except Done as done:
+                return done.result
+            finally:
+                if g.box is not None:
+                    g.box.close()
+    finally:
+        if old_pp is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = old_pp
+    return g.result
+
+
+def sanitized_for_viewing(nb):
+    """``nb`` as an instructor may open it anywhere (the formgrader, nbviewer, an editor): the
+    learner's HTML outputs and Markdown cleaned by nbconvert's ``SanitizeHTML`` (scripts, event
+    handlers, unsafe tags and JavaScript outputs removed), as nbgrader_config.py also asks of
+    every HTML page nbgrader renders. A learner's script in the instructor's browser session
+    could change grades."""
+    from nbconvert.preprocessors.sanitize import SanitizeHTML
+
+    nb, _ = SanitizeHTML().preprocess(nb, {})
+    return nb
+
+
+def _not_judged(executor) -> str:
+    """Why the judge decided nothing (the kernel died or the time ran out before it ran)."""
+    if executor.died_at is not None:
+        return ("Not run to completion: the kernel died or was stopped (an exit, a crash, too much "
+                "memory, or the time limit) before this test.")
+    if executor.after_cells_error is not None:
+        return f"Not graded: internal grading error ({type(executor.after_cells_error).__name__})."
+    return "Not run: the notebook's time limit was used up before this test."

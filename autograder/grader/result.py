@@ -1,0 +1,103 @@
+"""The result of grading one notebook: the JSON contract of ``python -m autograder grade``
+(shared/DESIGN.md), the zero results of notebooks that could not be graded, and the
+human-readable forms."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .course import find_course_root, source_notebook, test_cells
+
+
+@dataclass
+class Result:
+    notebook: str
+    assignment: str | None
+    score: float = 0.0
+    max_score: float = 0.0
+    tests: list = field(default_factory=list)
+    error: str | None = None
+    containment: str | None = None  # how the kernel was contained; None when nothing ran
+    containment_reason: str = ""    # why a kernel ran without (part of) the sandbox
+
+    def as_dict(self):
+        d = {"notebook": self.notebook, "assignment": self.assignment, "score": self.score,
+             "max_score": self.max_score, "tests": self.tests}
+        if self.error:
+            d["error"] = self.error
+        if self.containment:
+            d["containment"] = self.containment
+            if self.containment_reason:
+                d["containment_reason"] = self.containment_reason
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Result":
+        return cls(d["notebook"], d["assignment"], d["score"], d["max_score"], d["tests"],
+                   d.get("error"), d.get("containment"), d.get("containment_reason", ""))
+
+
+def zero_result(given: str, assignment, source, error) -> Result:
+    """A result with every test of the source notebook (its points as ``max_points``) at zero.
+
+    For a submission that could not be graded: ``error`` says why, and each test's feedback
+    repeats it. Without a source notebook (an unknown assignment) there are no tests to list.
+    """
+    res = Result(given, assignment, error=error)
+    if source is not None:
+        for grade_id, points in test_cells(source):
+            res.tests.append({"grade_id": grade_id, "exercise": grade_id.removeprefix("test_"),
+                              "points": 0.0, "max_points": points, "passed": False,
+                              "feedback": f"Not graded: {error}"})
+        res.max_score = sum(t["max_points"] for t in res.tests)
+    return res
+
+
+def failed_result(path, error: str, root: Path | None = None) -> Result:
+    """The result of a notebook whose grading itself failed (an internal error, a dead worker):
+    every test of its assignment at zero, when the assignment's source can still be found."""
+    given = str(path)
+    assignment = Path(path).resolve().parent.name
+    try:
+        source = source_notebook(assignment, Path(root) if root else find_course_root(Path(path).parent))
+        return zero_result(given, assignment, source, error)
+    except Exception:  # noqa: BLE001 - the error is reported either way
+        return Result(given, assignment, error=error)
+
+
+def format_human(result: Result) -> str:
+    lines = [f"{result.notebook} ({result.assignment}): {result.score:g}/{result.max_score:g}"]
+    if result.error:
+        lines.append(f"  could not be graded: {result.error}")
+    for t in result.tests:
+        mark = "PASS" if t["passed"] else "FAIL"
+        lines.append(f"  [{mark}] {t['exercise']} ({t['points']:g}/{t['max_points']:g})")
+        if not t["passed"] and t["feedback"]:
+            lines.append(f"         {t['feedback']}")
+    return "\n".join(lines)
+
+
+def format_progress(results) -> str:
+    """Progress across chapters, for a person: one row per notebook (its assignment, exercises
+    passed of all, points) and a total line."""
+    assignments = [r.assignment or "?" for r in results]
+    labels = [a if assignments.count(a) == 1 else f"{a} ({r.notebook})"
+              for a, r in zip(assignments, results)]
+    rows = []
+    for label, r in zip(labels, results):
+        passed = sum(bool(t["passed"]) for t in r.tests)
+        rows.append((label, f"{passed}/{len(r.tests)}", f"{r.score:g}/{r.max_score:g}",
+                     "not graded" if r.error else ""))
+    passed = sum(bool(t["passed"]) for r in results for t in r.tests)
+    total = sum(len(r.tests) for r in results)
+    rows.append(("total", f"{passed}/{total}",
+                 f"{sum(r.score for r in results):g}/{sum(r.max_score for r in results):g}", ""))
+    wl = max(len("assignment"), *(len(r[0]) for r in rows))
+    we = max(len("exercises passed"), *(len(r[1]) for r in rows))
+    wp = max(len("points"), *(len(r[2]) for r in rows))
+    lines = ["Progress by chapter", f"  {'assignment':<{wl}}  {'exercises passed':>{we}}  {'points':>{wp}}"]
+    for label, ex, pts, note in rows:
+        if label == "total":
+            lines.append("  " + "-" * (wl + we + wp + 4))
+        lines.append(f"  {label:<{wl}}  {ex:>{we}}  {pts:>{wp}}  {note}".rstrip())
+    return "\n".join(lines)

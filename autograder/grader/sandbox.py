@@ -1,0 +1,671 @@
+"""How a submission's kernel is contained.
+
+As root, each kernel is started by ``unshare --mount --propagation private --pid --net --fork
+--kill-child`` running :mod:`autograder.grader.launcher`, which builds the kernel's view of the files from
+an empty root: an allow-list of the system's folders and a few files of ``/etc``, the interpreter
+(:func:`kernel_paths`: the venv and its base Python wherever they live, ``/root/.pyenv``, a conda
+environment or ``/usr``) and the ``autograder`` package read-only, and the submission's own box
+read-write, each at its own path; nothing else exists there (the checkout, ``solutions/``, the
+gradebooks, other submissions, ``/home``). It then drops to an unprivileged uid locked for this one
+submission and executes the kernel, whose environment is an allow-list too (:data:`KERNEL_ENV`).
+The kernel is PID 1 of its PID namespace (when it ends, everything it started ends), has no
+network (a network namespace of its own; it talks to the grader over Unix sockets in its box), a
+memory limit (a memory cgroup when one can be made, else ``RLIMIT_DATA``), a CPU-time limit and a cap on its
+uid's processes. Its box is a tmpfs of ``AUTOGRADER_BOX_MB`` (:meth:`Sandbox.mount_box`), mounted
+in the grading process's own mount namespace (:func:`private_mounts`): what the kernel writes
+cannot fill the machine's disk.
+
+:func:`open_sandbox` returns the :class:`Sandbox` of one submission. It **fails closed**: as
+root, a sandbox that cannot be set up is a refusal (``mode`` ``REFUSED``, ``reason`` naming the
+cause and the fix), unless the operator asked for no sandbox (``--no-sandbox`` or
+``AUTOGRADER_SANDBOX=off``: mode ``NONE``). Without root (a learner's laptop), the kernel runs
+with the grader's uid in its own process group (``PROCESS_GROUP``), as it always did.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .course import GradingError, package_root
+
+from . import settings
+
+DEFAULT_CPU_LIMIT = 1800      # CPU seconds for one kernel (all its threads)
+DEFAULT_MEMORY_MB = settings.BY_NAME["AUTOGRADER_MEMORY_MB"].default
+SANDBOX_NPROC = settings.BY_NAME["AUTOGRADER_NPROC"].default
+SANDBOX_UIDS = range(61000, 61184)  # AUTOGRADER_SANDBOX_UIDS's default: above login.defs' UID_MAX
+DEFAULT_BOX_MB = settings.BY_NAME["AUTOGRADER_BOX_MB"].default
+DEFAULT_JUDGE_MEMORY_MB = settings.BY_NAME["AUTOGRADER_JUDGE_MEMORY_MB"].default
+
+NAMESPACE = "namespaces+uid"    # ``containment``: own mount, PID and network namespaces and uid
+PROCESS_GROUP = "process-group"  # ... the grader's uid, the kernel in its own process group
+NONE = "none"                    # ... no sandbox, as the operator asked
+REFUSED = "refused"              # (never in a result: the notebook is not run)
+
+_SYSTEM = {"/", "/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/sys", "/dev",
+           "/run", "/var", "/opt"}  # never hidden from a kernel (it could not start)
+_LAUNCH = Path(__file__).with_name("launcher.py")
+
+
+def sandbox_disabled() -> bool:
+    """The operator asked to grade without a sandbox (``AUTOGRADER_SANDBOX=off``; ``--no-sandbox``
+    sets it)."""
+    return not settings.get("AUTOGRADER_SANDBOX")
+
+
+def setting(name: str, default=None, what: str = "", kind=int, minimum=None):
+    """The operator's setting ``name``, checked (:func:`autograder.settings.get`; the other
+    arguments are kept for old callers: the settings module has each one's default)."""
+    return settings.get(name)
+
+
+def memory_limit_mb() -> int:
+    return settings.get("AUTOGRADER_MEMORY_MB")
+
+
+def nproc_limit() -> int:
+    return settings.get("AUTOGRADER_NPROC")
+
+
+def box_limit_mb() -> int:
+    return settings.get("AUTOGRADER_BOX_MB")
+
+
+def judge_memory_mb() -> int:
+    # below about 600 MiB a grading process could not even start its kernel's client threads
+    return settings.get("AUTOGRADER_JUDGE_MEMORY_MB")
+
+
+def limit_judge_memory() -> None:
+    """Cap this grading process's data memory (``RLIMIT_DATA``, the soft limit): the judge runs
+    programs exported from learner code here (:meth:`autograder.judge.Exported.call`), and one
+    that allocates without end then fails with XLA's ``RESOURCE_EXHAUSTED`` instead of taking
+    the machine's memory. Kernels do not inherit it (``launcher.py limits`` lifts it). Only where
+    JAX has no accelerator plugin installed: a GPU or TPU runtime maps memory of its own, which
+    this cap was not measured with."""
+    import resource
+
+    if _accelerator_plugins():
+        return
+    _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    limit = judge_memory_mb() << 20
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
+
+
+def _accelerator_plugins() -> list[str]:
+    """What gives JAX a GPU or TPU backend here: its plugins' namespace package (``jax_plugins``:
+    jax-cuda*, jax-rocm*) or ``libtpu``."""
+    import importlib.util
+
+    return [name for name in ("jax_plugins", "libtpu") if importlib.util.find_spec(name) is not None]
+
+
+_CLONE_NEWNS, _MNT_DETACH = 0x00020000, 2
+_PRIVATE_MOUNTS = []  # [True] once this process has a mount namespace of its own
+
+
+def private_mounts() -> bool:
+    """Give this process (a grading process, as root) a mount namespace of its own, whose mounts
+    propagate nowhere: the boxes' tmpfs mounts are made there, seen by this process and the
+    kernels it starts, and they vanish with it, however it ends. True when it has one. Must run
+    while the process has a single thread (``unshare(CLONE_NEWNS)`` refuses otherwise)."""
+    if _PRIVATE_MOUNTS:
+        return True
+    if not hasattr(os, "geteuid") or os.geteuid() != 0 or sandbox_disabled() or not sys.platform.startswith("linux"):
+        return False
+    from . import launcher as launch
+
+    if launch.libc().unshare(_CLONE_NEWNS) != 0:
+        return False
+    try:
+        launch._mount(None, "/", None, launch.MS_REC | launch.MS_PRIVATE)
+    except SystemExit:
+        return False  # its mounts could reach the machine's: none is made (boxes stay on disk)
+    _PRIVATE_MOUNTS.append(True)
+    return True
+
+
+@dataclass
+class Sandbox:
+    """How one submission's kernel is contained (see the module's docstring)."""
+
+    mode: str = PROCESS_GROUP
+    reason: str = ""
+    uid: int | None = None
+    lock_fd: int | None = None
+    unshare: str = ""
+    cgroup: str | None = None    # the kernel's memory cgroup folder, when there is one
+    hide: list = field(default_factory=list)
+    keep_rw: list = field(default_factory=list)
+    ended: bool = True           # no process of the uid since its last kill_all
+    box_mount: str | None = None  # the box's tmpfs (see mount_box), unmounted by close
+
+    @property
+    def refused(self) -> bool:
+        return self.mode == REFUSED
+
+    @property
+    def contained(self) -> bool:
+        return self.uid is not None
+
+    def wrap(self, cmd: list) -> list:
+        """The kernel command, run inside the sandbox."""
+        if self.uid is None:
+            return cmd
+        self.ended = False
+        keep_ro = kernel_paths()
+        launch = [self.unshare, "--mount", "--propagation", "private", "--pid", "--net", "--fork",
+                  "--kill-child", "--ipc", "--", sys.executable, "-I", "-S", str(_LAUNCH), "run",
+                  f"--uid={self.uid}"]
+        launch += [f"--ro={p}" for p in keep_ro]
+        launch += [f"--rw={p}" for p in self.keep_rw]
+        launch += [f"--hide={p}" for p in self.hide]
+        return [*launch, "--", *cmd]
+
+    def kill_all(self) -> None:
+        """Kill every process of the sandbox's uid (whatever session or namespace it is in)."""
+        if self.uid is None:
+            return
+        import subprocess
+
+        try:
+            subprocess.run([sys.executable, "-I", "-S", str(_LAUNCH), "kill", str(self.uid)],
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=30, check=True)
+            self.ended = True
+        except (OSError, subprocess.SubprocessError):
+            pass
+
+    def mount_box(self, box_dir: Path) -> str:
+        """In a grading process with its own mount namespace (:func:`private_mounts`), put an
+        empty tmpfs of ``AUTOGRADER_BOX_MB`` on ``box_dir``, the one folder a contained kernel
+        may write besides its private temporary folders: what it writes cannot fill the
+        machine's disk, counts against its memory cgroup, and is gone when the box is closed
+        (or the grading process ends). The limit's words for the result, '' when there is none."""
+        if not self.contained or not _PRIVATE_MOUNTS:
+            return ""
+        from . import launcher as launch
+
+        mb = box_limit_mb()
+        box_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            launch._mount("tmpfs", str(box_dir), "tmpfs", launch.MS_NOSUID | launch.MS_NODEV,
+                          f"mode=0700,size={mb}m")
+        except SystemExit as exc:
+            raise GradingError(f"the sandbox's box cannot be set up: {exc}") from None
+        self.box_mount = str(box_dir)
+        return f"files limited to {mb} MiB (a tmpfs)"
+
+    def close(self) -> None:
+        """Kill what is left of the uid, unmount its box, remove its files from shared temporary
+        folders, remove its cgroup, unlock it."""
+        if self.uid is None or self.lock_fd is None:
+            return
+        if not self.ended:
+            self.kill_all()
+        if self.box_mount:
+            from . import launcher as launch
+
+            launch.libc().umount2(self.box_mount.encode(), _MNT_DETACH)
+            self.box_mount = None
+        for shared in {tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm"}:
+            try:
+                entries = list(os.scandir(shared))
+            except OSError:
+                continue
+            for e in entries:
+                try:
+                    if e.stat(follow_symlinks=False).st_uid == self.uid:
+                        if e.is_dir(follow_symlinks=False):
+                            shutil.rmtree(e.path, ignore_errors=True)
+                        else:
+                            os.unlink(e.path)
+                except OSError:
+                    pass
+        if self.cgroup:
+            for _ in range(50):  # its processes are gone once the kernel's namespace is
+                try:
+                    os.rmdir(self.cgroup)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.02)
+            self.cgroup = None
+        os.ftruncate(self.lock_fd, 0)  # released cleanly: nothing of this uid is left
+        os.close(self.lock_fd)
+        self.lock_fd = None
+
+
+# --------------------------------------------------------------------------- the kernel's side
+
+def die_with_parent():
+    """A function for a child of this process to call right after the fork: it asks Linux to
+    kill the child when the thread that started it ends (``PR_SET_PDEATHSIG``), so a grader
+    stopped by Ctrl-C or killed leaves no grading process and no kernel running on (one stuck in
+    a judge-side program would spin at full CPU). Prepared here, in the parent: the child loads
+    nothing (an import in a forked child can wait forever on a lock another thread held at the
+    fork), and it can tell whether this process ended before the request took effect. The same
+    request as the launcher's (:func:`autograder.grader.launcher.die_with_parent`), which kernels make
+    after their ``execve``. Elsewhere than Linux, a function that does nothing."""
+    if not sys.platform.startswith("linux"):
+        return lambda: None
+    import functools
+
+    from . import launcher as launch
+
+    try:
+        prctl = launch.libc().prctl
+    except (OSError, AttributeError):
+        return lambda: None
+    return functools.partial(launch.die_with_parent, os.getpid(), prctl)
+
+
+def limited(cmd: list, cpu_seconds: int, box: Sandbox | None = None) -> list:
+    """``cmd`` (the kernel's, already wrapped in the sandbox) started by ``launcher.py limits``,
+    which sets the limits on itself and executes it: a CPU-time limit, no core dumps, death with
+    the grading process that started it (``PR_SET_PDEATHSIG``; then ``unshare``'s
+    ``--kill-child`` takes the kernel along); in a sandbox, a cap on its uid's processes and the
+    memory limit (its cgroup joined, or ``RLIMIT_DATA``, which JAX tolerates, where there is no
+    cgroup). A command of its own rather than ``preexec_fn``: no Python runs between the fork
+    and the exec of a grading process in which JAX's threads run (JAX warns of a deadlock for
+    every such fork), and the process is started with ``vfork``, not a copy of that large one."""
+    contained = box is not None and box.uid is not None
+    prefix = [sys.executable, "-I", "-S", str(_LAUNCH), "limits", f"--cpu={cpu_seconds}",
+              f"--parent={os.getpid()}"]
+    if contained:
+        prefix += [f"--nproc={nproc_limit()}",
+                   f"--memory={memory_limit_mb() << 20}"]
+        if box.cgroup:
+            prefix.append(f"--cgroup={box.cgroup}")
+    return [*prefix, "--", *cmd]
+
+
+def kernel_paths() -> list[str]:
+    """What a contained kernel sees besides the system's libraries (``launch.SYSTEM``, a few
+    files of ``/etc``) and its box, read-only, at their own paths: the interpreter (the venv
+    and the Python it was made from, wherever they live: pyenv's under ``/root``, a conda
+    environment, ``/usr``), the folders of the shared libraries this process has loaded that
+    lie outside them, and the learner-facing package (``autograder/``, not the checkout around
+    it). Each as given (the launcher follows its links), in a fixed order."""
+    paths = []
+    for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+              os.path.dirname(sys.executable), os.path.dirname(os.path.realpath(sys.executable))):
+        if p and p not in paths:
+            paths.append(p)
+    inside = [os.path.realpath(p) for p in paths] + ["/usr", "/lib", "/lib64", "/lib32", "/bin"]
+    for lib in _loaded_library_folders():
+        if not any(lib == k or lib.startswith(k + "/") for k in inside):
+            paths.append(lib)
+            inside.append(lib)
+    paths.append(str(package_root() / "autograder"))
+    return paths
+
+
+def _loaded_library_folders() -> list[str]:
+    """The folders of the shared libraries mapped into this process (``/proc/self/maps``): an
+    interpreter built against libraries outside its prefix needs them in the kernel too."""
+    try:
+        text = Path("/proc/self/maps").read_text()
+    except OSError:
+        return []
+    out = []
+    for line in text.splitlines():
+        fields = line.split(None, 5)
+        if len(fields) == 6 and fields[5].startswith("/") and ".so" in fields[5]:
+            folder = os.path.dirname(os.path.realpath(fields[5]))
+            if folder not in out and os.path.isdir(folder):
+                out.append(folder)
+    return out
+
+
+# The kernel's environment is an allow-list: these, where the grader has them, and nothing else
+# (no cloud credentials, no pip index, no grader's paths). HOME, TMPDIR and PATH are the kernel's own.
+KERNEL_ENV = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "PYTHONPATH",
+              # JAX and XLA: which backend and devices, the memory of an accelerator, log levels
+              "JAX_PLATFORMS", "JAX_PLATFORM_NAME", "JAX_ENABLE_X64", "JAX_NUM_CPU_DEVICES",
+              "JAX_TRACEBACK_FILTERING", "XLA_FLAGS", "XLA_PYTHON_CLIENT_PREALLOCATE",
+              "XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_ALLOCATOR", "TF_CPP_MIN_LOG_LEVEL",
+              "CUDA_VISIBLE_DEVICES", "TPU_VISIBLE_CHIPS",
+              "AUTOGRADER_KERNEL_TAG")  # the operator's tag, to find the kernels' processes (ps e)
+SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+def kernel_env(home: Path | None, contained: bool = True) -> dict:
+    """The kernel's environment. Contained: the allow-list :data:`KERNEL_ENV` of the grader's
+    variables, ``HOME`` and ``TMPDIR`` in the box's home, ``PATH`` the interpreter's folder and
+    the system's, nothing else. Uncontained (a learner's laptop, or the sandbox turned off), the
+    grader's own, less what would point the kernel at the grader's files: such a kernel runs as
+    the grader's uid and could read the grader's environment anyway (``/proc/PID/environ``)."""
+    if home is not None and contained:
+        env = {k: os.environ[k] for k in KERNEL_ENV if k in os.environ}
+        env.setdefault("LANG", "C.UTF-8")
+        env["HOME"] = str(home)
+        env["TMPDIR"] = str(home / "tmp")
+        env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + SYSTEM_PATH
+        return env
+    env = dict(os.environ)
+    env.pop("NBGRADER_EXECUTION", None)
+    if home is not None:
+        for name in ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME",
+                     "XDG_RUNTIME_DIR", "JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR",
+                     "JUPYTER_RUNTIME_DIR", "IPYTHONDIR", "MPLCONFIGDIR", "COURSE_DB_URL"):
+            env.pop(name, None)
+        env["HOME"] = str(home)
+        env["TMPDIR"] = str(home / "tmp")
+    return env
+
+
+SOCKET_PATH_MAX = 100  # bytes of a Unix socket's path (sun_path holds 108, with its NUL)
+_RUN_DIR_TAIL = len("/run-12345678/box/k-65535")  # what the grader adds to the base folder
+
+
+def run_dir_base() -> str | None:
+    """The folder for a submission's grading folder (``dir=`` of ``tempfile``): the temporary
+    folder, unless its path is so long that the kernel's Unix sockets (``<run>/box/k-N``) would
+    not fit in a socket address; then the first of ``/tmp``, ``/var/tmp``, ``/dev/shm`` that
+    is short enough and writable (every one of them is hidden from kernels). Raises
+    :class:`GradingError` with the fix when none is."""
+    base = tempfile.gettempdir()
+    if len(os.fsencode(base)) + _RUN_DIR_TAIL <= SOCKET_PATH_MAX:
+        return None
+    for short in ("/tmp", "/var/tmp", "/dev/shm"):
+        if os.path.isdir(short) and os.access(short, os.W_OK | os.X_OK):
+            return short
+    raise GradingError(f"the temporary folder's path is too long for the kernel's sockets "
+                       f"({len(base)} characters: {base}); set TMPDIR to a folder whose path has at "
+                       f"most {SOCKET_PATH_MAX - _RUN_DIR_TAIL} characters")
+
+
+def kernel_manager_class(box: Sandbox | None, box_dir: Path | None, cpu_seconds: int):
+    """A jupyter_client kernel manager whose kernel starts under :func:`limited`; in a sandbox
+    (``box`` with a uid), inside ``box``: its command wrapped, its connection file in the box,
+    and its channels on Unix sockets there (``transport="ipc"``: the kernel has no network)."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    contained = box is not None and box.uid is not None
+
+    class LimitedKernelManager(AsyncKernelManager):
+        def format_kernel_cmd(self, extra_arguments=None):
+            cmd = super().format_kernel_cmd(extra_arguments)
+            return limited(box.wrap(cmd) if contained else cmd, cpu_seconds, box)
+
+    if not contained:
+        return LimitedKernelManager
+
+    class SandboxedKernelManager(LimitedKernelManager):
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.transport = "ipc"
+            self.ip = str(box_dir / "k")
+            self.connection_file = str(box_dir / "kernel.json")
+
+        def write_connection_file(self, **kw):
+            super().write_connection_file(**kw)
+            os.chown(self.connection_file, box.uid, box.uid)  # the kernel must read its key
+
+    return SandboxedKernelManager
+
+
+# --------------------------------------------------------------------------- setting it up
+
+def _sandbox_uids() -> range:
+    return settings.get("AUTOGRADER_SANDBOX_UIDS")
+
+
+def check_settings() -> None:
+    """Every setting the operator may give in the environment parses (else
+    :class:`GradingError` naming it)."""
+    settings.check()
+
+
+def _lock_dir() -> Path | None:
+    """A folder only root can write, for the uid locks (shared by every grader on the machine)."""
+    import stat
+
+    base = Path("/run/lock") if os.access("/run/lock", os.W_OK) else Path(tempfile.gettempdir())
+    path = base / "jax-course-autograder-uids"
+    try:
+        path.mkdir(mode=0o700, exist_ok=True)
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != 0 or st.st_mode & 0o022:
+        return None
+    return path
+
+
+_FIX = ("or, to grade without containment (only for code you trust), pass --no-sandbox or set "
+        "AUTOGRADER_SANDBOX=off")
+
+
+def _refuse(cause: str, fix: str) -> Sandbox:
+    return Sandbox(REFUSED, f"the sandbox cannot be set up: {cause}. Fix: {fix}; {_FIX}.")
+
+
+def _own_cgroup(controller: str) -> str | None:
+    """This process's cgroup path in the hierarchy of ``controller`` ('' for cgroup v2)."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if (controller and controller in controllers.split(",")) or (not controller and controllers == ""):
+            return path
+    return None
+
+
+def _remove_stale(parent: Path, uid: int) -> None:
+    """Empty cgroups of ``uid`` left by a grader that died (the uid is locked by us now)."""
+    for old in parent.glob(f"autograder-{uid}-*"):
+        try:
+            old.rmdir()
+        except OSError:
+            pass
+
+
+def memory_cgroup(uid: int) -> tuple[str | None, str]:
+    """A new memory cgroup (v1, or v2 with the memory controller) below the grader's own, limited
+    to ``AUTOGRADER_MEMORY_MB``; returns (its folder or None, how memory is limited)."""
+    mb = memory_limit_mb()
+    if not settings.get("AUTOGRADER_MEMORY_CGROUP"):
+        return None, f"memory limit {mb} MiB per process (RLIMIT_DATA: memory cgroups turned off)"
+    name = f"autograder-{uid}-{os.getpid()}"
+    limit = str(mb << 20)
+    v1 = Path("/sys/fs/cgroup/memory")
+    try:
+        own = _own_cgroup("memory")
+        if own is not None and (v1 / "memory.limit_in_bytes").exists():
+            _remove_stale(v1 / own.lstrip("/"), uid)
+            folder = v1 / own.lstrip("/") / name
+            folder.mkdir(exist_ok=True)
+            (folder / "memory.limit_in_bytes").write_text(limit)
+            if (folder / "memory.memsw.limit_in_bytes").exists():
+                (folder / "memory.memsw.limit_in_bytes").write_text(limit)
+            return str(folder), f"memory limit {mb} MiB (a memory cgroup, v1)"
+        v2 = Path("/sys/fs/cgroup")
+        own = _own_cgroup("")
+        if own is not None and "memory" in (v2 / "cgroup.controllers").read_text().split():
+            parent = v2 / own.lstrip("/")
+            _remove_stale(parent, uid)
+            if "memory" not in (parent / "cgroup.subtree_control").read_text().split():
+                (parent / "cgroup.subtree_control").write_text("+memory")
+            folder = parent / name
+            folder.mkdir(exist_ok=True)
+            (folder / "memory.max").write_text(limit)
+            if (folder / "memory.swap.max").exists():
+                (folder / "memory.swap.max").write_text("0")
+            return str(folder), f"memory limit {mb} MiB (a memory cgroup, v2)"
+    except OSError:
+        pass
+    return None, f"memory limit {mb} MiB per process (RLIMIT_DATA: no memory cgroup could be made)"
+
+
+def _hidden_paths(root: Path | None, submission: Path | None, extra=()) -> list[str]:
+    """What a contained kernel must never see: the course, the package's checkout, the course
+    state, temporary folders (other submissions' runs), the submission's own folders and ``extra``
+    (the folders of a batch's other submissions). The kernel's view is an allow-list, so none of
+    them is in it; one that lies inside a kept folder (a course inside a conda environment) is
+    emptied there by the launcher."""
+    from ..gradebook import cache_dir
+
+    paths = [package_root(), tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm", "/run/lock",
+             "/dev/mqueue", cache_dir()]  # the template gradebooks hold the source's cells
+    if root is not None:
+        paths.append(root)
+    if os.environ.get("COURSE_STATE"):
+        paths.append(os.environ["COURSE_STATE"])
+    if settings.get("AUTOGRADER_COURSE_ROOT"):
+        paths.append(settings.get("AUTOGRADER_COURSE_ROOT"))
+    paths += settings.get("AUTOGRADER_HIDE")
+    paths += list(extra)
+    for kept in (Path(sys.prefix), package_root()):  # a course around the venv or the package
+        paths += [p for p in Path(kept).resolve().parents if (p / "solutions").is_dir()]
+    if submission is not None:
+        folder = Path(submission).resolve().parent
+        paths += [folder, folder.parent]
+    out = []
+    for p in paths:
+        p = os.path.realpath(p)
+        if p not in _SYSTEM and p not in out:
+            out.append(p)
+    return out
+
+
+def open_sandbox(deadline: float, root: Path | None = None, submission: Path | None = None,
+                 hide=()) -> Sandbox:
+    """Lock a sandbox uid for one submission, or say why the kernel cannot be contained by one."""
+    import fcntl
+    import pwd
+
+    if sandbox_disabled():
+        return Sandbox(NONE, "the operator turned the sandbox off (--no-sandbox or "
+                             "AUTOGRADER_SANDBOX=off): the kernel ran with the grader's uid, "
+                             "its files and its network")
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return Sandbox(reason="the grader does not run as root")
+    unshare = settings.get("AUTOGRADER_UNSHARE") or shutil.which(
+        "unshare", path=os.environ.get("PATH", "") + ":/usr/bin:/bin:/usr/sbin:/sbin")
+    if not unshare or not os.access(unshare, os.X_OK):
+        return _refuse("util-linux's unshare is not installed",
+                       "install util-linux (e.g. apt-get install util-linux)")
+    locks = _lock_dir()
+    if locks is None:
+        return _refuse("there is no private folder for the sandbox uid locks (/run/lock or the "
+                       "temporary folder, owned by root, not writable by others)",
+                       "make /run/lock writable by root only")
+    while True:
+        for uid in _sandbox_uids():
+            try:
+                pwd.getpwuid(uid)
+                continue  # a real account: never borrow it
+            except KeyError:
+                pass
+            fd = os.open(locks / f"uid-{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                continue
+            box = Sandbox(NAMESPACE, "", uid, fd, unshare, hide=_hidden_paths(root, submission, hide))
+            if os.pread(fd, 4, 0) == b"busy":  # its last grader died holding it: kill what is left
+                box.kill_all()
+            os.pwrite(fd, b"busy", 0)
+            box.cgroup, box.reason = memory_cgroup(uid)
+            return box
+        if time.monotonic() > deadline:
+            raise GradingError("every sandbox uid stayed busy until the notebook's time limit")
+        time.sleep(0.2)
+
+
+_CHECKED: dict = {}
+
+
+def check_sandbox(box: Sandbox, home: Path, workdir: Path, secrets=()) -> str:
+    """'' if a kernel can start in ``box``: the sandbox uid, in its view of the files, imports
+    ipykernel and the autograder package, writes its home, and cannot see ``secrets``.
+
+    Checked once per process, temporary folder and ``unshare``: the same for every uid."""
+    key = (sys.executable, str(home.parent.parent.parent), box.unshare)
+    if key not in _CHECKED:
+        _CHECKED[key] = _probe_sandbox(box, home, workdir, secrets)
+    return _CHECKED[key]
+
+
+def check_once(root: Path | None = None) -> None:
+    """Run :func:`check_sandbox` in this process now (a batch does, before it forks the grading
+    processes: they inherit the verdict instead of each starting a probe of its own)."""
+    try:
+        base = run_dir_base()
+        box = open_sandbox(time.monotonic() + 60, root)
+    except GradingError:
+        return  # each notebook's grading says why
+    try:
+        if not box.contained:
+            return
+        with tempfile.TemporaryDirectory(prefix="run-", dir=base) as tmp:
+            box_dir = Path(tmp) / "box"
+            home, work = box_dir / "home", box_dir / "work"
+            (home / "tmp").mkdir(parents=True)
+            work.mkdir()
+            chown_tree(box_dir, box.uid)
+            os.chmod(box_dir, 0o700)
+            os.chmod(home, 0o700)
+            box.keep_rw = [str(box_dir)]
+            check_sandbox(box, home, work)
+    finally:
+        box.close()
+
+
+def _probe_sandbox(box: Sandbox, home: Path, workdir: Path, secrets) -> str:
+    import subprocess
+
+    probe = box.wrap([sys.executable, "-m", "autograder.grader.launcher", "check", f"--home={home}",
+                      f"--package={package_root() / 'autograder'}",
+                      *[f"--secret={s}" for s in secrets]])
+    env = kernel_env(home)
+    env["PYTHONPATH"] = str(package_root())
+    try:
+        proc = subprocess.run(limited(probe, 60, box), stdin=subprocess.DEVNULL, capture_output=True,
+                              timeout=60, cwd=workdir, env=env)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"the sandbox could not start: {exc}"
+    if proc.returncode != 0:
+        err = proc.stderr.decode(errors="replace").strip()
+        err = err.splitlines()[-1] if err else f"exit status {proc.returncode}"
+        return f"a kernel could not start in the sandbox ({err})"
+    return ""
+
+
+NAMESPACES_FIX = ("run the grader where root may create mount, PID and network namespaces and "
+                  "mount file systems (in a container: CAP_SYS_ADMIN, e.g. docker run --privileged, "
+                  "and an unconfined seccomp/AppArmor profile)")
+
+
+def probe_refusal(problem: str) -> str:
+    """The refusal's words for a failed :func:`check_sandbox`, with the fix for its real cause:
+    a mount or namespace refused (the machine's permissions), a file the sandbox uid cannot
+    read (named, with its mode), or what the kernel's view lacks."""
+    if "cannot read" in problem:
+        fix = "make the files it names readable by other users"
+    elif "failed:" in problem or "unshare" in problem or "not permitted" in problem:
+        fix = NAMESPACES_FIX
+    else:
+        fix = ("report it: the kernel's view (autograder/launch.py) lacks a file the kernel needs; "
+               "its error says which")
+    return f"the sandbox cannot be set up: {problem}. Fix: {fix}; {_FIX}."
+
+
+def chown_tree(path: Path, uid: int) -> None:
+    os.chown(path, uid, uid, follow_symlinks=False)
+    for dirpath, dirnames, filenames in os.walk(path):
+        for name in dirnames + filenames:
+            os.chown(os.path.join(dirpath, name), uid, uid, follow_symlinks=False)
