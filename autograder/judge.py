@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import wire
+from . import feedback, wire
 from .feedback import TAUGHT_IN, ExerciseFailure, explain_error
 from .runner import DEVICES as RUNNER_DEVICES
 from .runner import ProgramFailure, ProgramRunner
@@ -626,15 +626,17 @@ def run_judge(assignment_dir, kernel_client=None, *, grade_ids=None, kernel: Ker
         return {g: msg for g in (grade_ids or [])}
     k = kernel or Kernel(kernel_client, runner=runner, **channel_kw)
     out = {}
-    for gid in (grade_ids if grade_ids is not None else list(tests)):
-        test = tests.get(gid)
-        channel = getattr(k, "channel", None)
-        if isinstance(channel, Channel):  # a test cell's time limit, as when tests ran in the kernel
-            channel.test_deadline = time.monotonic() + channel.timeout
-            if runner is not None:  # its programs' runs share it
-                runner.deadline = min(d for d in (channel.test_deadline, channel.deadline) if d is not None)
-        out[gid] = (verdict(test, k, gid) if test is not None else
-                    f"Not graded: the grader's judge has no check for {gid}; please tell the course staff.")
+    # learner errors are explained for this assignment's chapter, wherever they surface
+    with feedback.chapter(Path(assignment_dir).name):
+        for gid in (grade_ids if grade_ids is not None else list(tests)):
+            test = tests.get(gid)
+            channel = getattr(k, "channel", None)
+            if isinstance(channel, Channel):  # a test cell's time limit, as when tests ran in the kernel
+                channel.test_deadline = time.monotonic() + channel.timeout
+                if runner is not None:  # its programs' runs share it
+                    runner.deadline = min(d for d in (channel.test_deadline, channel.deadline) if d is not None)
+            out[gid] = (verdict(test, k, gid) if test is not None else
+                        f"Not graded: the grader's judge has no check for {gid}; please tell the course staff.")
     return out
 
 
