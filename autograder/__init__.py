@@ -13,8 +13,13 @@ One module per idea of the mental model:
 - :mod:`autograder.device`: device report, problem sizes, an honest timer
 - :mod:`autograder.review`: ``review(f, *args)``, the code-review questions answered from what JAX observes
 - :mod:`autograder.shapes`, :mod:`autograder.timing`, :mod:`autograder.pytrees`: chapter-specific checks
-- :mod:`autograder.grading`, :mod:`autograder.batch`, :mod:`autograder.instructor`: grading one notebook, many, a class
+- :mod:`autograder.claims`: the verdict lines of the chapters' measured claims
 - :mod:`autograder.selfcheck`: the "check my answers" table
+
+Only graders run the rest: :mod:`autograder.grader` (one notebook, a batch, the kernel's
+containment), :mod:`autograder.judge` with its program runner (:mod:`autograder.runner`,
+:mod:`autograder.programs`, :mod:`autograder.allowlist`), the kernel-side agent
+(:mod:`autograder.agent`) and :mod:`autograder.instructor` (a class).
 
 Every check raises :class:`ExerciseFailure`, whose message is learner-facing feedback.
 """

@@ -45,6 +45,8 @@ from pathlib import Path
 import numpy as np
 
 from . import feedback, wire
+from .channel import ChannelError, LearnerError
+from .grader.course import CHECK_TAG
 from .feedback import TAUGHT_IN, ExerciseFailure, explain_error
 from .runner import DEVICES as RUNNER_DEVICES
 from .runner import ProgramFailure, ProgramRunner
@@ -52,24 +54,6 @@ from .runner import ProgramFailure, ProgramRunner
 REQUEST_TIMEOUT = 120.0
 JUDGE_CPU_DEVICES = RUNNER_DEVICES  # the CPU devices of the program runner and of every grading process
 MAX_OUTPUT_BYTES = 256 * 2**20  # everything one request's messages may carry (prints included)
-CHECK_TAG = "check-my-answers"
-
-
-class ChannelError(Exception):
-    """The kernel's reply cannot be used (none, several, malformed, too big, too late, or the
-    kernel died). ``str(err)`` is learner-facing."""
-
-
-class LearnerError(Exception):
-    """Mixed into the judge-side copy of an exception raised by learner code in the kernel.
-
-    The copy is an instance of a class named as the original, derived from the trusted class of
-    that name (a built-in exception or one of ``jax.errors``), so :func:`autograder.feedback`'s
-    classifier (the one ``ag.call`` uses) names the idea. ``label``: the call that raised.
-    """
-
-    label = "the function"
-    kernel_mro: list = []
 
 
 _CLASSES: dict = {}

@@ -368,7 +368,7 @@ class Traced:
         except ExerciseFailure:
             raise
         except Exception as exc:  # the learner's program, or inputs it does not take
-            from .judge import ChannelError
+            from .channel import ChannelError
 
             if isinstance(exc, ChannelError):
                 raise
@@ -394,7 +394,7 @@ def trace(k, name: str, /, *args, static_argnums=(), static_argnames=(), transla
     raised as it is (for a caller that translates it, such as ``ag.call``).
     """
     from .feedback import call as ag_call
-    from .judge import LearnerError
+    from .channel import LearnerError
 
     label = label or f"jax.export(jax.jit({name}))"
     nums = tuple(static_argnums)
@@ -421,13 +421,13 @@ def trace(k, name: str, /, *args, static_argnums=(), static_argnames=(), transla
         ag_call(again, what=label)
         raise
     except ProgramError as exc:
-        from .judge import ChannelError
+        from .channel import ChannelError
 
         raise ChannelError(str(exc)) from None
     try:
         traced = Traced(exported, f"`{name}`", loops=loops)
     except ProgramError as exc:
-        from .judge import ChannelError
+        from .channel import ChannelError
 
         raise ChannelError(str(exc)) from None
     cache[key] = traced

@@ -34,3 +34,60 @@ def test_every_name_the_notebooks_use_is_in_all():
     not_public = {n: where for n, where in used.items() if n not in ag.__all__ and n != "__version__"
                   and not hasattr(getattr(ag, n, None), "__file__")}   # submodules (ag.device, ...) are fine
     assert not not_public, not_public
+
+
+def _imports(path, module, modules):
+    """The package modules that ``module`` (at ``path``) imports, at any depth of its code."""
+    import ast
+
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = package.split(".")[:len(package.split(".")) - node.level + 1] if node.level else []
+            target = ".".join(base + ([node.module] if node.module else [])) if node.level else node.module or ""
+            for alias in node.names:
+                full = f"{target}.{alias.name}"
+                found.add(full if full in modules else target)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+    return found & set(modules) - {module}
+
+
+def test_no_import_cycles():
+    """No two modules of the package import each other, directly or through others (imports
+    inside functions count too): the package is a layered set of rooms."""
+    modules = {}
+    for path in (ROOT / "autograder").rglob("*.py"):
+        name = ".".join(path.with_suffix("").relative_to(ROOT).parts)
+        modules[name.removesuffix(".__init__")] = path
+    graph = {m: _imports(p, m, modules) - {"autograder"} for m, p in modules.items()}
+    # a cycle is a strongly connected component of more than one module (Tarjan)
+    index, low, stack, on, cycles = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = set()
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.add(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                cycles.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    assert len(graph) > 30 and any(graph.values())
+    assert not cycles, cycles
