@@ -37,11 +37,11 @@ def _warm():
     # every one of them instead of repeated.
     import_nbgrader()
     import nbformat  # noqa: F401
-    import nbgrader.api  # noqa: F401
+    import nbgrader.api
     import nbgrader.preprocessors  # noqa: F401
     # the judge's JAX (about 0.35 s of CPU): imported, never initialized (no backend, no
     # thread), so the forked processes inherit the import safely
-    import jax.numpy  # noqa: F401
+    import jax.numpy
     import jax.extend  # noqa: F401 - the judge reads programs' primitives with it (checkify, pallas)
 
     from .. import allowlist, fixtures, judge, programs, runner, sandbox  # noqa: F401 - the judge's side

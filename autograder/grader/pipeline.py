@@ -246,6 +246,8 @@ def grade_notebook(path, *, root: Path | None = None, cell_timeout: int = DEFAUL
             except Done as done:
                 return done.result
             finally:
+                if g.judge is not None:
+                    g.judge.close()  # the runner is freed for the next notebook, however this one ended
                 if g.box is not None:
                     g.box.close()
     finally:
