@@ -487,8 +487,10 @@ def check_spawn(name: str, venv: Path) -> None:
     groups = os.getgrouplist(name, entry.pw_gid)
     problem = server_problem(venv, entry.pw_uid, entry.pw_gid, groups)
     if problem:
-        raise RuntimeError(f"{name}'s server cannot start: {problem}. Tell the instructor "
-                           "(the hub's log has the details)")
+        error = RuntimeError(f"{name}'s server cannot start: {problem}. Tell the instructor "
+                             "(the hub's log has the details)")
+        error.jupyterhub_message = str(error)  # what JupyterHub's page shows (else no cause at all)
+        raise error
 
 
 def give_chapters(user: str) -> Path:

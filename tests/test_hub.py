@@ -683,6 +683,12 @@ def test_make_hub_refuses_when_learners_could_not_start_a_server(tmp_path):
     (private / "bin" / "python").symlink_to(sys.executable)
     with pytest.raises(SystemExit, match=r"could not start: .*private/bin/python cannot be run: Permission denied"):
         workshop.check_learners_run(private)
+    # a spawn that could not start says why (JupyterHub shows the message on the person's page)
+    with pytest.raises(RuntimeError, match=r"nobody's server cannot start: .*private/bin/python cannot be run") as got:
+        workshop.check_spawn("nobody", private)
+    from jupyterhub.utils import format_exception
+
+    assert format_exception(got.value, only_jupyterhub=True)[0] == str(got.value)  # the page's message
     shared = Path(tempfile.mkdtemp(prefix="hubcheck-", dir="/tmp"))
     try:
         os.chmod(shared, 0o755)
