@@ -517,8 +517,13 @@ def _hidden_paths(root: Path | None, submission: Path | None, extra=()) -> list[
     emptied there by the launcher."""
     from ..gradebook import cache_dir
 
-    paths = [package_root(), tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm", "/run/lock",
+    paths = [tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm", "/run/lock",
              "/dev/mqueue", cache_dir()]  # the template gradebooks hold the source's cells
+    # the folder around the package: a checkout is hidden, but an installed package's folder is
+    # the venv's site-packages (Colab, a wheel), which the kernel needs
+    around = package_root().resolve()
+    if (around / "solutions").is_dir() or not str(around).startswith(os.path.realpath(sys.prefix) + os.sep):
+        paths.insert(0, package_root())
     if root is not None:
         paths.append(root)
     if os.environ.get("COURSE_STATE"):
