@@ -160,12 +160,7 @@ def similar(text: str, a: Sample, b: Sample, within: float = 1.5) -> str:
     inconclusive otherwise."""
     ratio = max(a.median / b.median, b.median / a.median)
     closest = max(a.low / b.high, b.low / a.high)  # the smallest separation the quartiles allow
-    evidence = f"{ratio:.2f}x apart; {a}; {b}"
-    if ratio <= within:
-        return claim(text, HOLDS, evidence)
-    if closest > within:
-        return claim(text, DOES_NOT_HOLD, evidence)
-    return claim(text, INCONCLUSIVE, f"the samples are too spread to tell: {evidence}")
+    return _within(text, ratio, closest, within, f"{ratio:.2f}x apart; {a}; {b}")
 
 
 def flat(text: str, sizes, samples: list[Sample], within: float = 2.0) -> str:
@@ -175,8 +170,13 @@ def flat(text: str, sizes, samples: list[Sample], within: float = 2.0) -> str:
     lo_i, hi_i = meds.index(min(meds)), meds.index(max(meds))
     ratio = meds[hi_i] / meds[lo_i]
     separated = samples[hi_i].low / samples[lo_i].high
-    evidence = (f"max/min {ratio:.2f}x over sizes {sizes[0]}..{sizes[-1]} "
-                f"({format_seconds(meds[lo_i])} to {format_seconds(meds[hi_i])})")
+    return _within(text, ratio, separated, within, f"max/min {ratio:.2f}x over sizes {sizes[0]}..{sizes[-1]} "
+                   f"({format_seconds(meds[lo_i])} to {format_seconds(meds[hi_i])})")
+
+
+def _within(text: str, ratio: float, separated: float, within: float, evidence: str) -> str:
+    """The verdict of "these times are within a factor ``within``": holds on the medians' ratio,
+    does not hold only when even the closest quartiles (``separated``) are further apart."""
     if ratio <= within:
         return claim(text, HOLDS, evidence)
     if separated > within:
