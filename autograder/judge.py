@@ -39,6 +39,7 @@ import inspect
 import queue
 import re
 import secrets
+import threading
 import time
 from pathlib import Path
 
@@ -119,6 +120,8 @@ class Channel:
 
     def __init__(self, client, *, timeout=REQUEST_TIMEOUT, deadline=None, alive=None, interrupt=None,
                  limits=wire.DEFAULT_LIMITS, max_output=MAX_OUTPUT_BYTES):
+        self._lock = threading.Lock()  # one request at a time, whichever test's thread sends it
+        self._local = threading.local()
         self.client = client
         self._iopub = _sync(client.get_iopub_msg)
         self.timeout = timeout
@@ -131,7 +134,24 @@ class Channel:
         self.test_deadline = None  # set by run_judge: one test's requests share its time limit
         self.requests = 0
 
+    @property
+    def test_deadline(self):
+        """The current test's deadline (``time.monotonic()``), per thread: tests judged side by
+        side each have their own."""
+        return getattr(self._local, "test_deadline", None)
+
+    @test_deadline.setter
+    def test_deadline(self, value):
+        self._local.test_deadline = value
+
     def request(self, payload: dict) -> dict:
+        """Send one request and return its reply. Requests of tests judged side by side wait for
+        each other: the kernel answers one at a time, and every message read is this request's
+        (its time limit counts from when it is sent)."""
+        with self._lock:
+            return self._request(payload)
+
+    def _request(self, payload: dict) -> dict:
         if self.broken:
             raise ChannelError(self.broken)
         nonce = secrets.token_hex(16)
@@ -339,13 +359,20 @@ class Exported:
         ``type``, the sharding in the output's type). A program that crashes the runner, runs
         past its time or out of memory raises :class:`autograder.runner.ProgramFailure`
         (learner-facing). ``loops`` is ignored (a loop that never ends is a timeout)."""
+        return self.run(args, kwargs, timeout=timeout)[0]
+
+    def run(self, args=(), kwargs=None, *, timeout=None, placements=None, compiled_facts=False):
+        """``(outputs, facts)``: :meth:`call` with the runner's options: ``placements`` (a
+        partition spec per input, as lists: the inputs placed so on the program's mesh) and
+        ``compiled_facts`` (``facts`` is then what XLA's compiled program holds, e.g.
+        ``facts["collectives"]``; else None). See :meth:`autograder.runner.ProgramRunner.run`."""
         import jax
 
         from . import runner as runner_mod
 
         self.check()
         exp = self.exported
-        leaves, tree = jax.tree_util.tree_flatten((tuple(args), dict(kwargs)))
+        leaves, tree = jax.tree_util.tree_flatten((tuple(args), dict(kwargs or {})))
         if tree != exp.in_tree:
             raise TypeError(f"the program of {self.name} takes {exp.in_tree}, not {tree}")
         flat = []
@@ -356,7 +383,7 @@ class Exported:
                 a = np.asarray(leaf, dtype=aval.dtype)
             flat.append(a)
         run = self.runner or runner_mod.current()
-        reply = run.run(self.blob, flat, timeout=timeout)
+        reply = run.run(self.blob, flat, timeout=timeout, placements=placements, compiled_facts=compiled_facts)
         outs, types = reply["outputs"], reply.get("types")
         if len(outs) != exp.out_tree.num_leaves or not all(
                 isinstance(o, wire.KernelArray) for o in outs):
@@ -371,7 +398,11 @@ class Exported:
                 o.sharding = {**(o.sharding or {}), **{k: types[i].get(k) for k in ("type", "type_spec")}}
         self.ran_in = {"pid": reply.get("pid"), "uid": reply.get("uid"), "host_pid": getattr(run.proc, "pid", None),
                        "containment": run.mode}
-        return exp.out_tree.unflatten(outs)
+        facts = reply.get("facts") if isinstance(reply.get("facts"), dict) else None
+        if compiled_facts and facts is None:
+            raise runner_mod.ProgramFailure("The grader's program runner did not say what the compiled program "
+                                            "holds; please tell the course staff.")
+        return exp.out_tree.unflatten(outs), facts
 
     __call__ = call
 
@@ -389,6 +420,16 @@ class Kernel:
         self.rng = np.random.default_rng(secrets.randbits(128) if seed is None else seed)
         self.runner = runner  # the ProgramRunner of this grading (None: autograder.runner.current())
         self._programs: dict = {}
+        self._programs_lock = threading.Lock()
+
+    def for_test(self) -> "Kernel":
+        """A view of this kernel for one test judged beside others: the same channel, runner and
+        programs (one export per signature still), and a generator of its own, seeded from this
+        one's (drawn in test order)."""
+        view = object.__new__(Kernel)
+        view.__dict__.update(self.__dict__)
+        view.rng = np.random.default_rng(int(self.rng.integers(0, 2**63 - 1)))
+        return view
 
     def seed(self) -> int:
         return int(self.rng.integers(0, 2**63 - 1))
@@ -489,10 +530,11 @@ class Kernel:
             ys = prog(xs, np.float32(0.3))
         """
         key = wire.encode((name, tuple(specs), list(static_argnums), list(static_argnames), dict(kwargs)))
-        if key not in self._programs:
-            self._programs[key] = self.export(name, *specs, static_argnums=static_argnums,
-                                              static_argnames=static_argnames, **kwargs)
-        return self._programs[key]
+        with self._programs_lock:  # held while exporting: another test asking for it waits, then shares it
+            if key not in self._programs:
+                self._programs[key] = self.export(name, *specs, static_argnums=static_argnums,
+                                                  static_argnames=static_argnames, **kwargs)
+            return self._programs[key]
 
     def claim(self, check: str, name: str, *args, **options) -> None:
         """Run ``ag.<check>(name, *args, **options)`` in the kernel; a failing claim raises its
@@ -594,34 +636,57 @@ def verdict(test, k: Kernel, grade_id: str) -> str:
                 f"{str(exc)[:300]}); please tell the course staff.")
 
 
+JUDGE_THREADS = 2  # tests judged side by side (see run_judge)
+
+
 def run_judge(assignment_dir, kernel_client=None, *, grade_ids=None, kernel: Kernel | None = None,
-              runner: ProgramRunner | None = None, **channel_kw) -> dict:
+              runner: ProgramRunner | None = None, threads: int | None = None, **channel_kw) -> dict:
     """``{grade_id: feedback or ""}`` for the judge file of ``assignment_dir`` (the trusted
     ``solutions/<assignment>/``), run against a live kernel.
 
     ``grade_ids`` (default: the file's ``test_*`` functions) are the test cells to judge; one
     the file has no function for scores zero with a message. ``runner``: the program runner of
     this grading (default: :func:`autograder.runner.current`).
+
+    Tests are judged ``threads`` at a time (default :data:`JUDGE_THREADS`; 1 where a judge file
+    of the assignment sets ``SERIAL_TESTS = True``, as one that times the kernel's work must):
+    while one test's program runs in the program runner (another process) or its reference is
+    computed here, another test's requests keep the kernel busy. Each test has its own time
+    limit and its own random draws (:meth:`Kernel.for_test`); the kernel answers one request
+    at a time, whichever test sent it, so a request sees the kernel as a lone test would.
     """
     try:
         tests = judge_tests(assignment_dir)
+        serial = any(getattr(load_judge(p), "SERIAL_TESTS", False) for p in judge_paths(assignment_dir))
     except Exception as exc:  # noqa: BLE001
         msg = f"Not graded: the grader's judge file cannot be loaded ({type(exc).__name__}: {exc})."
         return {g: msg for g in (grade_ids or [])}
     k = kernel or Kernel(kernel_client, runner=runner, **channel_kw)
-    out = {}
+    ids = list(grade_ids if grade_ids is not None else tests)
+    width = 1 if serial or not hasattr(k, "for_test") else max(1, min(threads or JUDGE_THREADS, len(ids)))
+
+    def judge_one(gid, kk):
+        test = tests.get(gid)
+        channel = getattr(kk, "channel", None)
+        if isinstance(channel, Channel):  # a test cell's time limit, as when tests ran in the kernel
+            channel.test_deadline = time.monotonic() + channel.timeout
+            if runner is not None:  # its programs' runs share it
+                runner.deadline = min(d for d in (channel.test_deadline, channel.deadline) if d is not None)
+        return (verdict(test, kk, gid) if test is not None else
+                f"Not graded: the grader's judge has no check for {gid}; please tell the course staff.")
+
     # learner errors are explained for this assignment's chapter, wherever they surface
     with feedback.chapter(Path(assignment_dir).name):
-        for gid in (grade_ids if grade_ids is not None else list(tests)):
-            test = tests.get(gid)
-            channel = getattr(k, "channel", None)
-            if isinstance(channel, Channel):  # a test cell's time limit, as when tests ran in the kernel
-                channel.test_deadline = time.monotonic() + channel.timeout
-                if runner is not None:  # its programs' runs share it
-                    runner.deadline = min(d for d in (channel.test_deadline, channel.deadline) if d is not None)
-            out[gid] = (verdict(test, k, gid) if test is not None else
-                        f"Not graded: the grader's judge has no check for {gid}; please tell the course staff.")
-    return out
+        if width == 1:
+            return {gid: judge_one(gid, k) for gid in ids}
+        import contextvars
+        from concurrent.futures import ThreadPoolExecutor
+
+        views = [k.for_test() for _ in ids]  # drawn here, in test order
+        with ThreadPoolExecutor(width, thread_name_prefix="judge") as pool:
+            futures = [pool.submit(contextvars.copy_context().run, judge_one, gid, view)
+                       for gid, view in zip(ids, views)]
+            return {gid: f.result() for gid, f in zip(ids, futures)}
 
 
 # --------------------------------------------------------------------------- the grading step
@@ -730,7 +795,10 @@ class JudgeStep:
             try:
                 _iopub_ready(kc, time.monotonic() + 30)
                 from . import runner as runner_mod
+                from .grader.warm import judge_side_ready
 
+                judge_side_ready()  # JAX, imported while the kernel ran the notebook (one grading process)
+                ensure_judge_devices()  # before JAX starts (a no-op where it has)
                 runner_mod.use(self.runner)  # judges' own Exported objects run in it too
                 return run_judge(self.assignment_dir, kc, grade_ids=self.grade_ids, runner=self.runner,
                                  timeout=self.cell_timeout, deadline=live.deadline,

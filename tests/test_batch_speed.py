@@ -199,15 +199,18 @@ def test_a_batch_freezes_the_parent_for_its_fork_and_leaves_the_collector_as_it_
 
 # --------------------------------------------------------------------------- a grading process's first notebook
 
-def test_a_grading_process_imports_nothing_on_its_first_notebook(tmp_path):
-    """What every grading process needs (nbgrader's ORM set up, the schema validator, the kernel
-    spec and IPython, the judge's MLIR dialects) is made ready once in the parent before the
-    fork, not once per process on its first notebook."""
+def test_a_grading_process_of_a_parallel_batch_imports_nothing_on_its_first_notebook(tmp_path):
+    """What every grading process of a parallel batch needs (nbgrader's ORM set up, the schema
+    validator, the kernel spec and IPython, JAX and the judge's MLIR dialects) is made ready
+    once in the parent before the fork, not once per process on its first notebook."""
     import shutil
 
-    nb = tmp_path / "01_phases" / "01_phases.ipynb"
-    nb.parent.mkdir()
-    shutil.copy(solution_notebook("01_phases"), nb)
+    paths = []
+    for i in range(2):
+        nb = tmp_path / f"s{i}" / "01_phases" / "01_phases.ipynb"
+        nb.parent.mkdir(parents=True)
+        shutil.copy(solution_notebook("01_phases"), nb)
+        paths.append(str(nb))
     out = _run(f"""
         import sys
         from autograder import batch
@@ -218,10 +221,40 @@ def test_a_grading_process_imports_nothing_on_its_first_notebook(tmp_path):
             print("new modules:", sorted(set(sys.modules) - before), flush=True)
             return result
         batch._grade_job = spy
+        for result in batch.grade_many({paths!r}, workers=2):
+            print("score:", result.score, result.max_score)
+    """)
+    lines = [l for l in out.splitlines() if l.startswith(("new modules:", "score:"))]
+    assert sorted(l for l in lines if l.startswith("new")) == ["new modules: []"] * 2, lines
+    scores = [l.split()[1:] for l in lines if l.startswith("score:")]
+    assert len(scores) == 2 and all(float(s) == float(t) > 0 for s, t in scores), lines
+
+
+def test_one_grading_process_imports_nbgrader_and_jax_while_its_kernel_boots_and_runs(tmp_path):
+    """A learner's one-notebook command (one grading process): the kernel is started before
+    nbgrader and JAX are imported, so that their imports (about 2 s on a laptop core) happen
+    beside the kernel's own start and cells instead of before them; the grade is the same."""
+    import shutil
+
+    nb = tmp_path / "01_phases" / "01_phases.ipynb"
+    nb.parent.mkdir()
+    shutil.copy(solution_notebook("01_phases"), nb)
+    out = _run(f"""
+        import sys
+        from autograder import batch
+        from autograder.grader import execution, pipeline
+        real = execution.early_kernel
+        def spy(*a, **k):
+            print("at the kernel's start:", "nbgrader.preprocessors" in sys.modules, "jax" in sys.modules,
+                  flush=True)
+            km = real(*a, **k)
+            print("kernel started:", km is not None and km.has_kernel, flush=True)
+            return km
+        pipeline.early_kernel = spy
         [result] = batch.grade_many([{str(nb)!r}], workers=1)
         print("score:", result.score, result.max_score)
     """)
-    lines = [l for l in out.splitlines() if l.startswith(("new modules:", "score:"))]
-    assert lines[0] == "new modules: []", lines
-    score, top = lines[1].split()[1:]
+    lines = [l for l in out.splitlines() if l.startswith(("at the kernel", "kernel started", "score:"))]
+    assert lines[:2] == ["at the kernel's start: False False", "kernel started: True"], lines
+    score, top = lines[2].split()[1:]
     assert float(score) == float(top) > 0, lines

@@ -90,6 +90,37 @@ def test_a_sharded_program_runs_on_its_mesh_of_eight_devices(runner):
     assert out.sharding["mesh"] == {"axis_names": ["data", "model"], "axis_sizes": [2, 4]}
 
 
+def test_the_runner_compiles_with_the_judge_s_placements_and_counts_the_collectives(runner):
+    """What XLA made of a program (its collectives) comes from the runner, which compiles it on
+    inputs placed as asked: no learner program is compiled in the grading process. The same
+    program placed two ways: as it was exported (the contraction over "model": one all-reduce
+    and nothing else), and with x's rows split over "model" instead of its columns (XLA must move
+    x to where the program wants it: a collective besides the all-reduce)."""
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    if len(jax.devices("cpu")) < 8:
+        pytest.skip("JAX started with fewer than 8 CPU devices in this process")
+    mesh = jax.make_mesh((2, 4), ("data", "model"), axis_types=(jax.sharding.AxisType.Auto,) * 2)
+    x = jax.device_put(np.ones((4, 8), np.float32), NamedSharding(mesh, P("data", "model")))
+    w = jax.device_put(np.ones((8, 3), np.float32), NamedSharding(mesh, P("model", None)))
+    exp = export.export(jax.jit(lambda a, b: a @ b, out_shardings=NamedSharding(mesh, P("data", None))),
+                        platforms=("cpu",))(x, w)
+    xs = np.random.default_rng(0).normal(size=(4, 8)).astype(np.float32)
+    ws = np.random.default_rng(1).normal(size=(8, 3)).astype(np.float32)
+    prog = judge.Exported(exp, runner=runner)
+    out, facts = prog.run((xs, ws), placements=[["data", "model"], ["model", None]], compiled_facts=True)
+    assert np.allclose(out, xs @ ws, rtol=1e-5, atol=1e-5)
+    counts = facts["collectives"]
+    assert counts["all-reduce"] == 1 and sum(counts.values()) == 1, counts
+    out, facts = prog.run((xs, ws), placements=[["model", None], ["model", None]], compiled_facts=True)
+    assert np.allclose(out, xs @ ws, rtol=1e-5, atol=1e-5)
+    moved = {name: n for name, n in facts["collectives"].items() if name != "all-reduce" and n}
+    assert moved, facts
+    assert prog.run((xs, ws))[1] is None  # facts only when asked
+    with pytest.raises(ProgramFailure, match="partition spec"):
+        prog.run((xs, ws), placements=[["data", 3], [None, None]], compiled_facts=True)
+
+
 def test_a_crash_loses_only_its_own_call(runner):
     double = _export(lambda x: x * 2, (3,))
     before = runner.starts

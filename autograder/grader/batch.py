@@ -14,13 +14,13 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from ..gradebook import import_nbgrader
 from .course import GradingError
 from .pipeline import DEFAULT_NOTEBOOK_TIMEOUT, grade_notebook
 from .result import Result, failed_result
 from .sandbox import (NAMESPACE, NONE, PROCESS_GROUP, check_once, check_settings, die_with_parent,
                       limit_judge_memory, private_mounts)
 from .submission import max_notebook_bytes
+from . import warm
 
 
 def default_workers(n_jobs: int) -> int:
@@ -31,59 +31,17 @@ def default_workers(n_jobs: int) -> int:
     return max(1, min(cores + 1, n_jobs))
 
 
-def _warm():
-    # nbgrader's import is the largest cost paid once per command (about 0.6 s of CPU, without
-    # its server extensions): paid in the parent before the processes fork, it is inherited by
-    # every one of them instead of repeated.
-    import_nbgrader()
-    import nbformat  # noqa: F401
-    import nbgrader.api
-    import nbgrader.preprocessors  # noqa: F401
-    # the judge's JAX (about 0.35 s of CPU): imported, never initialized (no backend, no
-    # thread), so the forked processes inherit the import safely
-    import jax.numpy
-    import jax.extend  # noqa: F401 - the judge reads programs' primitives with it (checkify, pallas)
+def _warm(parallel: bool) -> None:
+    """What a parallel batch imports once (:mod:`autograder.grader.warm`), before its grading
+    processes fork: each inherits it. One grading process (a learner's one-notebook command,
+    ``--jobs 1``) imports nearly all of it itself, while its first kernel boots and runs."""
+    warm.kernel_side()
+    if parallel:
+        warm.grading_side()
+        warm.judge_side()
+        from .. import allowlist, fixtures, judge, programs, runner, sandbox  # noqa: F401 - the judge's side
 
-    from .. import allowlist, fixtures, judge, programs, runner, sandbox  # noqa: F401 - the judge's side
-
-    judge.ensure_judge_devices()  # before JAX starts: a grading process judges every chapter
-
-    # What each grading process would otherwise do once, on its first notebook (about 0.15 s of
-    # CPU: once serially, once per process in parallel), done here once, before the fork; none
-    # of it starts a thread. Best effort: what fails here is done (or reported) by the grading.
-    for step in _FIRST_NOTEBOOK_WORK:
-        try:
-            step()
-        except Exception:  # noqa: BLE001
-            pass
-
-
-def _gradebook_ready():
-    import sqlite3  # noqa: F401 - the scratch gradebooks are SQLite files
-
-    import sqlalchemy.dialects.sqlite  # noqa: F401
-    from sqlalchemy.orm import configure_mappers
-
-    configure_mappers()  # nbgrader's ORM classes, set up on their first query otherwise
-
-
-def _validator_ready():
-    import nbformat
-
-    nbformat.validate(nbformat.v4.new_notebook())  # compiles nbformat's schema validator
-
-
-def _kernelspec_ready():
-    from jupyter_client.kernelspec import KernelSpecManager
-
-    KernelSpecManager().get_kernel_spec("python3")  # imports ipykernel's kernelspec (and IPython)
-
-
-def _judge_ir_ready():
-    from jaxlib.mlir.dialects import builtin, mhlo  # noqa: F401 - read with a learner's program
-
-
-_FIRST_NOTEBOOK_WORK = (_gradebook_ready, _validator_ready, _kernelspec_ready, _judge_ir_ready)
+        judge.ensure_judge_devices()  # before JAX starts: a grading process judges every chapter
 
 
 def _grade_job(job):
@@ -193,7 +151,7 @@ def grade_many(paths, *, workers: int | None = None, progress: bool = False, per
     probe = threading.Thread(target=check_once, args=(grade_kwargs.get("root"),), daemon=True)
     probe.start()
     try:
-        _warm()
+        _warm(parallel=workers > 1)
     finally:
         probe.join()  # no thread may be running when the processes fork
     # What the parent holds now is shared with every grading process, page for page, until one

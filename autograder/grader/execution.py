@@ -112,6 +112,48 @@ def quick_ready(manager_class):
     return QuickReadyManager
 
 
+def early_kernel(cpu_limit: int, home, box, box_dir, cwd):
+    """A fresh kernel for one notebook, started now (the manager :func:`make_executor`'s executor
+    will use): it boots while the grading prepares the rest. ``None`` when it cannot start: the
+    executor then starts one itself, and reports its failure as for any kernel."""
+    from jupyter_core.utils import run_sync
+
+    contained = box is not None and box.uid is not None
+    km = quick_ready(kernel_manager_class(box, box_dir, cpu_limit))(kernel_name=KERNEL_NAME)
+    try:
+        with open(os.devnull, "wb") as devnull:
+            run_sync(km.start_kernel)(extra_arguments=["--HistoryManager.hist_file=:memory:"],
+                                      cwd=str(cwd), stdout=devnull, stderr=devnull, stdin=devnull,
+                                      env=kernel_env(home, contained))
+    except Exception:  # noqa: BLE001 - started again by the executor, which reports its failure
+        kill_kernel(km)
+        return None
+    return km
+
+
+def kill_kernel(km) -> None:
+    """Kill an early kernel that no executor took (its process group; the sandbox's other
+    processes die with the sandbox)."""
+    prov = getattr(km, "provisioner", None)
+    pgid = getattr(prov, "pgid", None)
+    try:
+        if pgid:
+            os.killpg(pgid, signal.SIGKILL)
+        elif getattr(prov, "pid", None):
+            os.kill(prov.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, OSError):
+        pass
+    process = getattr(prov, "process", None)
+    if process is not None:
+        try:
+            process.wait(timeout=5)
+        except Exception:  # noqa: BLE001
+            pass
+
+
+KERNEL_NAME = "python3"
+
+
 def make_executor(cell_timeout: int, deadline: float, cpu_limit: int = DEFAULT_CPU_LIMIT,
                   home=None, box=None, box_dir=None, after_cells=()):
     """The executor of one submission (see the module's docstring); ``after_cells``: callables
@@ -225,6 +267,11 @@ def make_executor(cell_timeout: int, deadline: float, cpu_limit: int = DEFAULT_C
                 watchdog.cancel()
                 devnull.close()
                 self._kill()
+                if not self.owns_km and self.kc is not None:  # an early kernel's: nbclient leaves it open
+                    try:
+                        self.kc.stop_channels()
+                    except Exception:  # noqa: BLE001
+                        pass
                 nb.cells = [c for c in nb.cells if not c.metadata.get(_END_MARK)]
                 self.nb = nb
             for index, cell in enumerate(nb.cells):
@@ -240,5 +287,5 @@ def make_executor(cell_timeout: int, deadline: float, cpu_limit: int = DEFAULT_C
     return GradingExecute(timeout=cell_timeout, interrupt_on_timeout=True, allow_errors=True,
                           error_on_timeout={"ename": "CellTimeoutError",
                                             "evalue": "the cell ran past its time limit"},
-                          kernel_name="python3", record_timing=False, startup_timeout=120,
+                          kernel_name=KERNEL_NAME, record_timing=False, startup_timeout=120,
                           shutdown_kernel="immediate", **extra)

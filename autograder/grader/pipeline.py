@@ -14,22 +14,24 @@ the checkout: each submission is graded in a temporary folder.
 
 ``STEPS``, in this grading's temporary folder:
 
-3. ``make_gradebook`` (:mod:`autograder.gradebook`): a scratch gradebook holding the source's
-   cells (nbgrader's ``ClearSolutions`` -> ``ComputeChecksums`` -> ``SaveCells``, cached);
-4. ``open_box`` (:mod:`~autograder.grader.sandbox`): the kernel's containment (as root:
+3. ``open_box`` (:mod:`~autograder.grader.sandbox`): the kernel's containment (as root:
    namespaces, an allow-listed view and a uid of its own, or a refusal), its box and the
    assignment's data files in it;
-5. ``sanitize_submission``: the submission sanitized as ``autograde`` does (edited, emptied,
+4. ``check_box``: a contained kernel can start in the box and cannot see the grading material;
+5. ``start_kernel`` (:mod:`~autograder.grader.execution`): the notebook's fresh kernel started,
+   so that it boots while the next steps run (nothing is sent to it before ``execute``);
+6. ``make_gradebook`` (:mod:`autograder.gradebook`): a scratch gradebook holding the source's
+   cells (nbgrader's ``ClearSolutions`` -> ``ComputeChecksums`` -> ``SaveCells``, cached);
+7. ``sanitize_submission``: the submission sanitized as ``autograde`` does (edited, emptied,
    deleted, duplicated or retyped test cells restored from the source);
-6. ``prepare_judge`` (:mod:`autograder.judge`): the assignment's trusted judge; test cells and
-   "Check my answers" are not run in the kernel;
-7. ``check_box``: a contained kernel can start in the box and cannot see the grading material;
-8. ``execute`` (:mod:`~autograder.grader.execution`): a fresh kernel runs the notebook's own
-   cells under a per-cell and a per-notebook time limit; then, with the kernel alive, the judge
+8. ``prepare_judge`` (:mod:`autograder.judge`): the assignment's trusted judge; test cells and
+   "Check my answers" are not run in the kernel; its program runner starts;
+9. ``execute`` (:mod:`~autograder.grader.execution`): the kernel runs the notebook's own cells
+   under a per-cell and a per-notebook time limit; then, with the kernel alive, the judge
    calls the learner's functions and takes their programs and values out as data;
-9. ``score``: each test's points from the judge's verdict alone (never from the kernel's replies
-   or outputs), through nbgrader's ``SaveAutoGrades`` (:func:`autograder.gradebook.save_autogrades`);
-10. ``save_graded_copy``: the executed notebook, sanitized, for the formgrader (instructors only).
+10. ``score``: each test's points from the judge's verdict alone (never from the kernel's replies
+    or outputs), through nbgrader's ``SaveAutoGrades`` (:func:`autograder.gradebook.save_autogrades`);
+11. ``save_graded_copy``: the executed notebook, sanitized, for the formgrader (instructors only).
 
 The result (the JSON contract) and its human forms are :mod:`~autograder.grader.result`'s.
 """
@@ -44,11 +46,12 @@ from pathlib import Path
 
 from ..gradebook import ensure_tools_on_path, import_nbgrader, nbgrader_resources, save_autogrades, scratch_gradebook
 from .course import GradingError, data_files, find_course_root, package_root, read_source, source_notebook
-from .execution import make_executor
+from .execution import early_kernel, kill_kernel, make_executor
 from .result import Result, zero_result
 from .sandbox import (DEFAULT_CPU_LIMIT, Sandbox, check_sandbox, chown_tree, open_sandbox,
                       probe_refusal, run_dir_base)
 from .submission import read_submission, sanitize
+from . import warm
 
 DEFAULT_CELL_TIMEOUT = 120
 DEFAULT_NOTEBOOK_TIMEOUT = 600
@@ -87,6 +90,7 @@ class Grading:
     workdir: Path | None = None
     judge: object = None            # autograder.judge.JudgeStep
     executor: object = None
+    kernel: object = None           # the kernel manager of a kernel started early (start_kernel)
     result: Result | None = None
 
     @property
@@ -126,11 +130,20 @@ def read_notebook(g: Grading) -> None:
         raise g.zero(str(exc)) from None
 
 
+def start_kernel(g: Grading) -> None:
+    # Started now, it boots (Python, ipykernel) while this process imports nbgrader and
+    # prepares the submission; no cell is sent to it before `execute`. One that cannot start
+    # is started again by `execute`, whose failure is then reported as always.
+    g.kernel = early_kernel(g.options.cpu_limit, g.home, g.box, g.box_dir, g.workdir)
+
+
 def make_gradebook(g: Grading) -> None:
+    import_nbgrader()
     ensure_tools_on_path()
     warnings.filterwarnings("ignore", module="nbgrader")
     warnings.filterwarnings("ignore", category=Warning, message=".*not in session.*")
     g.db_url = scratch_gradebook(g.source, g.assignment, g.tmp)
+    g.res = nbgrader_resources(g.assignment, g.source.stem, g.db_url, g.workdir)
 
 
 def open_box(g: Grading) -> None:
@@ -150,7 +163,6 @@ def open_box(g: Grading) -> None:
     for item in data_files(g.source):
         (shutil.copytree if item.is_dir() else shutil.copy)(item, g.workdir / item.name)
     (g.home / "tmp").mkdir(parents=True)
-    g.res = nbgrader_resources(g.assignment, g.source.stem, g.db_url, g.workdir)
 
 
 def sanitize_submission(g: Grading) -> None:
@@ -185,9 +197,11 @@ def check_box(g: Grading) -> None:
 
 
 def execute(g: Grading) -> None:
+    warm.judge_side_in_background()  # the judge's JAX while the kernel runs (unless imported already)
     g.executor = make_executor(g.options.cell_timeout, g.deadline, g.options.cpu_limit, g.home, g.box,
                                g.box_dir, after_cells=[g.judge])  # f(live: execution.LiveKernel)
-    g.nb, g.res = g.executor.preprocess(g.nb, g.res)
+    g.nb, g.res = g.executor.preprocess(g.nb, g.res, km=g.kernel)
+    g.kernel = None  # the executor's now: killed by it
     g.box.close()  # every process of its uid killed, its box unmounted
 
 
@@ -214,8 +228,8 @@ def save_graded_copy(g: Grading) -> None:
 
 
 BEFORE_RUN = [find_assignment, read_notebook]           # no temporary folder yet
-STEPS = [make_gradebook, open_box, sanitize_submission, prepare_judge, check_box, execute, score,
-         save_graded_copy]                               # in this grading's temporary folder
+STEPS = [open_box, check_box, start_kernel, make_gradebook, sanitize_submission, prepare_judge, execute,
+         score, save_graded_copy]                        # in this grading's temporary folder
 
 
 def grade_notebook(path, *, root: Path | None = None, cell_timeout: int = DEFAULT_CELL_TIMEOUT,
@@ -224,7 +238,6 @@ def grade_notebook(path, *, root: Path | None = None, cell_timeout: int = DEFAUL
     """Grade one submitted notebook. Never raises for a bad submission: the result says why.
 
     ``hide``: more folders its kernel must not see (a batch's other submissions)."""
-    import_nbgrader()
     g = Grading(str(path), Path(path), Options(root, cell_timeout, notebook_timeout, cpu_limit,
                                                 save_graded, tuple(hide)))
     try:
@@ -246,6 +259,8 @@ def grade_notebook(path, *, root: Path | None = None, cell_timeout: int = DEFAUL
             except Done as done:
                 return done.result
             finally:
+                if g.kernel is not None:  # started, never handed to the executor
+                    kill_kernel(g.kernel)
                 if g.judge is not None:
                     g.judge.close()  # the runner is freed for the next notebook, however this one ended
                 if g.box is not None:

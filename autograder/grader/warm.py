@@ -1,0 +1,103 @@
+"""What a grading command imports and prepares once, before its first notebook.
+
+Three sides, each needed at a later point of a notebook's grading:
+
+* :func:`kernel_side` (jupyter_client, the kernelspec, nbformat's validator): to read the
+  notebook and start its kernel;
+* :func:`grading_side` (nbgrader and its gradebook's ORM, about 0.8 s): to sanitize the
+  submission and score it, once its kernel has started;
+* :func:`judge_side` (JAX, about 1.3 s): only once the notebook's cells have run, when the
+  judge reads and runs the learner's programs.
+
+A parallel batch imports all three in the parent before its grading processes fork (each
+inherits them, and their pages stay shared). With one grading process (a learner's
+one-notebook command, ``--jobs 1``) the parent imports only the kernel's side; the grading
+process imports nbgrader while its kernel boots (:mod:`~autograder.grader.pipeline` starts the
+kernel first), and JAX in a thread while the kernel runs the notebook
+(:func:`judge_side_in_background`; the judge waits for it, :func:`judge_side_ready`): neither is
+then added to the notebook's time.
+
+Neither side starts a thread of its own or a JAX backend (a process may still fork after it).
+Best effort: what fails here is done (or reported) by the grading itself.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+
+_background: threading.Thread | None = None
+
+
+def kernel_side() -> None:
+    """What starting a kernel needs (jupyter_client, the kernelspec) and reading a notebook."""
+    import nbformat  # noqa: F401
+    from jupyter_client.manager import AsyncKernelManager  # noqa: F401
+
+    for step in (_validator_ready, _kernelspec_ready):
+        _quietly(step)
+
+
+def grading_side() -> None:
+    from ..gradebook import import_nbgrader
+
+    import_nbgrader()
+    import nbformat  # noqa: F401
+    import nbgrader.api
+    import nbgrader.preprocessors  # noqa: F401
+
+    _quietly(_gradebook_ready)
+
+
+def judge_side() -> None:
+    """JAX for the judge: imported, never started (no backend, no thread). Third-party modules
+    only: the grading's own thread imports the package's modules meanwhile, and two threads
+    importing one circle of modules could each hold a part of it."""
+    import jax.extend  # the judge reads programs' primitives with it (checkify, pallas)
+    import jax.numpy  # noqa: F401
+    from jaxlib.mlir.dialects import builtin, mhlo  # noqa: F401 - read with a learner's program
+
+
+def judge_side_in_background() -> None:
+    """Start importing :func:`judge_side` in a daemon thread of this process (once; nothing to
+    do where JAX is imported already). Never call it in a process that will fork."""
+    global _background
+    if _background is not None or "jax" in sys.modules:
+        return
+    _background = threading.Thread(target=_quietly, args=(judge_side,), name="judge-side-import",
+                                   daemon=True)
+    _background.start()
+
+
+def judge_side_ready() -> None:
+    """Wait for :func:`judge_side_in_background`, if it was started (the judge calls this, and
+    then asks JAX for its devices, before its first use of JAX)."""
+    if _background is not None:
+        _background.join()
+
+
+def _quietly(step) -> None:
+    try:
+        step()
+    except Exception:  # noqa: BLE001 - done, or reported, by the grading itself
+        pass
+
+
+def _gradebook_ready():
+    import sqlite3  # noqa: F401 - the scratch gradebooks are SQLite files
+
+    import sqlalchemy.dialects.sqlite  # noqa: F401
+    from sqlalchemy.orm import configure_mappers
+
+    configure_mappers()  # nbgrader's ORM classes, set up on their first query otherwise
+
+
+def _validator_ready():
+    import nbformat
+
+    nbformat.validate(nbformat.v4.new_notebook())  # compiles nbformat's schema validator
+
+
+def _kernelspec_ready():
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    KernelSpecManager().get_kernel_spec("python3")  # imports ipykernel's kernelspec (and IPython)
