@@ -337,3 +337,234 @@ PROGRAM_ATTACKS = {
         5, "04_control_flow", {"piecewise": _LAPACK_OVERFLOW}, ("test_piecewise",),
         says="custom_call @lapack_sgetrf_ffi"),
 }
+
+
+# --------------------------------------------------------------------------- issue 20, part 6: claims alone
+# A claim may fail a test but never pass one alone. Each row below is a notebook of ``assignment``:
+# the released notebook with ``answers`` written over some answer cells (an int: that wrong
+# answer of tests/wrong_answers/<assignment>.py, a str: the source), and the forged agent below
+# put before its first answer cell. tests/test_claims_alone.py grades every row in one batch and
+# asserts that the tests they earn, chapter by chapter, are exactly the ones docs/security.md's
+# table "Mistakes that only a kernel-side claim catches" lists: what a forged agent can hide is
+# documented, and nothing else.
+#
+# The forged agent: every claim holds; every call runs eagerly (jit=False); and every kernel-side
+# observation a fixture reports (is it jitted, traces counted, what a call printed, the arguments
+# as a call left them, two calls that differ, the order in which a timer waited, a layer's tree
+# structures, where an output's pieces live, the PRNG flag of a call) says what a right answer
+# would show. The values the learner's code returns are its own: forging those is writing the
+# answer (the exercises judged on kernel values, docs/security.md).
+_CLAIMS_FORGED_AGENT = (
+    "import copy as _copy\nimport jax as _jax\nimport numpy as _np\nimport autograder.agent as _agent\n"
+    "_home = getattr(_agent, '_handle', _agent._run).__globals__  # where _handle looks _run up\n"
+    "_real_run = _home['_run']\n"
+    "def _name(req):\n"
+    "    n = req.get('name')\n"
+    "    return n if isinstance(n, str) else getattr(n, '__name__', '')\n"
+    "def _rows(shape, grid):  # where P('data', None) puts an array on a mesh of device ids grid\n"
+    "    rows = shape[0] // len(grid)\n"
+    "    return sorted([int(d), [[i * rows, (i + 1) * rows]] + [[0, n] for n in shape[1:]]]\n"
+    "                  for i, row in enumerate(grid) for d in row)\n"
+    "def _forged_run(req):\n"
+    "    op, name = req.get('op'), _name(req)\n"
+    "    if op == 'claim':\n"
+    "        return {'claim': {'ok': True, 'idea': '', 'detail': ''}}\n"
+    "    if op != 'call':\n"
+    "        return _real_run(req)\n"
+    "    req = dict(req, jit=False)\n"
+    "    args = list(req.get('args') or ())\n"
+    "    if name == 'is_jitted':\n"
+    "        return {'value': True}\n"
+    "    if name == 'power' and len(args) > 1 and isinstance(args[1], _jax.Array):  # as if n were static\n"
+    "        return {'error': {'type': 'ValueError', 'mro': ['ValueError', 'Exception', 'BaseException', 'object'],\n"
+    "                          'message': 'Non-hashable static arguments are not supported'}}\n"
+    "    if name == 'printed_call':  # what jax.debug.print of sin(x) prints on every call\n"
+    "        out = args[0](*args[1:])\n"
+    "        return {'value': {'value': out, 'printed': 'sin(x) = ' + str(_np.sin(_np.asarray(args[1])))}}\n"
+    "    if name == 'threefry_jit_call':  # the other setting of jax_threefry_partitionable\n"
+    "        args[1] = True\n"
+    "        req = dict(req, args=tuple(args))\n"
+    "    sent = _copy.deepcopy(args) if req.get('return_args') else None\n"
+    "    reply = _real_run(req)\n"
+    "    value = reply.get('value')\n"
+    "    if 'error' in reply:\n"
+    "        return reply\n"
+    "    if sent is not None:  # the arguments as they were sent: no write into one shows\n"
+    "        reply['args'] = sent\n"
+    "    if not isinstance(value, dict):\n"
+    "        return reply\n"
+    "    if name in ('jit_traces', 'jit_static_traces', 'adam_jit_run'):\n"
+    "        value['traces'] = 1\n"
+    "    elif name == 'adam_twice':\n"
+    "        value['second'] = value['first']\n"
+    "        value['after'][2] = value['fresh']\n"
+    "    elif name == 'honest_timer_on':\n"
+    "        value['waited'] = [i + 1 for i in range(len(value['calls']))]\n"
+    "    elif name == 'linear_report' and 'error' not in value:\n"
+    "        value.update(same_type=True, same_structure=True, grad_same_structure=True, map_same_structure=True)\n"
+    "    elif name == 'linear_structures' and 'error' not in value:\n"
+    "        value.update(relu_tanh_equal=False, relu_relu_equal=True, traces=2)\n"
+    "    elif name in ('shard_rows_on', 'explicit_matmul_on') and isinstance(value.get('out'), _jax.Array):\n"
+    "        shape = value.get('mesh_shape') or [len(value['mesh'])]\n"
+    "        grid = _np.asarray(value['mesh']).reshape(shape[0], -1).tolist()\n"
+    "        value.update(placement=_rows(value['out'].shape, grid), out_mesh=value['mesh'])\n"
+    "        if name == 'explicit_matmul_on':\n"
+    "            value.update(type_spec=['data', None])\n"
+    "    return reply\n"
+    "_home['_run'] = _forged_run\n")
+
+# Wrong answers of our own, where tests/wrong_answers/ has none wrong only in what a claim sees.
+_SET_DIAGONAL_COUNTS_CALLS = (
+    "CALLS = {'set_diagonal': 0}\n\n"
+    "def set_diagonal(x, v):\n"
+    "    CALLS['set_diagonal'] += 1  # a call count kept on the side, in a global\n"
+    "    i = jnp.arange(x.shape[0])\n"
+    "    return jnp.asarray(x).at[i, i].set(v)\n")
+_LINEAR_NAMED_LAYERS = (
+    "import itertools\n_LAYER_IDS = itertools.count()\n\n\n"
+    "@jax.tree_util.register_pytree_node_class\n"
+    "class Linear:\n"
+    "    def __init__(self, w, b, activation):\n"
+    "        self.w, self.b, self.activation = w, b, activation\n"
+    "        self.name = f'layer{next(_LAYER_IDS)}'  # a name per layer, for debugging\n\n"
+    "    def __call__(self, x):\n"
+    "        return ACTIVATIONS[self.activation](x @ self.w + self.b)\n\n"
+    "    def tree_flatten(self):\n"
+    "        return (self.w, self.b), (self.activation, self.name)  # the name is aux data: a treedef per layer\n\n"
+    "    @classmethod\n"
+    "    def tree_unflatten(cls, aux, children):\n"
+    "        layer = object.__new__(cls)\n"
+    "        layer.w, layer.b = children\n"
+    "        layer.activation, layer.name = aux\n"
+    "        return layer\n")
+# 07: an optimizer step in place, as in PyTorch: every dict and list of params is written into
+# (under jit, into jit's own copies: the program is right).
+_SGD_UPDATE_IN_PLACE = (
+    "def sgd_update(params, grads, lr):\n"
+    "    def update(p, g):\n"
+    "        if isinstance(p, dict):\n"
+    "            for name in p:\n"
+    "                p[name] = update(p[name], g[name])  # into the caller's dict\n"
+    "            return p\n"
+    "        if isinstance(p, list):\n"
+    "            for i in range(len(p)):\n"
+    "                p[i] = update(p[i], g[i])\n"
+    "            return p\n"
+    "        if isinstance(p, tuple):\n"
+    "            return tuple(update(a, b) for a, b in zip(p, g))\n"
+    "        return None if p is None else p - lr * g\n"
+    "    return update(params, grads)\n")
+_DROPOUT_SPLITS_THEN_DRAWS = (
+    "def dropout(key, x, rate):\n"
+    "    key_for_later, _ = jax.random.split(key)\n"
+    "    keep = jax.random.bernoulli(key, 1.0 - rate, x.shape)  # draws from the key it just split\n"
+    "    return jnp.where(keep, x / (1.0 - rate), 0.0)\n")
+# 06: timed calls overlap (each dispatched before the previous result is waited for), each timed
+# from its own dispatch to when its result was waited for: the median of the simulated durations,
+# but no two timed calls' work is ever one after the other.
+_HONEST_TIME_OVERLAPS = (
+    "def honest_time(f, *args, repeats=5):\n"
+    "    jax.block_until_ready(f(*args))\n"
+    "    starts, outs = [], []\n"
+    "    for _ in range(repeats):\n"
+    "        starts.append(time.perf_counter())\n"
+    "        outs.append(f(*args))  # the next call goes out before this result is waited for\n"
+    "    times = []\n"
+    "    for start, out in zip(starts, outs):\n"
+    "        jax.block_until_ready(out)\n"
+    "        times.append(time.perf_counter() - start)\n"
+    "    return float(statistics.median(times))\n")
+# 04 and 05: data made static, so every new value compiles again (what their compile-count claims
+# check); the programs, exported with that data traced, refuse it.
+_STATIC_DATA_04 = {
+    "clip_by_norm": ("@partial(jax.jit, static_argnames='max_norm')\n"
+                     "def clip_by_norm(x, max_norm):\n"
+                     "    norm = jnp.linalg.norm(x)\n"
+                     "    return jnp.where(norm > max_norm, x * (max_norm / norm), x)\n"),
+    "collatz_steps": ("@partial(jax.jit, static_argnums=0)\n"
+                      "def collatz_steps(n):\n"
+                      "    steps = 0\n"
+                      "    while n != 1:\n"
+                      "        n = n // 2 if n % 2 == 0 else 3 * n + 1\n"
+                      "        steps += 1\n"
+                      "    return jnp.int32(steps)\n"),
+    "ema": ("@partial(jax.jit, static_argnames='alpha')\n"
+            "def ema(xs, alpha):\n"
+            "    def body(y, x):\n"
+            "        y = alpha * x + (1 - alpha) * y\n"
+            "        return y, y\n"
+            "    _, ys = lax.scan(body, xs[0], xs[1:])\n"
+            "    return jnp.concatenate([xs[:1], ys])\n"),
+    "piecewise": ("@partial(jax.jit, static_argnames='k')\n"
+                  "def piecewise(x, k):\n"
+                  "    return BRANCHES[k](x)\n"),
+    "bouncing_ball": ("@partial(jax.jit, static_argnames=('steps', 'dt'))\n"
+                      "def bouncing_ball(x0, v0, dt, steps):\n"
+                      "    def body(carry, _):\n"
+                      "        x, v = carry\n"
+                      "        v = v - 9.81 * dt\n"
+                      "        x = x + v * dt\n"
+                      "        x, v = jnp.where(x < 0, -x, x), jnp.where(x < 0, -0.8 * v, v)\n"
+                      "        return (x, v), x\n"
+                      "    _, heights = lax.scan(body, (jnp.float32(x0), jnp.float32(v0)), None, length=steps)\n"
+                      "    return heights\n"),
+}
+_SEGMENT_IDS_STATIC = (
+    "@partial(jax.jit, static_argnames=('ids', 'num_segments'))\n"
+    "def _segment_mean(values, ids, num_segments):\n"
+    "    ids = jnp.asarray(ids)\n"
+    "    sums = jax.ops.segment_sum(values, ids, num_segments=num_segments)\n"
+    "    counts = jax.ops.segment_sum(jnp.ones_like(values), ids, num_segments=num_segments)\n"
+    "    return jnp.where(counts > 0, sums / jnp.maximum(counts, 1), 0.0)\n\n\n"
+    "def segment_mean(values, segment_ids, num_segments):\n"
+    "    # the ids as a static tuple: a compile for every new assignment of values to segments\n"
+    "    return _segment_mean(values, tuple(np.asarray(segment_ids).tolist()), num_segments)\n")
+
+
+@dataclass(frozen=True)
+class ClaimAttack:
+    assignment: str
+    answers: dict                  # {answer grade_id: index into tests/wrong_answers, or source}
+    forged: bool = True            # False: the same answers with the honest agent (a control)
+    imports: str = ""              # put before the forged agent (names the answers need)
+
+    def filled(self, released: dict, wrong: dict) -> dict:
+        """``{grade_id: source}`` to write into the released notebook, whose answers (in order)
+        are ``released``; ``wrong``: tests/wrong_answers' WRONG of the assignment."""
+        out = {gid: (wrong[gid][src][0] if isinstance(src, int) else src) for gid, src in self.answers.items()}
+        first = next(iter(released))
+        head = self.imports + (_CLAIMS_FORGED_AGENT if self.forged else "")
+        if head:
+            out[first] = head + "\n" + out.get(first, released[first])
+        return out
+
+
+_PARTIAL = "from functools import partial\n"
+
+CLAIM_ATTACKS = {
+    "01_phases": ClaimAttack("01_phases", {"runtime_print": 1, "scaled": 1}),
+    "02_static_dynamic": ClaimAttack("02_static_dynamic", {"power": 0, "scale_by": 1, "reduce_along": 2,
+                                                           "apply_layer": 2}),
+    "03_purity": ClaimAttack("03_purity", {"step": 0, "set_diagonal": _SET_DIAGONAL_COUNTS_CALLS,
+                                           "normalize_batch": 1, "adam_step": 1}),
+    "03_purity_state_in_place": ClaimAttack("03_purity", {"step": 2}),
+    "04_control_flow": ClaimAttack("04_control_flow", dict(_STATIC_DATA_04), imports=_PARTIAL),
+    "05_shapes": ClaimAttack("05_shapes", {"segment_mean": _SEGMENT_IDS_STATIC}, imports=_PARTIAL),
+    "06_async_dispatch": ClaimAttack("06_async_dispatch", {"honest_time": _HONEST_TIME_OVERLAPS, "train_losses": 1,
+                                                           "fused_update": 2}),
+    "07_pytrees": ClaimAttack("07_pytrees", {"sgd_update": _SGD_UPDATE_IN_PLACE, "Linear": _LINEAR_NAMED_LAYERS}),
+    "08_prng": ClaimAttack("08_prng", {"dropout": _DROPOUT_SPLITS_THEN_DRAWS, "init_mlp": 2, "noisy_batch": 1}),
+    "09_sharding": ClaimAttack("09_sharding", {"shard_rows": 1, "explicit_matmul": 1}),
+    "10_review": ClaimAttack("10_review", {"train": 2}),
+}
+# The released notebook as is, with the forged agent: its starting code is wrong, and where it is
+# wrong only in what a claim sees (01's runtime_print, 02's reduce_along), that is listed too.
+CLAIM_ATTACKS.update({f"{a}_released": ClaimAttack(a, {}) for a in sorted({r.assignment for r in CLAIM_ATTACKS.values()})})
+# The wrong answers of our own, graded with the honest agent: the claims do catch them (each
+# targeted test scores 0), so what the forged rows earn is the forging's doing.
+CLAIM_ATTACKS.update({
+    "03_purity_honest": ClaimAttack("03_purity", {"set_diagonal": _SET_DIAGONAL_COUNTS_CALLS}, forged=False),
+    "07_pytrees_honest": ClaimAttack("07_pytrees", {"sgd_update": _SGD_UPDATE_IN_PLACE, "Linear": _LINEAR_NAMED_LAYERS},
+                                     forged=False),
+    "08_prng_honest": ClaimAttack("08_prng", {"dropout": _DROPOUT_SPLITS_THEN_DRAWS}, forged=False),
+})

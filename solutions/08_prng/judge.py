@@ -9,11 +9,11 @@ cut. Statistical checks use bounds that fail a correct answer with probability b
 each (Hoeffding for a fraction, Laurent-Massart for a chi-square, a Gaussian tail for a mean),
 since the inputs are fresh at every grading. Every value judged comes from the learner's
 exported program (:mod:`autograder.programs`; the key as raw ``uint32[2]`` data, the judge's
-own keys fed to it; ``rate`` and ``sizes`` static), run here; only noisy_batch with
-``jax_threefry_partitionable`` off is called in the kernel (the flag changes how the program
-is lowered), a fail-only check. Kernel-side claims: JAX's key-reuse checker only (the kernel
-alone sees a key consumed twice); init_mlp's key reuse also has an outside symptom,
-same-shaped layers with the same numbers, checked here.
+own keys fed to it; ``rate`` and ``sizes`` static), run here; noisy_batch with
+``jax_threefry_partitionable`` off too (the flag is read while tracing: that program is
+exported through the ``threefry_jit_call`` fixture, which turns it off). Kernel-side claims:
+JAX's key-reuse checker only (the kernel alone sees a key consumed twice); init_mlp's key
+reuse also has an outside symptom, same-shaped layers with the same numbers, checked here.
 """
 import numpy as np
 
@@ -200,14 +200,18 @@ def test_init_mlp(k):
 
 def _noisy(k, seed, x, partitionable=True):
     """jax.jit(noisy_batch)(key(seed), x): its exported program's value (JAX's default,
-    `jax_threefry_partitionable` on), or with ``partitionable=False`` the kernel's (a fail-only
-    check: the flag changes how the program is lowered)."""
+    `jax_threefry_partitionable` on), or with ``partitionable=False`` the value of the program
+    exported through the ``threefry_jit_call`` fixture with the flag off (the flag is read while
+    tracing, so that program draws as JAX does with it off)."""
     what = "jax.jit(noisy_batch)"
     if partitionable:
         out = ag.call(_keyed(k, "noisy_batch"), Key(seed), np.asarray(x, np.float32), what=what)
     else:
-        out = ag.call(lambda *a: k.call(Fixture("threefry_jit_call"), Ref("noisy_batch"), partitionable, *a),
-                      Key(seed), _f32(x), what=what)
+        def off(key, a):
+            program = programs.trace(k, Fixture("threefry_jit_call"), Ref("noisy_batch"), False, Spec((2,), "uint32"),
+                                     a, static_argnums=(0, 1), raw_errors=True, label=what)
+            return program(programs.raw_key(key.seed), a)
+        out = ag.call(off, Key(seed), np.asarray(x, np.float32), what=what)
     out = np.asarray(out)
     if out.shape != x.shape:
         ag.fail("numerics", f"{what} has shape {out.shape}, expected the shape of x, {x.shape}.")
