@@ -31,16 +31,17 @@ START = "bf65ee3"  # the grader at issue 20's start (the kernel's view a deny-li
 NOTES = """Why the figures are what they are:
 
 - (a) compares two commands a learner could type, each a fresh process: the grader pays, once,
-  Python's start-up, `import autograder` (NumPy), nbgrader's modules (without its package
-  `__init__`), JAX for the judge, the sandbox's probe (a contained Python started and checked, in
-  a thread beside the imports), a grading process, the judge's program runner (started while the
-  kernel runs the notebook) and exit; the bare command pays start-up, nbclient and the kernel.
-  Both then run the same notebook's cells. The grader does not run the test cells in the kernel
-  (the judge decides, from the learner's exported programs), finds a starting kernel ready as
-  soon as it answers (jupyter_client's own wait looks in steps of 1 s and 0.2 s) and kills the
-  sandbox once every reply is in instead of a graceful kernel shutdown. Not done yet: starting
-  the kernel while the imports happen (the kernel would have to be handed from the parent to the
-  grading process).
+  Python's start-up, `import autograder`, the sandbox's probe (a contained Python started and
+  checked) and a grading process; it then starts the notebook's kernel first, and imports
+  nbgrader while the kernel boots and JAX (for the judge) in a thread while the kernel runs the
+  notebook; the judge's program runner starts then too. The bare command pays start-up, nbclient
+  and the kernel. Both then run the same notebook's cells, except the test cells: the bare
+  command runs them in the kernel, the grader's judge decides each test from the learner's
+  exported programs, run in the program runner (compiled at LLVM's lowest optimization level:
+  compiling costs far more than running the judge's small inputs), two tests side by side
+  (one's program runs while the other's requests keep the kernel busy). The grader finds a
+  starting kernel ready as soon as it answers (jupyter_client's own wait looks in steps of 1 s
+  and 0.2 s) and kills the sandbox once every reply is in instead of a graceful kernel shutdown.
 - (b) per submission, the grader copies a cached gradebook, runs nbgrader's OverwriteCells,
   CheckCellMetadata and SaveAutoGrades; the judge calls the learner's functions through the
   kernel and runs their exported programs in the program runner; as root, it builds the kernel's
