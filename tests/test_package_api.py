@@ -91,3 +91,16 @@ def test_no_import_cycles():
             visit(v)
     assert len(graph) > 30 and any(graph.values())
     assert not cycles, cycles
+
+
+def test_every_subpackage_is_in_the_wheel():
+    """Each folder of the package that is a package itself (``grader/``, ``agent/``, ``judge/``...)
+    is listed in pyproject.toml's packages: setuptools leaves out a subpackage it is not told
+    of, and an installed grader (Colab's wheel, a deploy image) would then fail to import it."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "autograder").rglob("__init__.py")
+             if "__pycache__" not in p.parts}
+    assert {"autograder", "autograder.grader", "autograder.agent"} <= found
+    assert found <= listed, sorted(found - listed)

@@ -1,5 +1,10 @@
 """The kernel side of the judge's channel: runs one request in the learner's kernel.
 
+A package of three modules: this one (the dispatcher: :func:`serve`, :func:`handle`, ``_run``),
+:mod:`.config` (the JAX configuration requests run with) and :mod:`.fixtures` (the trusted
+functions a judge names with :class:`~autograder.wire.Fixture`). The old names
+``autograder.agent_config`` and ``autograder.fixtures`` are aliases of the last two.
+
 The judge (:mod:`autograder.judge`) sends an ``execute_request`` of one fixed expression,
 ``__import__("autograder.agent").agent.serve(<JSON string literal>)``, and reads back one
 ``display_data`` of MIME type :data:`autograder.wire.MIME` whose value is the JSON reply.
@@ -11,7 +16,7 @@ Operations (``op``):
   agent applies ``jax.jit`` itself (with ``static_argnums``/``static_argnames``), cached per
   function object and statics, so repeated calls do not retrace. Reply: ``{"value": ...}``.
   ``name`` may instead be a :class:`~autograder.wire.Fixture` marker: a function of
-  :mod:`autograder.fixtures` that calls learner code itself (given as :class:`~autograder.wire.Ref`
+  :mod:`autograder.agent.fixtures` that calls learner code itself (given as :class:`~autograder.wire.Ref`
   arguments) where the call needs kernel-side objects (a mesh, ``jax.set_mesh``) or compares
   kernel-side values that are not data (arbitrary hashable keys);
 - ``get``: the value of the notebook's global ``name``;
@@ -30,8 +35,8 @@ from __future__ import annotations
 import base64
 import traceback
 
-from . import wire
-from .agent_config import CONFIG, NUMPY_PRINT, SEMANTICS, course_semantics, reset_config  # noqa: F401
+from .. import wire
+from .config import CONFIG, NUMPY_PRINT, SEMANTICS, course_semantics, reset_config  # noqa: F401
 
 # The checks a claim may run: the kernel alone can observe what they look at.
 CLAIMS = ("check_globals_unchanged", "check_pure", "check_input_unchanged", "check_no_tracer_leak", "check_compiles",
@@ -114,7 +119,7 @@ def _markers():
             raise wire.WireError("a bad device count")
         spec = [tuple(p) if isinstance(p, list) else p for p in node.get("spec") or []]
         if n not in _MESH:
-            from .meshes import make_mesh, mesh_devices
+            from ..meshes import make_mesh, mesh_devices
 
             _MESH[n] = make_mesh((n,), ("data",), "auto", devices=list(mesh_devices(n))[:n])
         return jax.device_put(value, NamedSharding(_MESH[n], PartitionSpec(*spec)))
@@ -150,8 +155,8 @@ def _jitted(name, fn, nums, names):
 def check_globals_unchanged(f, *args, namespace=None, what=None, **kwargs):
     """A claim: calling ``f(*args, **kwargs)`` changes none of the notebook's public globals.
     (``check_pure``'s globals part alone: no cache clearing, no jit, one call.)"""
-    from .feedback import call, fail
-    from .purity import changed_globals, snapshot_globals
+    from ..feedback import call, fail
+    from ..purity import changed_globals, snapshot_globals
 
     label = what or f"`{getattr(f, '__name__', 'f')}`"
     namespace = _ns() if namespace is None else namespace
@@ -166,7 +171,7 @@ def check_globals_unchanged(f, *args, namespace=None, what=None, **kwargs):
 def _claim(req, fn, args, kwargs):
     import inspect
 
-    from . import feedback
+    from .. import feedback
 
     check = req.get("check")
     if check not in CLAIMS:
