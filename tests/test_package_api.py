@@ -102,5 +102,5 @@ def test_every_subpackage_is_in_the_wheel():
     listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     found = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "autograder").rglob("__init__.py")
              if "__pycache__" not in p.parts}
-    assert {"autograder", "autograder.grader", "autograder.agent"} <= found
+    assert {"autograder", "autograder.grader", "autograder.agent", "autograder.judge"} <= found
     assert found <= listed, sorted(found - listed)

@@ -1,0 +1,74 @@
+"""The judge: trusted code, in the grader's process, that decides every test's points.
+
+After the notebook's own cells have run in the learner's kernel, the judge reaches the
+learner's functions through a narrow data channel (the kernel's Jupyter messaging,
+:mod:`autograder.wire` data only). Where an answer can be traced, it takes the learner's
+*program*: ``k.program(name, *specs)`` is one ``jax.export`` per function and input signature
+(exported for the judge's platform, CPU, and checked against :mod:`.allowlist`),
+whose structure is read as a parsed module (:mod:`.programs`) and whose values come
+from running that same program on the judge's inputs in the contained program runner
+(:mod:`.runner`: no learner program runs in the grading process). Otherwise it calls
+the functions in the kernel on inputs it draws afresh each run. Either way it compares what
+comes back with references it computes itself. Kernel-side observations (globals touched,
+compile counts, key reuse...) are *claims*: a failing claim fails a test, a passing one never
+earns points alone.
+
+One trusted file per assignment, ``solutions/<assignment>/judge.py``, holds one function
+``test_<name>(k)`` per graded test cell; ``k`` is a :class:`Kernel`::
+
+    import numpy as np
+    import autograder as ag
+    from autograder.wire import AsJax
+
+    def test_double(k):
+        double = k.fn("double")                      # a RemoteFunction
+        x = k.rng.normal(size=(3, 4)).astype(np.float32)
+        ag.check_close(double(AsJax(x)), 2 * x, what="double(x)")
+        ag.check_matches_reference(double, lambda x: 2 * np.asarray(x), lambda rng: (AsJax(
+            rng.normal(size=5).astype(np.float32)),), seed=k.seed(), jit=True)
+
+:func:`run_judge` loads that file by path (never from a folder the kernel can write) and turns
+each test's outcome into feedback; :class:`JudgeStep` plugs it into grading.
+
+The package, by who uses what:
+
+- :mod:`.channel`: the requests to the kernel-side agent (:mod:`autograder.agent`), and the
+  two ways one fails (:class:`ChannelError`, :class:`LearnerError`);
+- :mod:`.kernel`: :class:`Kernel`, :class:`RemoteFunction`, :class:`Exported`;
+- :mod:`.step`: judge files found and loaded, :func:`verdict`, :func:`run_judge`,
+  :class:`JudgeStep`;
+- :mod:`.programs` (a program read as a parsed module), :mod:`.allowlist` (what a program
+  may contain) and :mod:`.runner` (the contained process that runs it; also run as a script).
+
+Every name judges and the grader import from ``autograder.judge`` is here; the old names
+``autograder.runner``, ``autograder.programs``, ``autograder.allowlist`` and
+``autograder.channel`` are aliases of the modules.
+"""
+from .channel import MAX_OUTPUT_BYTES, REQUEST_TIMEOUT, Channel, ChannelError, LearnerError, learner_exception
+from .kernel import Exported, Kernel, RemoteFunction
+from .step import (JUDGE_CPU_DEVICES, JUDGE_THREADS, NOT_DEFINED, JudgeStep, ensure_judge_devices, is_test_cell,
+                   judge_path, judge_paths, judge_tests, load_judge, run_judge, verdict)
+
+__all__ = [
+    "MAX_OUTPUT_BYTES",
+    "REQUEST_TIMEOUT",
+    "Channel",
+    "ChannelError",
+    "LearnerError",
+    "learner_exception",
+    "Exported",
+    "Kernel",
+    "RemoteFunction",
+    "JUDGE_CPU_DEVICES",
+    "JUDGE_THREADS",
+    "NOT_DEFINED",
+    "JudgeStep",
+    "ensure_judge_devices",
+    "is_test_cell",
+    "judge_path",
+    "judge_paths",
+    "judge_tests",
+    "load_judge",
+    "run_judge",
+    "verdict",
+]

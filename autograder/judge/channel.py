@@ -1,0 +1,213 @@
+"""The judge's channel to the learner's kernel: requests and replies as data, one at a time.
+
+:class:`Channel` sends each request as one ``execute_request`` of a fixed expression
+(``__import__('autograder.agent').agent.serve(<JSON string literal>)``: the kernel-side agent,
+:mod:`autograder.agent`) and accepts exactly one reply, of :mod:`autograder.wire` data, with the
+request's nonce, within its time and size limits. The two ways a request can fail are this
+module's exceptions: :class:`ChannelError` (no usable reply) and :class:`LearnerError` (learner
+code raised; :func:`learner_exception` builds the judge-side copy). The program reader
+(:mod:`.programs`) raises them too; the old name ``autograder.channel`` is an alias of this module.
+"""
+from __future__ import annotations
+
+import builtins
+import inspect
+import queue
+import secrets
+import threading
+import time
+
+from .. import wire
+
+REQUEST_TIMEOUT = 120.0
+MAX_OUTPUT_BYTES = 256 * 2**20  # everything one request's messages may carry (prints included)
+
+
+class ChannelError(Exception):
+    """The kernel's reply cannot be used (none, several, malformed, too big, too late, or the
+    kernel died). ``str(err)`` is learner-facing."""
+
+
+class LearnerError(Exception):
+    """Mixed into the judge-side copy of an exception raised by learner code in the kernel.
+
+    The copy is an instance of a class named as the original, derived from the trusted class of
+    that name (a built-in exception or one of ``jax.errors``), so :func:`autograder.feedback`'s
+    classifier (the one ``ag.call`` uses) names the idea. ``label``: the call that raised.
+    """
+
+    label = "the function"
+    kernel_mro: list = []
+
+_CLASSES: dict = {}
+
+
+def _trusted_bases() -> dict:
+    bases = {n: c for n, c in vars(builtins).items()
+             if isinstance(c, type) and issubclass(c, Exception)}
+    try:
+        import jax
+
+        bases.update({n: c for n, c in vars(jax.errors).items()
+                      if isinstance(c, type) and issubclass(c, Exception)})
+    except Exception:  # noqa: BLE001
+        pass
+    return bases
+
+
+def learner_exception(err: dict, label: str) -> Exception:
+    """The judge-side copy of a learner exception described by ``err`` (``type``, ``mro``,
+    ``message``): no learner class is rebuilt, only trusted ones."""
+    name = str(err.get("type") or "Exception")[:100]
+    name = name if name.isidentifier() else "Exception"
+    mro = err.get("mro") if isinstance(err.get("mro"), list) else []
+    trusted = _trusted_bases()
+    base = next((trusted[n] for n in mro if isinstance(n, str) and n in trusted), Exception)
+    key = (name, base)
+    if key not in _CLASSES:
+        _CLASSES[key] = type(name, (LearnerError, base), {"__module__": "learner_kernel"})
+    exc = BaseException.__new__(_CLASSES[key])
+    BaseException.__init__(exc, str(err.get("message") or "")[:2000])
+    exc.label = label
+    exc.kernel_mro = [str(n)[:100] for n in mro if isinstance(n, str)][:12] or [name]
+    return exc
+
+
+def _size(value) -> int:
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(_size(k) + _size(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return sum(_size(v) for v in value)
+    return 8
+
+
+def _sync(f):
+    if inspect.iscoroutinefunction(f):
+        from jupyter_core.utils import run_sync
+
+        return run_sync(f)
+    return f
+
+
+class Channel:
+    """Requests to the agent over a jupyter_client kernel client (blocking or asynchronous).
+
+    Only messages whose parent is the request are read; their total size and the time a
+    request takes are capped; exactly one reply (with the request's nonce) is accepted.
+    ``alive()`` (optional) tells a dead kernel from a slow one; ``interrupt()`` (optional)
+    stops a request that ran past its time.
+    """
+
+    def __init__(self, client, *, timeout=REQUEST_TIMEOUT, deadline=None, alive=None, interrupt=None,
+                 limits=wire.DEFAULT_LIMITS, max_output=MAX_OUTPUT_BYTES):
+        self._lock = threading.Lock()  # one request at a time, whichever test's thread sends it
+        self._local = threading.local()
+        self.client = client
+        self._iopub = _sync(client.get_iopub_msg)
+        self.timeout = timeout
+        self.deadline = deadline
+        self.alive = alive
+        self.interrupt = interrupt
+        self.limits = limits
+        self.max_output = max_output
+        self.broken = ""  # once set, every later request fails with it
+        self.test_deadline = None  # set by run_judge: one test's requests share its time limit
+        self.requests = 0
+
+    @property
+    def test_deadline(self):
+        """The current test's deadline (``time.monotonic()``), per thread: tests judged side by
+        side each have their own."""
+        return getattr(self._local, "test_deadline", None)
+
+    @test_deadline.setter
+    def test_deadline(self, value):
+        self._local.test_deadline = value
+
+    def request(self, payload: dict) -> dict:
+        """Send one request and return its reply. Requests of tests judged side by side wait for
+        each other: the kernel answers one at a time, and every message read is this request's
+        (its time limit counts from when it is sent)."""
+        with self._lock:
+            return self._request(payload)
+
+    def _request(self, payload: dict) -> dict:
+        if self.broken:
+            raise ChannelError(self.broken)
+        nonce = secrets.token_hex(16)
+        text = wire.encode({**payload, "nonce": nonce}, limits=self.limits)
+        code = f"__import__('autograder.agent').agent.serve({text!r})"
+        msg_id = self.client.execute(code, silent=False, store_history=False, allow_stdin=False,
+                                     stop_on_error=False)
+        self.requests += 1
+        limit = self.timeout
+        for end in (self.deadline, self.test_deadline):  # the notebook's, the current test's
+            if end is not None:
+                limit = max(1.0, min(limit, end - time.monotonic()))
+        end = time.monotonic() + limit
+        replies, total, failed = [], 0, None
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                self._stuck(msg_id)
+                raise ChannelError(f"Did not finish within the time limit ({self.timeout:.0f} s per test, "
+                                   "and the notebook's own): an infinite loop or a very slow answer?")
+            try:
+                msg = self._iopub(timeout=min(left, 1.0))
+            except queue.Empty:
+                if self.alive is not None and not self.alive():
+                    self.broken = ("Not run to completion: the kernel died (an exit, a crash, or too "
+                                   "much memory) while the grader called your code.")
+                    raise ChannelError(self.broken) from None
+                continue
+            if not isinstance(msg, dict) or msg.get("parent_header", {}).get("msg_id") != msg_id:
+                continue
+            content = msg.get("content") or {}
+            total += _size(content)
+            if total > self.max_output:
+                self._stuck(msg_id)
+                raise ChannelError(f"The code under test wrote more than {self.max_output // 2**20} MB "
+                                   "of output while the grader called it.")
+            kind = msg.get("msg_type")
+            if kind == "display_data" and wire.MIME in (content.get("data") or {}):
+                replies.append(content["data"][wire.MIME])
+            elif kind == "error":
+                failed = str(content.get("ename", "Error"))[:100]
+            elif kind == "status" and content.get("execution_state") == "idle":
+                break
+        if len(replies) != 1:
+            why = f"the call raised {failed}" if failed else (
+                "no reply" if not replies else f"{len(replies)} replies")
+            raise ChannelError(f"The grader could not call into the notebook's kernel ({why}); "
+                               "was the kernel's machinery changed by a cell?")
+        try:
+            reply = wire.decode(replies[0], limits=self.limits)
+        except wire.WireError as exc:
+            raise ChannelError(f"The value that came back cannot be graded: {exc}.") from None
+        if not isinstance(reply, dict) or reply.get("nonce") != nonce:
+            raise ChannelError("The kernel's reply does not answer the grader's request.")
+        if "refused" in reply:
+            raise ChannelError(f"The value could not be sent to or from the kernel: "
+                               f"{str(reply['refused'])[:500]}")
+        return reply
+
+    def _stuck(self, msg_id):
+        """A request ran past its time: interrupt it and wait a little for the kernel to be idle;
+        if it stays busy, no later request can be answered."""
+        if self.interrupt is not None:
+            try:
+                self.interrupt()
+            except Exception:  # noqa: BLE001
+                pass
+            end = time.monotonic() + 5
+            while time.monotonic() < end:
+                try:
+                    msg = self._iopub(timeout=0.5)
+                except queue.Empty:
+                    continue
+                if (msg.get("parent_header", {}).get("msg_id") == msg_id and msg.get("msg_type") == "status"
+                        and msg.get("content", {}).get("execution_state") == "idle"):
+                    return
+        self.broken = "Not run: the kernel was still busy with an earlier test that ran out of time."

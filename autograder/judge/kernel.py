@@ -1,0 +1,333 @@
+"""The judge's proxy to the learner's kernel: :class:`Kernel` (``k`` in a judge file),
+:class:`RemoteFunction` (a learner function called in the kernel) and :class:`Exported` (a
+learner's program moved into the judge: read by :mod:`.programs`, checked by :mod:`.allowlist`,
+run by :mod:`.runner`). Every request goes through one :class:`~.channel.Channel`.
+"""
+from __future__ import annotations
+
+import base64
+import re
+import secrets
+import threading
+
+import numpy as np
+
+from .. import wire
+from ..feedback import TAUGHT_IN, ExerciseFailure
+from .channel import Channel, ChannelError, LearnerError, learner_exception
+
+
+# Host callbacks (jax.pure_callback, io_callback, debug.print) in an exported module: learner
+# Python would run in the process that runs the program. (Kept for judges that import it; the
+# allow-list of :mod:`autograder.judge.allowlist` refuses every custom_call but the vetted ones.)
+_CALLBACK = re.compile(r"callback|python|host", re.IGNORECASE)
+
+
+class RemoteFunction:
+    """A learner function, called from the judge with judge-side values (markers of
+    :mod:`autograder.wire` for arrays, keys...); the result is decoded data.
+
+    A learner exception is raised as its judge-side copy (:class:`LearnerError`), so ``ag.call``
+    and the checks turn it into feedback as they would in the kernel.
+    """
+
+    def __init__(self, kernel: "Kernel", name: str, *, jit=False, static_argnums=(), static_argnames=()):
+        self.kernel, self.name, self.jit = kernel, name, bool(jit)
+        self.static_argnums, self.static_argnames = tuple(static_argnums), tuple(static_argnames)
+        self.__name__ = f"jax.jit({name})" if jit else name
+
+    def __call__(self, *args, **kwargs):
+        return self.kernel.call(self.name, *args, jit=self.jit, static_argnums=self.static_argnums,
+                                static_argnames=self.static_argnames, **kwargs)
+
+    def jitted(self, static_argnums=None, static_argnames=None) -> "RemoteFunction":
+        """The same function under ``jax.jit`` (applied and cached by the agent)."""
+        return RemoteFunction(self.kernel, self.name, jit=True,
+                              static_argnums=self.static_argnums if static_argnums is None else static_argnums,
+                              static_argnames=self.static_argnames if static_argnames is None else static_argnames)
+
+    def __repr__(self):
+        return f"<RemoteFunction {self.__name__}>"
+
+
+class Exported:
+    """A learner function's traced program, moved into the judge: ``exported`` (a
+    ``jax.export.Exported``), read here as a parsed module (:attr:`structure`: every operation,
+    nested bodies included, read by :mod:`autograder.judge.programs`; :meth:`ops`, :attr:`has_loops`,
+    :meth:`collectives`, :meth:`custom_calls`) and run, on the judge's inputs, in the contained program runner
+    (:meth:`call`, or calling the object itself): every fact and every value from the same
+    artifact. ``blob``: its serialized bytes (``exported.serialize()`` when not given);
+    ``runner``: the :class:`autograder.judge.runner.ProgramRunner` to run it in (default: the
+    current one, :func:`autograder.judge.runner.current`). ``text`` (its StableHLO, printed) is kept
+    for judges that still read it; never search it: names and locations in it are the
+    learner's."""
+
+    def __init__(self, exported, text=None, *, blob=None, runner=None, name="the function"):
+        self.exported = exported
+        self._text = text
+        self._blob = blob
+        self.runner = runner
+        self.name = name
+        self._structure = None
+        self._refusal = None
+        self.ran_in: dict = {}  # pid and uid of the process that computed the last call
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            self._text = self.exported.mlir_module()
+        return self._text
+
+    @property
+    def blob(self) -> bytes:
+        if self._blob is None:
+            self._blob = bytes(self.exported.serialize())
+        return self._blob
+
+    contained = True  # its calls run in the contained program runner (autograder.judge.programs.Traced)
+
+    @property
+    def structure(self):
+        """The parsed program (:class:`autograder.judge.programs.Program`: ``op_counts``,
+        ``has_loops``, ``collectives``, ``custom_call_targets``, ``top_level``, ``ops``)."""
+        if self._structure is None:
+            from . import programs
+
+            self._structure = programs.read(self.exported)
+        return self._structure
+
+    def ops(self):
+        """``Counter`` of operation names (``stablehlo.add``...), nested bodies and called
+        functions included (:attr:`autograder.judge.programs.Facts.op_counts`)."""
+        return self.structure.op_counts
+
+    @property
+    def has_loops(self) -> bool:
+        """Whether the program has a loop (a ``stablehlo.while`` operation, wherever it is)."""
+        return self.structure.has_loops
+
+    def collectives(self) -> dict:
+        return self.structure.collectives
+
+    def custom_calls(self) -> list[str]:
+        return sorted(self.structure.custom_call_targets)
+
+    def refusal(self) -> str:
+        """'' when the runner may run the program, else why not (learner-facing)."""
+        if self._refusal is None:
+            from . import allowlist
+
+            try:
+                structure = self.structure
+            except Exception:  # noqa: BLE001 - allowlist.refusal says the module cannot be parsed
+                structure = None
+            self._refusal = allowlist.refusal(self.exported, structure)
+        return self._refusal
+
+    def check(self) -> "Exported":
+        """Raise the learner-facing :class:`ExerciseFailure` when the program is refused."""
+        why = self.refusal()
+        if why:
+            idea = "purity" if "into Python" in why or "side effects" in why else "tampering"
+            text = ("calls back into Python from the compiled program" if idea == "purity"
+                    else "cannot be graded")
+            raise ExerciseFailure(idea, f"The program of {self.name} {text}: {why}; the grader only runs "
+                                        "pure JAX programs, exported for its own platform.")
+        return self
+
+    def call(self, *args, loops=None, timeout=None, **kwargs):
+        """Run the program on ``args``/``kwargs`` (its dynamic arguments, as the export took
+        them: static arguments are part of the program) in the contained program runner, and
+        return its outputs in the program's output structure, as :class:`autograder.wire.
+        KernelArray` leaves (values; ``.sharding``, a description with ``type_spec`` and
+        ``type``, the sharding in the output's type). A program that crashes the runner, runs
+        past its time or out of memory raises :class:`autograder.judge.runner.ProgramFailure`
+        (learner-facing). ``loops`` is ignored (a loop that never ends is a timeout)."""
+        return self.run(args, kwargs, timeout=timeout)[0]
+
+    def run(self, args=(), kwargs=None, *, timeout=None, placements=None, compiled_facts=False):
+        """``(outputs, facts)``: :meth:`call` with the runner's options: ``placements`` (a
+        partition spec per input, as lists: the inputs placed so on the program's mesh) and
+        ``compiled_facts`` (``facts`` is then what XLA's compiled program holds, e.g.
+        ``facts["collectives"]``; else None). See :meth:`autograder.judge.runner.ProgramRunner.run`."""
+        import jax
+
+        from . import runner as runner_mod
+
+        self.check()
+        exp = self.exported
+        leaves, tree = jax.tree_util.tree_flatten((tuple(args), dict(kwargs or {})))
+        if tree != exp.in_tree:
+            raise TypeError(f"the program of {self.name} takes {exp.in_tree}, not {tree}")
+        flat = []
+        for leaf, aval in zip(leaves, exp.in_avals):
+            if isinstance(leaf, (np.ndarray, np.generic)) or hasattr(leaf, "__array__"):
+                a = np.asarray(leaf)
+            else:  # a Python number: the program's dtype
+                a = np.asarray(leaf, dtype=aval.dtype)
+            flat.append(a)
+        run = self.runner or runner_mod.current()
+        reply = run.run(self.blob, flat, timeout=timeout, placements=placements, compiled_facts=compiled_facts)
+        outs, types = reply["outputs"], reply.get("types")
+        if len(outs) != exp.out_tree.num_leaves or not all(
+                isinstance(o, wire.KernelArray) for o in outs):
+            raise runner_mod.ProgramFailure("The grader's program runner answered with outputs that are not "
+                                            "the program's; please tell the course staff.")
+        for i, (o, aval) in enumerate(zip(outs, exp.out_avals)):
+            shape = tuple(aval.shape)
+            if all(type(d) is int for d in shape) and (tuple(o.shape) != shape or o.dtype != aval.dtype):
+                raise runner_mod.ProgramFailure("The grader's program runner answered with outputs that are "
+                                                "not the program's; please tell the course staff.")
+            if isinstance(types, list) and i < len(types) and isinstance(types[i], dict):
+                o.sharding = {**(o.sharding or {}), **{k: types[i].get(k) for k in ("type", "type_spec")}}
+        self.ran_in = {"pid": reply.get("pid"), "uid": reply.get("uid"), "host_pid": getattr(run.proc, "pid", None),
+                       "containment": run.mode}
+        facts = reply.get("facts") if isinstance(reply.get("facts"), dict) else None
+        if compiled_facts and facts is None:
+            raise runner_mod.ProgramFailure("The grader's program runner did not say what the compiled program "
+                                            "holds; please tell the course staff.")
+        return exp.out_tree.unflatten(outs), facts
+
+    __call__ = call
+
+
+class Kernel:
+    """The judge's proxy to the learner's kernel (see the module's docstring).
+
+    ``rng``: a NumPy Generator seeded from :mod:`secrets` per grading run, for fresh inputs;
+    ``seed()``: a fresh integer seed from it (for ``ag.check_matches_reference(seed=...)``).
+    """
+
+    def __init__(self, client=None, *, channel: Channel | None = None, seed: int | None = None, runner=None,
+                 **channel_kw):
+        self.channel = channel or Channel(client, **channel_kw)
+        self.rng = np.random.default_rng(secrets.randbits(128) if seed is None else seed)
+        self.runner = runner  # the ProgramRunner of this grading (None: autograder.judge.runner.current())
+        self._programs: dict = {}
+        self._programs_lock = threading.Lock()
+
+    def for_test(self) -> "Kernel":
+        """A view of this kernel for one test judged beside others: the same channel, runner and
+        programs (one export per signature still), and a generator of its own, seeded from this
+        one's (drawn in test order)."""
+        view = object.__new__(Kernel)
+        view.__dict__.update(self.__dict__)
+        view.rng = np.random.default_rng(int(self.rng.integers(0, 2**63 - 1)))
+        return view
+
+    def seed(self) -> int:
+        return int(self.rng.integers(0, 2**63 - 1))
+
+    def distinct_seeds(self, n: int) -> list[int]:
+        """``n`` distinct fresh seeds for ``jax.random.key`` (below 2**31: it keeps 32 bits)."""
+        seeds: list[int] = []
+        while len(seeds) < n:
+            s = int(self.rng.integers(0, 2**31 - 1))
+            if s not in seeds:
+                seeds.append(s)
+        return seeds
+
+    def fixture(self, name: str):
+        """``run(*args, what=...)``: the fixture ``name`` of :mod:`autograder.agent.fixtures` called in
+        the kernel; a learner error becomes feedback that names its idea (a missing notebook
+        name stays a NameError, "not defined")."""
+        from ..feedback import explain_error
+        from ..wire import Fixture
+
+        def run(*args, what):
+            try:
+                return self.call(Fixture(name), *args)
+            except LearnerError as exc:
+                if isinstance(exc, NameError):
+                    raise
+                raise explain_error(exc.kernel_mro or [type(exc).__name__], str(exc), what) from None
+        return run
+
+    def fn(self, name: str, jit=False, static_argnums=(), static_argnames=()) -> RemoteFunction:
+        return RemoteFunction(self, name, jit=jit, static_argnums=static_argnums,
+                              static_argnames=static_argnames)
+
+    def _reply(self, payload, label):
+        reply = self.channel.request(payload)
+        if "error" in reply:
+            err = reply["error"] if isinstance(reply["error"], dict) else {}
+            raise learner_exception(err, label)
+        return reply
+
+    def call(self, name, *args, jit=False, static_argnums=(), static_argnames=(), **kwargs):
+        """``name(*args, **kwargs)`` in the kernel (under ``jax.jit`` with ``jit=True``)."""
+        label = f"`jax.jit({name})`" if jit else f"`{name}`"
+        reply = self._reply({"op": "call", "name": name, "args": tuple(args), "kwargs": dict(kwargs),
+                             "jit": bool(jit), "static_argnums": list(static_argnums),
+                             "static_argnames": list(static_argnames)}, label)
+        return reply.get("value")
+
+    def call_keep_args(self, name, *args, jit=False, **kwargs):
+        """``(result, args)``: the call's result and its positional arguments as the call left
+        them in the kernel (to see writes into an argument, such as ``state["count"] += 1``)."""
+        label = f"`jax.jit({name})`" if jit else f"`{name}`"
+        reply = self._reply({"op": "call", "name": name, "args": tuple(args), "kwargs": dict(kwargs),
+                             "jit": bool(jit), "return_args": True}, label)
+        after = reply.get("args")
+        if not isinstance(after, (list, tuple)) or len(after) != len(args):
+            raise ChannelError("The kernel's reply does not answer the grader's request (no arguments "
+                               "came back); was the kernel's machinery changed by a cell?")
+        return reply.get("value"), tuple(after)
+
+    def get(self, name):
+        """The value of the notebook's global ``name`` (as data)."""
+        return self._reply({"op": "get", "name": name}, f"`{name}`").get("value")
+
+    def export(self, name, *specs, static_argnums=(), static_argnames=(), **kwargs) -> Exported:
+        """``jax.export`` of ``jax.jit(name)`` at ``specs`` (:class:`~autograder.wire.Spec`;
+        static arguments given as values, named in ``static_argnums``/``static_argnames``),
+        exported for the judge's platform (CPU), deserialized judge-side and checked against the
+        allow-list (:mod:`autograder.judge.allowlist`): a program with host callbacks or effects, an
+        operation the grader does not run, or exported for another platform is refused here,
+        with feedback that says what, whether or not the judge then runs it."""
+        from jax import export
+
+        reply = self._reply({"op": "export", "name": name, "args": tuple(specs), "kwargs": dict(kwargs),
+                             "static_argnums": list(static_argnums),
+                             "static_argnames": list(static_argnames)}, f"`jax.jit({name})`")
+        if "callback" in reply:
+            raise ExerciseFailure("purity", f"`{name}` calls back into Python from the compiled program "
+                                            "(a host callback such as jax.debug.print or pure_callback); "
+                                            "the grader only runs pure JAX programs.")
+        data = reply.get("exported")
+        if not isinstance(data, str):
+            raise ChannelError("The kernel's exported program is missing.")
+        try:
+            blob = base64.b64decode(data, validate=True)
+            exp = export.deserialize(bytearray(blob))
+        except Exception as exc:  # noqa: BLE001 - a forged or broken module
+            raise ChannelError(f"The exported program cannot be read ({type(exc).__name__}).") from None
+        return Exported(exp, blob=blob, runner=self.runner, name=f"`{name}`").check()
+
+    def program(self, name, *specs, static_argnums=(), static_argnames=(), **kwargs) -> Exported:
+        """The ONE exported program of ``name`` at this input signature (``specs`` and the static
+        arguments), exported once per notebook grading and cached: its values
+        (``prog(*dynamic_args)``, run in the program runner) and its structure
+        (``prog.ops()``, ``prog.has_loops``...) come from the same artifact. E.g.::
+
+            prog = k.program("ema", Spec((8, 2), "float32"), Spec((), "float32"))
+            ys = prog(xs, np.float32(0.3))
+        """
+        key = wire.encode((name, tuple(specs), list(static_argnums), list(static_argnames), dict(kwargs)))
+        with self._programs_lock:  # held while exporting: another test asking for it waits, then shares it
+            if key not in self._programs:
+                self._programs[key] = self.export(name, *specs, static_argnums=static_argnums,
+                                                  static_argnames=static_argnames, **kwargs)
+            return self._programs[key]
+
+    def claim(self, check: str, name: str, *args, **options) -> None:
+        """Run ``ag.<check>(name, *args, **options)`` in the kernel; a failing claim raises its
+        :class:`ExerciseFailure` (a passing one earns nothing by itself)."""
+        reply = self._reply({"op": "claim", "check": check, "name": name, "args": tuple(args),
+                             "kwargs": dict(options)}, f"`{name}`")
+        claim = reply.get("claim")
+        if not isinstance(claim, dict):
+            raise ChannelError("The kernel's claim is malformed.")
+        if claim.get("ok") is not True:
+            idea = claim.get("idea") if claim.get("idea") in TAUGHT_IN else "numerics"
+            raise ExerciseFailure(idea, str(claim.get("detail") or "a kernel-side check failed")[:2000])

@@ -1,0 +1,465 @@
+"""Exported programs read as parsed modules, never as printed text.
+
+A learner's program (``jax.export``'s StableHLO) is parsed with JAX's own MLIR bindings, in a
+context where the dialects an export uses are registered (StableHLO, CHLO, Shardy, func), and
+walked by operation names and regions. What the printed text holds besides operations (source
+locations, ``jax.named_scope`` strings, function and argument names) is never read: a
+function under ``jax.named_scope("stablehlo.all_reduce")``, one named ``"f{ }"`` or wrapped in
+``jax.named_call`` has exactly the facts of the plain one.
+
+Facts (:class:`Program`):
+
+- ``op_counts``: every operation reachable from the entry function, nested regions included
+  and every ``func.call`` counted as the body of the function it calls (so a helper called
+  three times counts three times, and wrapping code in ``jax.named_call`` changes nothing);
+  the call plumbing itself (``func.call``, ``func.return``) is not counted.
+- ``has_loops`` (a ``stablehlo.while``), ``collectives``, ``custom_call_targets``,
+  ``callbacks`` (custom calls into host Python), ``manual`` (a ``shard_map`` region:
+  ``sdy.manual_computation``, or GSPMD's ``SPMDFullToShardShape``).
+- ``top_level``: the entry function's own operations, in order (a call there is one
+  :class:`Op` named ``func.call``, its callee's facts in ``callee``).
+- ``ops``: every operation of every reachable function once, with operand and result types
+  (for an allow-list and shape checks).
+
+Works on JAX 0.7.2 (Colab) and 0.12.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+LOOP = "stablehlo.while"
+COLLECTIVES = frozenset({
+    "stablehlo.all_reduce", "stablehlo.all_gather", "stablehlo.reduce_scatter", "stablehlo.all_to_all",
+    "stablehlo.collective_permute", "stablehlo.collective_broadcast",
+})
+CUSTOM_CALL = "stablehlo.custom_call"
+CALL = "func.call"
+# Structure, not computation: not counted as operations.
+_PLUMBING = frozenset({"func.call", "func.return", "func.func", "builtin.module", "sdy.mesh"})
+# custom_call targets that call back into host Python (jax.pure_callback, io_callback,
+# jax.debug.print/callback) on any platform.
+_CALLBACK = re.compile(r"callback|python|host", re.IGNORECASE)
+_MANUAL_OPS = frozenset({"sdy.manual_computation"})
+_MANUAL_TARGETS = frozenset({"SPMDFullToShardShape"})
+MAX_OPS = 1_000_000  # operations parsed per module; more is refused
+
+
+class ProgramError(Exception):
+    """The program cannot be read (unparsable, no entry function, a call to a function that is
+    not in the module, recursion, too big). ``str(err)`` is learner-facing."""
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operation: its name, its ``custom_call`` target (else ``""``), its operand and
+    result types (MLIR's spelling, such as ``tensor<3x4xf32>``), and for a ``func.call`` the
+    facts of the function it calls."""
+
+    name: str
+    target: str = ""
+    operands: tuple = ()
+    results: tuple = ()
+    callee: "Facts | None" = field(default=None, compare=False, repr=False)
+
+
+@dataclass
+class Facts:
+    """What a function computes, its calls followed (see the module's docstring)."""
+
+    op_counts: Counter
+    custom_call_targets: frozenset
+
+    @property
+    def total(self) -> int:
+        return sum(self.op_counts.values())
+
+    @property
+    def has_loops(self) -> bool:
+        return self.op_counts.get(LOOP, 0) > 0
+
+    @property
+    def collectives(self) -> dict:
+        return {n: c for n, c in sorted(self.op_counts.items()) if n in COLLECTIVES}
+
+    @property
+    def callbacks(self) -> list:
+        return sorted(t for t in self.custom_call_targets if _CALLBACK.search(t))
+
+    @property
+    def manual(self) -> bool:
+        return (any(self.op_counts.get(n, 0) for n in _MANUAL_OPS)
+                or bool(self.custom_call_targets & _MANUAL_TARGETS))
+
+
+class Program(Facts):
+    """An exported program's facts (see the module's docstring). Build it with
+    :func:`read` (or :meth:`Program.parse`)."""
+
+    def __init__(self, facts: Facts, top_level: list, ops: list, platforms: tuple = ()):
+        super().__init__(facts.op_counts, facts.custom_call_targets)
+        self.top_level = top_level
+        self.ops = ops
+        self.platforms = tuple(platforms)
+
+    @property
+    def op_names(self) -> frozenset:
+        return frozenset(o.name for o in self.ops)
+
+    def count(self, *names: str) -> int:
+        """How many operations named any of ``names`` (such as ``"stablehlo.case"``)."""
+        return sum(self.op_counts.get(n, 0) for n in names)
+
+    @classmethod
+    def parse(cls, text: str, platforms=()) -> "Program":
+        return _parse(text, platforms)
+
+    def __repr__(self):
+        return (f"<Program {self.total} ops, loops={self.has_loops}, collectives={self.collectives}, "
+                f"targets={sorted(self.custom_call_targets)}>")
+
+
+def read(program) -> Program:
+    """The :class:`Program` of ``program``: a ``jax.export.Exported``, the judge's
+    :class:`autograder.judge.Exported` (anything with ``exported``), or StableHLO text."""
+    if isinstance(program, Program):
+        return program
+    cached = getattr(program, "_programs_facts", None)
+    if isinstance(cached, Program):
+        return cached
+    exp = getattr(program, "exported", program)
+    if isinstance(exp, str):
+        return _parse(exp, ())
+    try:
+        text = exp.mlir_module()
+    except Exception as exc:  # noqa: BLE001 - a forged or broken module
+        raise ProgramError(f"The exported program cannot be read ({type(exc).__name__}).") from None
+    result = _parse(text, tuple(getattr(exp, "platforms", ()) or ()))
+    try:
+        program._programs_facts = result
+    except Exception:  # noqa: BLE001 - a jax.export.Exported is frozen
+        pass
+    return result
+
+
+def _context():
+    from jax._src.interpreters import mlir
+
+    return mlir.make_ir_context()
+
+
+def _str_attr(op, name: str) -> str:
+    try:
+        attr = op.attributes[name]
+    except (KeyError, IndexError, ValueError):
+        return ""
+    value = getattr(attr, "value", None)
+    if isinstance(value, str):
+        return value
+    text = str(attr)  # a FlatSymbolRefAttr prints as @name
+    return text[1:].strip('"') if text.startswith("@") else text.strip('"')
+
+
+def _parse(text: str, platforms) -> Program:
+    from jax._src.lib.mlir import ir
+
+    if not isinstance(text, str):
+        raise ProgramError("The exported program is not StableHLO text.")
+    with _context():
+        try:
+            module = ir.Module.parse(text)
+        except Exception as exc:  # noqa: BLE001 - MLIR's error type differs across versions
+            raise ProgramError(f"The exported program cannot be parsed ({type(exc).__name__}).") from None
+        funcs: dict = {}
+        public = []
+        for op in module.body.operations:
+            o = op.operation
+            if o.name == "func.func":
+                name = _str_attr(o, "sym_name")
+                funcs[name] = o
+                if _str_attr(o, "sym_visibility") in ("", "public"):
+                    public.append(name)
+        entry = "main" if "main" in funcs else (public[0] if len(public) == 1 else None)
+        if entry is None:
+            raise ProgramError("The exported program has no entry function.")
+        return _Walker(funcs, platforms).program(entry)
+
+
+class _Walker:
+    def __init__(self, funcs, platforms):
+        self.funcs, self.platforms = funcs, platforms
+        self.facts: dict = {}
+        self.ops: list = []
+        self.active: set = set()
+        self.parsed = 0
+
+    def program(self, entry) -> Program:
+        facts, top = self.function(entry)
+        return Program(facts, top, self.ops, self.platforms)
+
+    def function(self, name):
+        if name in self.active:
+            raise ProgramError("The exported program calls its own functions recursively.")
+        if name not in self.funcs:
+            raise ProgramError("The exported program calls a function that is not in it.")
+        self.active.add(name)
+        counts, targets, top = Counter(), set(), []
+        for region in self.funcs[name].regions:
+            for block in region.blocks:
+                for op in block.operations:
+                    top.append(self.op(op.operation, counts, targets))
+        self.active.discard(name)
+        facts = Facts(counts, frozenset(targets))
+        self.facts[name] = (facts, top)
+        return facts, top
+
+    def op(self, o, counts, targets) -> Op:
+        self.parsed += 1
+        if self.parsed > MAX_OPS:
+            raise ProgramError(f"The exported program has more than {MAX_OPS} operations.")
+        name = o.name
+        callee = None
+        target = _str_attr(o, "call_target_name") if name == CUSTOM_CALL else ""
+        if name == CALL:
+            fname = _str_attr(o, "callee")
+            callee = (self.facts.get(fname) or self.function(fname))[0]
+            counts.update(callee.op_counts)
+            targets |= callee.custom_call_targets
+        elif name not in _PLUMBING:
+            counts[name] += 1
+        if target:
+            targets.add(target)
+        rec = Op(name, target, tuple(str(v.type) for v in o.operands), tuple(str(r.type) for r in o.results),
+                 callee)
+        self.ops.append(rec)
+        for region in o.regions:
+            for block in region.blocks:
+                for inner in block.operations:
+                    self.op(inner.operation, counts, targets)
+        return rec
+
+
+# --------------------------------------------------------------------------- judges' programs
+
+def spec_of(value):
+    """The :class:`~autograder.wire.Spec` tree of a judge-side value tree (NumPy arrays and
+    scalars, Python floats as float32 and ints as int32, in dicts, lists and tuples)."""
+    import numpy as np
+
+    from ..wire import MARKERS, AsJax, Spec
+
+    if value is None or (isinstance(value, MARKERS) and not isinstance(value, AsJax)):
+        return value  # an empty subtree; a Spec already, or a key, a sharded array...: the kernel builds it
+    if isinstance(value, AsJax):
+        value = np.asarray(value.value, dtype=value.dtype) if value.dtype else np.asarray(value.value)
+    if isinstance(value, dict):
+        return {k: spec_of(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(spec_of(v) for v in value)
+    if isinstance(value, bool):
+        return Spec((), "bool")
+    if isinstance(value, int):
+        return Spec((), "int32")
+    if isinstance(value, float):
+        return Spec((), "float32")
+    arr = np.asarray(value)
+    return Spec(tuple(int(d) for d in arr.shape), arr.dtype.name)
+
+
+def as_inputs(value):
+    """A judge-side value tree as the program's inputs: :class:`~autograder.wire.AsJax`
+    unwrapped, Python floats as float32 and ints as int32 (as :func:`spec_of` exports them)."""
+    import numpy as np
+
+    from ..wire import AsJax, Key
+
+    if isinstance(value, AsJax):
+        return np.asarray(value.value, dtype=value.dtype) if value.dtype else np.asarray(value.value)
+    if isinstance(value, Key):
+        import jax
+
+        return jax.random.key(value.seed, impl=value.impl) if value.impl else jax.random.key(value.seed)
+    if isinstance(value, dict):
+        return {k: as_inputs(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(as_inputs(v) for v in value)
+    if isinstance(value, bool):
+        return np.bool_(value)
+    if isinstance(value, int):
+        return np.int32(value)
+    if isinstance(value, float):
+        return np.float32(value)
+    return value
+
+
+def raw_key(seed: int):
+    """The judge's key ``seed`` as raw data (``uint32[2]``, threefry: the values of
+    ``jax.random.key(seed)``), for a program exported with ``Spec((2,), "uint32")`` as its
+    key: the program runner takes arrays of numbers, not typed keys."""
+    import jax
+    import numpy as np
+
+    return np.asarray(jax.random.key_data(jax.random.key(int(seed))), np.uint32)
+
+
+def judge_platforms() -> set:
+    """The names an export's platforms may have to run on the judge's backend."""
+    import jax
+
+    here = jax.default_backend()
+    return {"gpu": {"cuda", "rocm"}}.get(here, {here})
+
+
+class Traced:
+    """One exported program of a learner function at one input signature, in the judge: its
+    facts (:class:`Program`'s, read from the parsed module) and its values (``traced(*args)``:
+    the same program run by the judge on the judge's inputs). Made by :func:`trace`."""
+
+    def __init__(self, exported, label: str, *, loops: bool = False):
+        self.exported = exported
+        self.label = label
+        self.facts = read(exported)
+        self.loops = loops
+        inner = getattr(exported, "exported", exported)
+        platforms = tuple(getattr(inner, "platforms", ()) or ())
+        here = judge_platforms()
+        if platforms and not here & set(platforms):
+            from ..feedback import ExerciseFailure
+
+            raise ExerciseFailure("numerics", f"the program of {label} was exported for "
+                                              f"{', '.join(platforms)}; the grader runs it on {', '.join(sorted(here))}, "
+                                              "so it was refused.")
+        if self.facts.callbacks:
+            from ..feedback import ExerciseFailure
+
+            raise ExerciseFailure("purity", f"{label} calls back into Python from the compiled program "
+                                            f"({', '.join(self.facts.callbacks)}); the grader only runs "
+                                            "pure JAX programs.")
+
+    def __getattr__(self, name):
+        if name in ("facts", "exported"):
+            raise AttributeError(name)
+        return getattr(self.facts, name)
+
+    def __call__(self, *args, **kwargs):
+        """The program's outputs on ``args`` and ``kwargs`` (judge-side values; a
+        :class:`~autograder.wire.Key` becomes the judge's own key), run by the judge's runner."""
+        import inspect
+
+        import numpy as np
+
+        from ..feedback import ExerciseFailure
+
+        if self.facts.has_loops and not self.loops and not getattr(self.exported, "contained", False):
+            raise ExerciseFailure("loops", f"the program of {self.label} has a loop (`while`), which this "
+                                           "exercise does not need; the grader does not run it.")
+        call = getattr(self.exported, "call")
+        options = {}
+        try:
+            if "loops" in inspect.signature(call).parameters:
+                options["loops"] = True  # checked above, on the parsed program
+        except (TypeError, ValueError):
+            pass
+        inputs = tuple(as_inputs(a) for a in args)
+        named = {n: as_inputs(v) for n, v in kwargs.items()}
+        try:
+            out = call(*inputs, **named, **options)
+        except ExerciseFailure:
+            raise
+        except Exception as exc:  # the learner's program, or inputs it does not take
+            from .channel import ChannelError
+
+            if isinstance(exc, ChannelError):
+                raise
+            raise ExerciseFailure("numerics", f"the program of {self.label} failed when the grader ran "
+                                              f"it ({type(exc).__name__}: {str(exc).strip()[:200]}).") from None
+        import jax
+
+        return jax.tree_util.tree_map(np.asarray, out)
+
+
+def trace(k, name: str, /, *args, static_argnums=(), static_argnames=(), translate=None, loops=False,
+          label=None, raw_errors=False, **static_kwargs) -> Traced:
+    """The exported program of the notebook's ``name`` at the signature of ``args`` (judge-side
+    values or :class:`~autograder.wire.Spec`; those at ``static_argnums``
+    and in ``static_argnames`` are fixed, as Python values; other keyword arguments are traced),
+    one per signature and judge run (cached on ``k``).
+
+    Taken with the judge's program runner (``k.program``) where the judge has one, else
+    ``k.export``. A learner error while tracing becomes feedback that names its idea
+    (``translate(exc, label)`` first, then the shared classifier). ``loops``: the exercise
+    needs a loop, so a program with one may run (a loop that never ends is the request's
+    timeout where the runner is contained). ``raw_errors``: a learner error while tracing is
+    raised as it is (for a caller that translates it, such as ``ag.call``).
+    """
+    from ..feedback import call as ag_call
+    from .channel import LearnerError
+
+    label = label or f"jax.export(jax.jit({name}))"
+    nums = tuple(static_argnums)
+    specs = tuple(a if i in nums else spec_of(a) for i, a in enumerate(args))
+    static_kwargs = {n: v if n in static_argnames else spec_of(v) for n, v in static_kwargs.items()}
+    key = (name, repr(specs), nums, tuple(static_argnames), repr(sorted(static_kwargs.items())))
+    cache = k.__dict__.setdefault("_traced_programs", {})
+    if key in cache:
+        return cache[key]
+    getter = getattr(k, "program", None) or k.export
+    try:
+        exported = getter(name, *specs, static_argnums=nums, static_argnames=tuple(static_argnames),
+                          **static_kwargs)
+    except LearnerError as exc:
+        err = exc
+        specific = translate(err, label) if translate is not None else None
+        if specific is not None:
+            raise specific from None
+        if raw_errors:  # the caller's ag.call translates it
+            raise
+
+        def again():
+            raise err
+        ag_call(again, what=label)
+        raise
+    except ProgramError as exc:
+        from .channel import ChannelError
+
+        raise ChannelError(str(exc)) from None
+    try:
+        traced = Traced(exported, f"`{name}`", loops=loops)
+    except ProgramError as exc:
+        from .channel import ChannelError
+
+        raise ChannelError(str(exc)) from None
+    cache[key] = traced
+    return traced
+
+
+def run(k, name: str, /, *args, static_argnums=(), static_argnames=(), **options):
+    """``name(*args, **kwargs)`` computed by its exported program (see :func:`trace`): the value
+    a judge compares. Arguments at ``static_argnums`` and in ``static_argnames`` are fixed in
+    the program and not passed to it; other keyword arguments are its traced inputs."""
+    traced = trace(k, name, *args, static_argnums=static_argnums, static_argnames=static_argnames, **options)
+    kwargs = {n: v for n, v in options.items()
+              if n not in ("translate", "loops", "label", "raw_errors") and n not in tuple(static_argnames)}
+    return traced(*(a for i, a in enumerate(args) if i not in tuple(static_argnums)), **kwargs)
+
+
+def check_matches_reference(k, name: str, reference, make_args, *, trials=3, seed=0, what=None,
+                            idea="numerics", dtype=None, rtol=None, atol=None, static_argnums=(),
+                            **options):
+    """``name`` against ``reference`` on ``trials`` fresh inputs (``make_args(rng)``, a seeded
+    NumPy Generator), every value computed by the learner's exported program at the inputs'
+    signature (:func:`run`), compared at the exercise's ``dtype``. ``options`` go to
+    :func:`trace` (``translate``, ``loops``, static arguments)."""
+    import numpy as np
+
+    from ..numerics import check_close
+
+    label = what or f"jax.jit({name})"
+    rng = np.random.default_rng(seed)
+    for trial in range(trials):
+        args = make_args(rng)
+        expected = reference(*args)
+        got = run(k, name, *args, static_argnums=static_argnums, label=label, **options)
+        check_close(got, expected, what=f"{label}'s result on random input #{trial + 1}", idea=idea,
+                    dtype=dtype, rtol=rtol, atol=atol)

@@ -1,0 +1,300 @@
+"""Running a judge: its files found and loaded by path, each test's verdict, and
+:class:`JudgeStep`, the grading pipeline's step that judges a live kernel
+(:mod:`autograder.grader.pipeline`)."""
+from __future__ import annotations
+
+import importlib.util
+import queue
+import time
+from pathlib import Path
+
+from .. import feedback, wire
+from ..feedback import ExerciseFailure, explain_error
+from ..grader.course import CHECK_TAG
+from .channel import REQUEST_TIMEOUT, Channel, ChannelError, LearnerError
+from .kernel import Kernel
+from .runner import DEVICES as RUNNER_DEVICES
+from .runner import ProgramFailure, ProgramRunner
+
+JUDGE_CPU_DEVICES = RUNNER_DEVICES  # the CPU devices of the program runner and of every grading process
+
+
+def ensure_judge_devices() -> None:
+    """Ask JAX for :data:`JUDGE_CPU_DEVICES` virtual CPU devices in this process (the config
+    only: kernels do not inherit it). JAX fixes the count when it starts its backends, on the
+    first judge's first operation, and one grading process judges notebooks of any chapter:
+    asked later (09's judge asks on import), a process that judged another chapter first would
+    stay at 1 device. Too late once JAX has started: then the count stays what it is."""
+    import jax
+
+    try:
+        jax.config.update("jax_num_cpu_devices", JUDGE_CPU_DEVICES)
+    except Exception:  # noqa: BLE001 - the backends already exist, or an older JAX
+        pass
+
+
+def judge_path(assignment_dir: Path) -> Path:
+    return Path(assignment_dir) / "judge.py"
+
+
+def judge_paths(assignment_dir: Path) -> list[Path]:
+    """The assignment's judge files: ``judge.py``, then any ``judge_<exercise>.py`` beside it
+    (an exercise may keep its judge in a file of its own), in name order."""
+    main = judge_path(assignment_dir)
+    extra = sorted(p for p in Path(assignment_dir).glob("judge_*.py") if p.is_file())
+    return ([main] if main.is_file() else []) + extra
+
+
+def judge_tests(assignment_dir: Path) -> dict:
+    """``{test_<name>: function}`` over every judge file of the assignment; a test defined in two
+    files is an error of the course, not of the learner."""
+    tests: dict = {}
+    for path in judge_paths(assignment_dir):
+        module = load_judge(path)
+        for name, f in vars(module).items():
+            if name.startswith("test_") and callable(f) and getattr(f, "__module__", None) == module.__name__:
+                if name in tests:
+                    raise ValueError(f"{name} is defined in two judge files of {Path(assignment_dir).name}")
+                tests[name] = f
+    return tests
+
+
+_LOADED: dict = {}  # (path, mtime, size) -> module: a grading process loads each judge once
+
+
+def load_judge(path: Path):
+    """The judge module at ``path``, loaded by file path (not through ``sys.path``), once per
+    process and version of the file: a grading process that grades many notebooks keeps the
+    module, and what its functions have compiled (judge files hold no state between
+    notebooks: every draw comes from the ``Kernel`` of each grading)."""
+    path = Path(path).resolve()
+    st = path.stat()
+    key = (str(path), st.st_mtime_ns, st.st_size)
+    if key not in _LOADED:
+        spec = importlib.util.spec_from_file_location(f"_autograder_judge_{path.parent.name}_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _LOADED[key] = module
+    return _LOADED[key]
+
+
+NOT_DEFINED = ("{ename}: {evalue}. The exercise's function is not defined: run its answer cell, "
+               "and keep the function's name as given.")
+
+
+def verdict(test, k: Kernel, grade_id: str) -> str:
+    """Run one judge test; '' when it passes, else the learner-facing feedback."""
+    try:
+        test(k)
+        return ""
+    except ExerciseFailure as exc:
+        return str(exc)
+    except ChannelError as exc:
+        return str(exc)
+    except ProgramFailure as exc:
+        return str(exc)
+    except LearnerError as exc:
+        if isinstance(exc, NameError):
+            return NOT_DEFINED.format(ename=type(exc).__name__, evalue=str(exc))
+        return str(explain_error(exc.kernel_mro or [type(exc).__name__], str(exc), exc.label))
+    except wire.WireError as exc:
+        return f"The value could not be sent to the kernel: {exc}."
+    except Exception as exc:  # noqa: BLE001 - a bug in the judge: zero, said plainly
+        return (f"Not graded: the grader's own check for {grade_id} failed ({type(exc).__name__}: "
+                f"{str(exc)[:300]}); please tell the course staff.")
+
+
+JUDGE_THREADS = 2  # tests judged side by side (see run_judge)
+
+
+def run_judge(assignment_dir, kernel_client=None, *, grade_ids=None, kernel: Kernel | None = None,
+              runner: ProgramRunner | None = None, threads: int | None = None, **channel_kw) -> dict:
+    """``{grade_id: feedback or ""}`` for the judge file of ``assignment_dir`` (the trusted
+    ``solutions/<assignment>/``), run against a live kernel.
+
+    ``grade_ids`` (default: the file's ``test_*`` functions) are the test cells to judge; one
+    the file has no function for scores zero with a message. ``runner``: the program runner of
+    this grading (default: :func:`autograder.judge.runner.current`).
+
+    Tests are judged ``threads`` at a time (default :data:`JUDGE_THREADS`; 1 where a judge file
+    of the assignment sets ``SERIAL_TESTS = True``, as one that times the kernel's work must):
+    while one test's program runs in the program runner (another process) or its reference is
+    computed here, another test's requests keep the kernel busy. Each test has its own time
+    limit and its own random draws (:meth:`Kernel.for_test`); the kernel answers one request
+    at a time, whichever test sent it, so a request sees the kernel as a lone test would.
+    """
+    try:
+        tests = judge_tests(assignment_dir)
+        serial = any(getattr(load_judge(p), "SERIAL_TESTS", False) for p in judge_paths(assignment_dir))
+    except Exception as exc:  # noqa: BLE001
+        msg = f"Not graded: the grader's judge file cannot be loaded ({type(exc).__name__}: {exc})."
+        return {g: msg for g in (grade_ids or [])}
+    k = kernel or Kernel(kernel_client, runner=runner, **channel_kw)
+    ids = list(grade_ids if grade_ids is not None else tests)
+    width = 1 if serial or not hasattr(k, "for_test") else max(1, min(threads or JUDGE_THREADS, len(ids)))
+
+    def judge_one(gid, kk):
+        test = tests.get(gid)
+        channel = getattr(kk, "channel", None)
+        if isinstance(channel, Channel):  # a test cell's time limit, as when tests ran in the kernel
+            channel.test_deadline = time.monotonic() + channel.timeout
+            if runner is not None:  # its programs' runs share it
+                runner.deadline = min(d for d in (channel.test_deadline, channel.deadline) if d is not None)
+        return (verdict(test, kk, gid) if test is not None else
+                f"Not graded: the grader's judge has no check for {gid}; please tell the course staff.")
+
+    # learner errors are explained for this assignment's chapter, wherever they surface
+    with feedback.chapter(Path(assignment_dir).name):
+        if width == 1:
+            return {gid: judge_one(gid, k) for gid in ids}
+        import contextvars
+        from concurrent.futures import ThreadPoolExecutor
+
+        views = [k.for_test() for _ in ids]  # drawn here, in test order
+        with ThreadPoolExecutor(width, thread_name_prefix="judge") as pool:
+            futures = [pool.submit(contextvars.copy_context().run, judge_one, gid, view)
+                       for gid, view in zip(ids, views)]
+            return {gid: f.result() for gid, f in zip(ids, futures)}
+
+
+# --------------------------------------------------------------------------- the grading step
+
+def _iopub_ready(kc, end: float) -> None:
+    """Wait until a new client's IOPub subscription receives messages (a kernel_info request's
+    busy/idle arrives): quicker than ``wait_for_ready``, which polls at fixed intervals."""
+    while time.monotonic() < end:
+        msg_id = kc.kernel_info()
+        stop = time.monotonic() + 0.25
+        while time.monotonic() < stop:
+            try:
+                msg = kc.get_iopub_msg(timeout=0.05)
+            except queue.Empty:
+                continue
+            if msg.get("parent_header", {}).get("msg_id") == msg_id:
+                return
+    raise ChannelError("The grader could not connect to the kernel.")
+
+
+def is_test_cell(cell) -> bool:
+    meta = cell.get("metadata", {}).get("nbgrader", {}) or {}
+    return cell.get("cell_type") == "code" and bool(meta.get("grade")) and not meta.get("solution")
+
+
+class JudgeStep:
+    """Grading with a judge: the notebook's test cells and its "Check my answers" cell are not
+    run (:meth:`prepare` makes them raw cells while the kernel runs the others, :meth:`restore`
+    puts them back); after the other cells, as an ``after_cells`` callback of
+    :mod:`autograder.grader.execution`, :func:`run_judge` decides each test on the live kernel;
+    :meth:`write_verdicts` writes them into the test cells (an error output when failing,
+    nothing when passing) for nbgrader's ``SaveAutoGrades`` and the gradebook."""
+
+    def __init__(self, assignment_dir: Path, cell_timeout: float = REQUEST_TIMEOUT):
+        self.assignment_dir = Path(assignment_dir)
+        self.cell_timeout = cell_timeout
+        self.verdicts: dict | None = None  # None: the judge did not run
+        self.grade_ids: list = []
+        self._hidden: list = []
+        self.runner: ProgramRunner | None = None  # this notebook's program runner (see prepare)
+
+    @classmethod
+    def for_source(cls, source_notebook: Path, cell_timeout: float = REQUEST_TIMEOUT):
+        """The step for an assignment that has a judge file, else ``None`` (the legacy path)."""
+        folder = Path(source_notebook).parent
+        return cls(folder, cell_timeout) if judge_path(folder).is_file() else None
+
+    @staticmethod
+    def skips(cell) -> bool:
+        """Cells the kernel does not run when a judge decides."""
+        return is_test_cell(cell) or CHECK_TAG in (cell.get("metadata", {}).get("tags") or [])
+
+    def prepare(self, nb) -> None:
+        """Hide the cells the kernel does not run, and start this notebook's program runner
+        (contained, warm while the kernel runs the notebook; its start never fails the
+        notebook: a runner that cannot start fails the tests that run a program, saying so)."""
+        self.grade_ids = [c.metadata["nbgrader"]["grade_id"] for c in nb.cells if is_test_cell(c)]
+        self._hidden = [c for c in nb.cells if self.skips(c)]
+        for cell in self._hidden:
+            cell.cell_type = "raw"
+        if self.runner is None:
+            from . import runner as runner_mod
+
+            self.runner = runner_mod.process_runner()  # warm across this process's notebooks
+            self.runner.timeout = min(float(self.cell_timeout), runner_mod.RUN_TIMEOUT)
+            try:
+                self.runner.start()
+            except Exception:  # noqa: BLE001 - said by the first run that needs it
+                pass
+
+    def close(self) -> None:
+        """This notebook is done with the program runner (idempotent): the process's runner
+        stays warm for the next notebook; one given to this step alone is stopped."""
+        if self.runner is not None:
+            from . import runner as runner_mod
+
+            runner_mod.use(None)
+            self.runner.deadline = None
+            if self.runner is not runner_mod.process_runner():
+                self.runner.close()
+            self.runner = None
+
+    def restore(self, nb) -> None:
+        for cell in self._hidden:
+            cell.cell_type = "code"
+            cell.outputs = []
+            cell.execution_count = None
+        self._hidden = []
+
+    async def __call__(self, live) -> None:
+        """Judge the live kernel (:class:`autograder.grader.execution.LiveKernel`), in a thread of its
+        own with a blocking client, so the manager's coroutines (alive, interrupt) still run."""
+        import asyncio
+        import contextvars
+
+        loop = asyncio.get_running_loop()
+        manager = live.manager
+
+        def on_loop(coro_fn):
+            def run():
+                return asyncio.run_coroutine_threadsafe(coro_fn(), loop).result(10)
+            return run
+
+        def judge():
+            kc = live.blocking_client()
+            try:
+                _iopub_ready(kc, time.monotonic() + 30)
+                from . import runner as runner_mod
+                from ..grader.warm import judge_side_ready
+
+                judge_side_ready()  # JAX, imported while the kernel ran the notebook (one grading process)
+                ensure_judge_devices()  # before JAX starts (a no-op where it has)
+                runner_mod.use(self.runner)  # judges' own Exported objects run in it too
+                return run_judge(self.assignment_dir, kc, grade_ids=self.grade_ids, runner=self.runner,
+                                 timeout=self.cell_timeout, deadline=live.deadline,
+                                 alive=on_loop(manager.is_alive), interrupt=on_loop(manager.interrupt_kernel))
+            finally:
+                kc.stop_channels()
+
+        try:
+            # a fresh context: jupyter_core keeps the running loop in a context variable, which
+            # the blocking client's thread must not inherit
+            self.verdicts = await loop.run_in_executor(None, contextvars.Context().run, judge)
+        except Exception as exc:  # noqa: BLE001 - the grader's fault: zero, said plainly
+            msg = f"Not graded: the grader could not reach the kernel ({type(exc).__name__}: {exc})."
+            self.verdicts = {g: msg for g in self.grade_ids}
+
+    def write_verdicts(self, nb, not_judged: str) -> dict:
+        """Write each test cell's verdict as its outputs; ``{grade_id: feedback}``. Tests the
+        judge did not decide (the kernel died, the time ran out) get ``not_judged``."""
+        from nbformat.v4 import new_output
+
+        self.close()  # the judge is done: no more programs to run
+        feedback = {}
+        for cell in nb.cells:
+            if not is_test_cell(cell):
+                continue
+            gid = cell.metadata["nbgrader"]["grade_id"]
+            fb = (self.verdicts or {}).get(gid, not_judged) if self.verdicts is not None else not_judged
+            feedback[gid] = fb
+            cell.outputs = [] if not fb else [new_output("error", ename="Failed", evalue=fb, traceback=[])]
+            cell.execution_count = None
+        return feedback
