@@ -92,6 +92,6 @@ feedback: env
 export: env
 	$(BIN)/python -m autograder export
 
-## bench-grading: bare nbclient vs nbgrader autograde vs our batch grading, now and before the judge (docs/bench-grading.md)
+## bench-grading: one notebook, serial and parallel grading vs bare execution, nbgrader autograde and the grader at issue 20's start (docs/bench-grading.md)
 bench-grading: env
 	$(BIN)/python scripts/bench_grading.py

@@ -258,3 +258,27 @@ def test_one_grading_process_imports_nbgrader_and_jax_while_its_kernel_boots_and
     assert lines[:2] == ["at the kernel's start: False False", "kernel started: True"], lines
     score, top = lines[2].split()[1:]
     assert float(score) == float(top) > 0, lines
+
+
+# --------------------------------------------------------------------------- the benchmark runs
+
+@pytest.mark.notebook
+def test_make_bench_grading_measures_its_three_figures_in_one_run(tmp_path):
+    """scripts/bench_grading.py (``make bench-grading``) runs end to end on a small batch and
+    reports the issue's three figures, each a measured ratio with its verdict, and every way
+    it timed (the figures themselves are the report's, never asserted here)."""
+    import re
+
+    out = tmp_path / "bench-grading.md"
+    proc = subprocess.run([PY, "scripts/bench_grading.py", "-n", "2", "--rounds", "1", "--no-start",
+                           "--out", str(out)], capture_output=True, text=True, cwd=ROOT, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = out.read_text()
+    for target in (r"\(a\) a learner's `python -m autograder grade one.ipynb` <= 1.3x",
+                   r"\(b\) serial grading <= 1.3x bare execution",
+                   r"\(c\) parallel grading >= 2x faster than nbgrader autograde"):
+        row = next((l for l in report.splitlines() if re.search(target, l)), None)
+        assert row is not None, (target, report[:2000])
+        assert re.search(r"\| \d+\.\d\dx \| (yes|no) \|$", row), row
+    for way in ("bare nbclient execution (floor)", "nbgrader autograde", "autograder grade -j 1 (serial)"):
+        assert re.search(rf"^\| {re.escape(way)} \| \d+\.\d\d \|", report, re.M), way
