@@ -107,17 +107,21 @@ def with_constants(x):
 _JIT_OF: dict = {}
 
 
-def jit_call(f, *args):
-    """``jax.jit`` of a wrapper of ``f`` of its own, made on the first call for this ``f`` and
-    reused after it: its first call traces afresh (a Python ``print`` in ``f`` shows a tracer
-    then) even if ``f`` was jitted before, later calls reuse the compiled program."""
+def jit_call(f, *args, **static):
+    """``jax.jit`` of a wrapper of ``f`` of its own, made on the first call for this ``f`` (and
+    these static names) and reused after it: its first call traces afresh (a Python ``print``
+    in ``f`` shows a tracer then) even if ``f`` was jitted before, later calls reuse the
+    compiled program. Keyword arguments are static (``static_argnames``: a new value traces
+    again), as 04's ``steps`` and 05's ``num_segments``; positional ones are traced."""
     import jax
 
-    hit = _JIT_OF.get(id(f))
+    names = tuple(sorted(static))
+    key = (id(f), names)
+    hit = _JIT_OF.get(key)
     if hit is None or hit[0] is not f:
-        hit = (f, jax.jit(lambda *a: f(*a)))
-        _JIT_OF[id(f)] = hit
-    return hit[1](*args)
+        hit = (f, jax.jit(lambda *a, **kw: f(*a, **kw), static_argnames=names or None))
+        _JIT_OF[key] = hit
+    return hit[1](*args, **static)
 
 
 def is_jitted(f):
@@ -462,24 +466,6 @@ def threefry_jit_call(f, partitionable, *args):
         return jax.block_until_ready(hit[1](*args))
     finally:
         jax.config.update("jax_threefry_partitionable", old)
-
-
-_JIT_STATIC: dict = {}
-
-
-def jit_static(f, static_argnames, *args, **kwargs):
-    """``jax.jit(f, static_argnames=static_argnames)(*args, **kwargs)``, with one jit wrapper per
-    ``f`` and names, made on first use and reused after it (for compile-count and key-reuse
-    claims on a function with static keyword arguments, such as ``train``'s ``steps``)."""
-    import jax
-
-    names = tuple(str(n) for n in static_argnames)
-    key = (id(f), names)
-    hit = _JIT_STATIC.get(key)
-    if hit is None or hit[0] is not f:
-        hit = (f, jax.jit(f, static_argnames=names or None))
-        _JIT_STATIC[key] = hit
-    return hit[1](*args, **kwargs)
 
 
 def jit_static_traces(f, static_argnames, calls):

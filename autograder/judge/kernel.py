@@ -6,7 +6,6 @@ run by :mod:`.runner`). Every request goes through one :class:`~.channel.Channel
 from __future__ import annotations
 
 import base64
-import re
 import secrets
 import threading
 
@@ -15,12 +14,6 @@ import numpy as np
 from .. import wire
 from ..feedback import TAUGHT_IN, ExerciseFailure
 from .channel import Channel, ChannelError, LearnerError, learner_exception
-
-
-# Host callbacks (jax.pure_callback, io_callback, debug.print) in an exported module: learner
-# Python would run in the process that runs the program. (Kept for judges that import it; the
-# allow-list of :mod:`autograder.judge.allowlist` refuses every custom_call but the vetted ones.)
-_CALLBACK = re.compile(r"callback|python|host", re.IGNORECASE)
 
 
 class RemoteFunction:

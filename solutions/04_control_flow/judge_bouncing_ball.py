@@ -97,7 +97,7 @@ def test_bouncing_ball(k):
     calls = []
     for _ in range(4):
         args, _ = _draw(rng, steps)
-        calls.append(((Ref("bouncing_ball"), ("steps",), *(AsJax(np.float32(a)) for a in args)), {"steps": steps}))
-    k.claim("check_compiles", Fixture("jit_static"), calls, 1,
+        calls.append(((Ref("bouncing_ball"), *(AsJax(np.float32(a)) for a in args)), {"steps": steps}))
+    k.claim("check_compiles", Fixture("jit_call"), calls, 1,  # keyword arguments static: steps
             what=f"jax.jit(bouncing_ball, static_argnames='steps') at steps={steps} on four inputs",
             why="x0, v0 and dt are data: new values must reuse the compiled program.")

@@ -90,8 +90,7 @@ def test_segment_mean(k):
     calls = []
     for _ in range(4):
         values, ids = _draw(rng, n, num_segments)
-        calls.append(((Ref("segment_mean"), ("num_segments",), AsJax(values), AsJax(ids)),
-                      {"num_segments": num_segments}))
-    k.claim("check_compiles", Fixture("jit_static"), calls, 1,
+        calls.append(((Ref("segment_mean"), AsJax(values), AsJax(ids)), {"num_segments": num_segments}))
+    k.claim("check_compiles", Fixture("jit_call"), calls, 1,  # keyword arguments static: num_segments
             what=f"jax.jit(segment_mean) at n={n}, num_segments={num_segments} on four data",
             why="How the values fall into segments is data: new data must reuse the compiled program.")
