@@ -63,9 +63,21 @@ def judge_side_in_background() -> None:
     global _background
     if _background is not None or "jax" in sys.modules:
         return
-    _background = threading.Thread(target=_quietly, args=(judge_side,), name="judge-side-import",
+    _background = threading.Thread(target=_quietly, args=(_judge_side_niced,), name="judge-side-import",
                                    daemon=True)
     _background.start()
+
+
+def _judge_side_niced() -> None:
+    """:func:`judge_side` at a lower priority: on Linux a thread's nice value is its own, and
+    the kernel running the notebook, whose time the learner waits for, comes first."""
+    import os
+
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+    except (AttributeError, OSError):
+        pass
+    judge_side()
 
 
 def judge_side_ready() -> None:
