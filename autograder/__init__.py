@@ -16,10 +16,13 @@ One module per idea of the mental model:
 - :mod:`autograder.claims`: the verdict lines of the chapters' measured claims
 - :mod:`autograder.selfcheck`: the "check my answers" table
 
-Only graders run the rest: :mod:`autograder.grader` (one notebook, a batch, the kernel's
-containment), :mod:`autograder.judge` with its program runner (:mod:`autograder.runner`,
-:mod:`autograder.programs`, :mod:`autograder.allowlist`), the kernel-side agent
-(:mod:`autograder.agent`) and :mod:`autograder.instructor` (a class).
+Only graders run the rest, a folder by who runs it: :mod:`autograder.grader` (one notebook, a
+batch, the kernel's containment), :mod:`autograder.judge` (the channel, ``Kernel``, the judge's
+step, and the program side: :mod:`autograder.judge.programs`, :mod:`autograder.judge.allowlist`,
+:mod:`autograder.judge.runner`), the kernel-side agent :mod:`autograder.agent` (its dispatcher,
+:mod:`autograder.agent.config` and :mod:`autograder.agent.fixtures`) and
+:mod:`autograder.instructor` (a class). The old flat names (``autograder.runner``,
+``autograder.fixtures``, ``autograder.grading``...) are aliases of the moved modules.
 
 Every check raises :class:`ExerciseFailure`, whose message is learner-facing feedback.
 """

@@ -11,7 +11,8 @@
 - :mod:`.result`: the JSON contract and its human forms;
 - :mod:`.settings`: every ``AUTOGRADER_*`` setting, its default and help.
 
-The judge (:mod:`autograder.judge`, with its program runner) and the kernel-side agent
-(:mod:`autograder.agent`) live beside this folder; the instructor's verbs in
-:mod:`autograder.instructor`. Nothing here is imported by ``import autograder``.
+The judge (:mod:`autograder.judge`, a folder beside this one, with its program runner
+:mod:`autograder.judge.runner`) and the kernel-side agent (:mod:`autograder.agent`, another
+folder beside it) are their own packages; the instructor's verbs in :mod:`autograder.instructor`.
+Nothing here is imported by ``import autograder``.
 """
