@@ -104,3 +104,53 @@ def test_every_subpackage_is_in_the_wheel():
              if "__pycache__" not in p.parts}
     assert {"autograder", "autograder.grader", "autograder.agent", "autograder.judge"} <= found
     assert found <= listed, sorted(found - listed)
+
+
+def test_the_kernels_request_goes_through_the_agent_packages_run(monkeypatch):
+    """The judge's one fixed request (the code a Channel executes) reaches
+    ``autograder.agent.serve``, whose dispatcher looks ``_run`` up in the package itself: an
+    attack that patches ``autograder.agent._run`` (tests/attacks.py) replaces what every request
+    goes through, so the attack table tests what it says. Judged through a Channel over a
+    stand-in client that runs the code it is sent, in this process."""
+    import queue
+
+    import IPython.display
+
+    import autograder.agent as agent
+    from autograder.judge import Channel
+
+    shown, messages, seen = [], queue.Queue(), []
+    monkeypatch.setattr(IPython.display, "display", lambda data, raw=False: shown.append(data))
+    monkeypatch.setattr(agent, "_run", lambda req: seen.append(req) or {"value": 41.5})
+
+    class Client:
+        def execute(self, code, **kw):
+            eval(compile(code, "<request>", "eval"), {"__builtins__": __builtins__})  # noqa: S307 - the judge's own request
+            parent = {"msg_id": "m1"}
+            for data in shown:
+                messages.put({"parent_header": parent, "msg_type": "display_data", "content": {"data": data}})
+            messages.put({"parent_header": parent, "msg_type": "status", "content": {"execution_state": "idle"}})
+            return "m1"
+
+        def get_iopub_msg(self, timeout=None):
+            return messages.get(timeout=timeout)
+
+    reply = Channel(Client(), timeout=30).request({"op": "get", "name": "anything"})
+    assert reply["value"] == 41.5 and [r["op"] for r in seen] == ["get"]
+
+
+def test_fixtures_a_judge_names_are_the_agents_own():
+    """``wire.Fixture(name)``, decoded by the agent, is a function of ``autograder.agent.fixtures``,
+    the module judges import as ``autograder.fixtures``; a name that is not one of its functions
+    is refused."""
+    import pytest
+
+    import autograder.agent as agent
+    from autograder import fixtures, wire
+
+    assert fixtures is agent.fixtures and fixtures.__name__ == "autograder.agent.fixtures"
+    got = wire.decode(wire.encode([wire.Fixture("jit_call")]), markers=agent._markers())
+    assert got == [fixtures.jit_call] and agent._callee(got[0]) is fixtures.jit_call
+    for name in ("reset_config", "jit_static", "os"):
+        with pytest.raises(wire.WireError):
+            wire.decode(wire.encode([wire.Fixture(name)]), markers=agent._markers())
