@@ -144,16 +144,20 @@ def grade_many(paths, *, workers: int | None = None, progress: bool = False, per
     workers = min(workers or default_workers(len(jobs)), len(jobs))
     results: list[Result | None] = [None] * len(jobs)
     bar = _progress(len(jobs)) if progress else None
-    # Before the processes fork, once: the imports, and the sandbox's probe (a contained Python
-    # started and checked, mostly waiting on it: run in a thread while the imports take the CPU).
+    # Before the processes fork, once: the imports, and (for several grading processes) the
+    # sandbox's probe (a contained Python started and checked, mostly waiting on it: run in a
+    # thread while the imports take the CPU), whose verdict they inherit. One grading process
+    # probes beside its first kernel's start instead (pipeline's check_box and box_checked).
     import threading
 
     probe = threading.Thread(target=check_once, args=(grade_kwargs.get("root"),), daemon=True)
-    probe.start()
+    if workers > 1:
+        probe.start()
     try:
         _warm(parallel=workers > 1)
     finally:
-        probe.join()  # no thread may be running when the processes fork
+        if workers > 1:
+            probe.join()  # no thread may be running when the processes fork
     # What the parent holds now is shared with every grading process, page for page, until one
     # writes to it, and a collection of the cyclic garbage collector writes to every object it
     # visits: frozen (moved out of its reach, as the gc module's documentation advises before a

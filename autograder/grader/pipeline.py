@@ -17,7 +17,8 @@ the checkout: each submission is graded in a temporary folder.
 3. ``open_box`` (:mod:`~autograder.grader.sandbox`): the kernel's containment (as root:
    namespaces, an allow-listed view and a uid of its own, or a refusal), its box and the
    assignment's data files in it;
-4. ``check_box``: a contained kernel can start in the box and cannot see the grading material;
+4. ``check_box``: the probe that a contained kernel can start in the box and cannot see the
+   grading material (its verdict inherited, or the probe run beside the next steps);
 5. ``start_kernel`` (:mod:`~autograder.grader.execution`): the notebook's fresh kernel started,
    so that it boots while the next steps run (nothing is sent to it before ``execute``);
 6. ``make_gradebook`` (:mod:`autograder.gradebook`): a scratch gradebook holding the source's
@@ -26,6 +27,7 @@ the checkout: each submission is graded in a temporary folder.
    deleted, duplicated or retyped test cells restored from the source);
 8. ``prepare_judge`` (:mod:`autograder.judge`): the assignment's trusted judge; test cells and
    "Check my answers" are not run in the kernel; its program runner starts;
+   ``box_checked``: the probe's verdict; a refusal ends the grading before any cell is sent;
 9. ``execute`` (:mod:`~autograder.grader.execution`): the kernel runs the notebook's own cells
    under a per-cell and a per-notebook time limit; then, with the kernel alive, the judge
    calls the learner's functions and takes their programs and values out as data;
@@ -91,6 +93,8 @@ class Grading:
     judge: object = None            # autograder.judge.JudgeStep
     executor: object = None
     kernel: object = None           # the kernel manager of a kernel started early (start_kernel)
+    box_check: object = None        # the sandbox's probe, running beside the kernel's start (check_box)
+    box_problem: list = field(default_factory=list)  # its verdict ('' when the kernel may run)
     result: Result | None = None
 
     @property
@@ -191,7 +195,22 @@ def check_box(g: Grading) -> None:
     os.chmod(g.box_dir, 0o700)
     os.chmod(g.home, 0o700)
     g.box.keep_rw = [str(g.box_dir)]
-    problem = check_sandbox(g.box, g.home, g.workdir, [str(g.source.parent), str(g.tmp / "gradebook.db")])
+    # The verdict (known at once where this process, or the batch's parent, probed before), else
+    # the probe runs beside the kernel's start: no cell is sent to the kernel before box_checked.
+    import threading
+
+    secrets = [str(g.source.parent), str(g.tmp / "gradebook.db")]
+    g.box_check = threading.Thread(target=lambda: g.box_problem.append(
+        check_sandbox(g.box, g.home, g.workdir, secrets)), name="sandbox-probe", daemon=True)
+    g.box_check.start()
+
+
+def box_checked(g: Grading) -> None:
+    if g.box_check is None:
+        return
+    g.box_check.join()
+    g.box_check = None
+    problem = g.box_problem[0] if g.box_problem else "the sandbox's probe gave no verdict"
     if problem:
         raise g.zero(probe_refusal(problem))
 
@@ -228,8 +247,8 @@ def save_graded_copy(g: Grading) -> None:
 
 
 BEFORE_RUN = [find_assignment, read_notebook]           # no temporary folder yet
-STEPS = [open_box, check_box, start_kernel, make_gradebook, sanitize_submission, prepare_judge, execute,
-         score, save_graded_copy]                        # in this grading's temporary folder
+STEPS = [open_box, check_box, start_kernel, make_gradebook, sanitize_submission, prepare_judge, box_checked,
+         execute, score, save_graded_copy]               # in this grading's temporary folder
 
 
 def grade_notebook(path, *, root: Path | None = None, cell_timeout: int = DEFAULT_CELL_TIMEOUT,
@@ -259,6 +278,8 @@ def grade_notebook(path, *, root: Path | None = None, cell_timeout: int = DEFAUL
             except Done as done:
                 return done.result
             finally:
+                if g.box_check is not None:  # a step ended the grading before its verdict was read
+                    g.box_check.join()
                 if g.kernel is not None:  # started, never handed to the executor
                     kill_kernel(g.kernel)
                 if g.judge is not None:
