@@ -53,7 +53,11 @@ NOTES = """Why the figures are what they are:
   pages stay shared. Each grading process grades one notebook at a time (a process a submission
   kills costs only that notebook) and starts its kernels with `vfork` and `execve`; there is one
   grading process per core and one more. The grader at this issue's start ran exported programs
-  in the grading process itself; this one runs them in a contained program runner per notebook.
+  in the grading process itself; this one runs them in a contained program runner, one per
+  grading process (a Python that imports JAX: about 0.7 s of CPU each, paid three times in a
+  parallel batch, 0.35 s per submission in a batch of 6; the batch is CPU-bound on 2 cores, so
+  that CPU is wall time). That grader also graded its own `01_phases`: four tests, where today's
+  has five (`count_primitives`, added since), each judged on its exported program.
 - `nbgrader autograde` pays its import once too (with its server extensions), and per
   submission a gradebook update, its own preprocessors, the test cells in the kernel and a
   graceful kernel shutdown.
