@@ -142,7 +142,7 @@ def test_the_kernels_request_goes_through_the_agent_packages_run(monkeypatch):
 def test_fixtures_a_judge_names_are_the_agents_own():
     """``wire.Fixture(name)``, decoded by the agent, is a function of ``autograder.agent.fixtures``,
     the module judges import as ``autograder.fixtures``; a name that is not one of its functions
-    is refused."""
+    is refused, and so are its private helpers."""
     import pytest
 
     import autograder.agent as agent
@@ -151,6 +151,9 @@ def test_fixtures_a_judge_names_are_the_agents_own():
     assert fixtures is agent.fixtures and fixtures.__name__ == "autograder.agent.fixtures"
     got = wire.decode(wire.encode([wire.Fixture("jit_call")]), markers=agent._markers())
     assert got == [fixtures.jit_call] and agent._callee(got[0]) is fixtures.jit_call
-    for name in ("reset_config", "jit_static", "os"):
+    private = sorted(n for n, f in vars(fixtures).items() if n.startswith("_") and callable(f)
+                     and getattr(f, "__module__", None) == fixtures.__name__)
+    assert private  # the module has private helpers, which a request must not reach
+    for name in ("reset_config", "jit_static", "os", *private):
         with pytest.raises(wire.WireError):
             wire.decode(wire.encode([wire.Fixture(name)]), markers=agent._markers())

@@ -104,7 +104,9 @@ def _markers():
         from . import fixtures
 
         name = node.get("name")
-        f = getattr(fixtures, name, None) if isinstance(name, str) and name.isidentifier() else None
+        # a public function of the module: its private helpers (a mesh builder...) are not fixtures
+        ok = isinstance(name, str) and name.isidentifier() and not name.startswith("_")
+        f = getattr(fixtures, name, None) if ok else None
         if not isinstance(f, types.FunctionType) or f.__module__ != fixtures.__name__:
             raise wire.WireError(f"no fixture {str(name)[:40]!r}")
         return f
