@@ -131,9 +131,8 @@ def early_kernel(cpu_limit: int, home, box, box_dir, cwd):
     return km
 
 
-def kill_kernel(km) -> None:
-    """Kill an early kernel that no executor took (its process group; the sandbox's other
-    processes die with the sandbox)."""
+def _sigkill(km) -> None:
+    """SIGKILL the kernel of manager ``km`` (its process group where it has one)."""
     prov = getattr(km, "provisioner", None)
     pgid = getattr(prov, "pgid", None)
     try:
@@ -143,7 +142,13 @@ def kill_kernel(km) -> None:
             os.kill(prov.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError, OSError):
         pass
-    process = getattr(prov, "process", None)
+
+
+def kill_kernel(km) -> None:
+    """Kill an early kernel that no executor took, and reap it (the sandbox's other processes
+    die with the sandbox)."""
+    _sigkill(km)
+    process = getattr(getattr(km, "provisioner", None), "process", None)
     if process is not None:
         try:
             process.wait(timeout=5)
@@ -217,15 +222,7 @@ def make_executor(cell_timeout: int, deadline: float, cpu_limit: int = DEFAULT_C
 
         # -- the kernel's end
         def _kill(self):
-            prov = getattr(getattr(self, "km", None), "provisioner", None)
-            pgid = getattr(prov, "pgid", None)
-            try:
-                if pgid:
-                    os.killpg(pgid, signal.SIGKILL)
-                elif getattr(prov, "pid", None):
-                    os.kill(prov.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError, OSError):
-                pass
+            _sigkill(getattr(self, "km", None))
             if box is not None and not self.sandbox_ended:
                 box.kill_all()  # the namespace's init is gone; so is anything that left the group
 
