@@ -107,11 +107,14 @@ class _Worker:
         self.overdue_at = time.monotonic() + job_limit(job[1])
         self.conn.send(job)
 
-    def stop(self):
+    def ask_to_stop(self):
         try:
             self.conn.send(None)
         except OSError:
             pass
+
+    def stop(self):
+        self.ask_to_stop()  # again, harmless: a stopping process reads no more
         self.proc.join(timeout=10)
         if self.proc.is_alive():
             self.proc.kill()
@@ -150,6 +153,11 @@ def grade_many(paths, *, workers: int | None = None, progress: bool = False, per
     # probes beside its first kernel's start instead (pipeline's check_box and box_checked).
     import threading
 
+    from ..judge import runner as runner_mod
+
+    # One contained program runner for every grading process, started first: it imports JAX
+    # on another core while this process imports and probes (runner_mod.SharedRunner).
+    shared = runner_mod.share()
     probe = threading.Thread(target=check_once, args=(grade_kwargs.get("root"),), daemon=True)
     if workers > 1:
         probe.start()
@@ -226,8 +234,11 @@ def grade_many(paths, *, workers: int | None = None, progress: bool = False, per
                 else:
                     finish(i, failed_result(jobs[i][0], DIED, jobs[i][1].get("root")))
     finally:
+        for w in pool:  # all asked to stop first: each ends its own runners and boxes meanwhile
+            w.ask_to_stop()
         for w in pool:
             w.stop()
+        runner_mod.unshare(shared)
         if thaw:
             gc.unfreeze()
     bar and bar.close()

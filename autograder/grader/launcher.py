@@ -37,9 +37,9 @@ the home folder is writable, and the paths given cannot be read.
 ``limits``: started by the grading process (see :func:`autograder.sandbox.limited`), before
 ``unshare`` or, without a sandbox, the kernel itself: it asks to die with that process
 (``PR_SET_PDEATHSIG``, kept across ``execve``), lifts the grading process's own soft limit on
-data memory, sets the CPU-time limit and no core dumps, in a
-sandbox a cap on processes and the memory limit (the cgroup joined, or ``RLIMIT_DATA``), and
-executes the rest of its command line.
+data memory, sets the CPU-time limit and no core dumps (and, with ``--nice``, a lower
+priority), in a sandbox a cap on processes and the memory limit (the cgroup joined, or
+``RLIMIT_DATA``), and executes the rest of its command line.
 
 ``expose --path=P ... -- CMD``: as root, in a mount namespace of its own, make each ``P``
 reachable by every uid (an empty tmpfs on each folder on the way that others cannot enter, ``P``
@@ -343,6 +343,8 @@ def limits(args) -> None:
     resource.setrlimit(resource.RLIMIT_DATA, (resource.getrlimit(resource.RLIMIT_DATA)[1],) * 2)
     resource.setrlimit(resource.RLIMIT_CPU, (args.cpu, args.cpu + 5))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if args.nice:
+        os.nice(args.nice)  # kept across execve; raised back by root only (see the runner's start)
     if args.nproc:
         resource.setrlimit(resource.RLIMIT_NPROC, (args.nproc, args.nproc))
     if args.memory:
@@ -384,6 +386,7 @@ def main(argv=None) -> int:
     lim.add_argument("--cpu", type=int, required=True, help="CPU seconds")
     lim.add_argument("--parent", type=int, default=0, help="the pid that must still be the parent")
     lim.add_argument("--nproc", type=int, default=0)
+    lim.add_argument("--nice", type=int, default=0, help="added to the nice value (a lower priority)")
     lim.add_argument("--memory", type=int, default=0, help="bytes")
     lim.add_argument("--cgroup", default="")
     lim.add_argument("command", nargs=argparse.REMAINDER)

@@ -268,7 +268,7 @@ def die_with_parent():
     return functools.partial(launch.die_with_parent, os.getpid(), prctl)
 
 
-def limited(cmd: list, cpu_seconds: int, box: Sandbox | None = None) -> list:
+def limited(cmd: list, cpu_seconds: int, box: Sandbox | None = None, nice: int = 0) -> list:
     """``cmd`` (the kernel's, already wrapped in the sandbox) started by ``launcher.py limits``,
     which sets the limits on itself and executes it: a CPU-time limit, no core dumps, death with
     the grading process that started it (``PR_SET_PDEATHSIG``; then ``unshare``'s
@@ -276,10 +276,12 @@ def limited(cmd: list, cpu_seconds: int, box: Sandbox | None = None) -> list:
     memory limit (its cgroup joined, or ``RLIMIT_DATA``, which JAX tolerates, where there is no
     cgroup). A command of its own rather than ``preexec_fn``: no Python runs between the fork
     and the exec of a grading process in which JAX's threads run (JAX warns of a deadlock for
-    every such fork), and the process is started with ``vfork``, not a copy of that large one."""
+    every such fork), and the process is started with ``vfork``, not a copy of that large one.
+    ``nice``: added to its nice value (the program runner starts at a lower priority than the
+    kernel, whose time the learner waits for)."""
     contained = box is not None and box.uid is not None
     prefix = [sys.executable, "-I", "-S", str(_LAUNCH), "limits", f"--cpu={cpu_seconds}",
-              f"--parent={os.getpid()}"]
+              f"--parent={os.getpid()}", *([f"--nice={nice}"] if nice else [])]
     if contained:
         prefix += [f"--nproc={nproc_limit()}",
                    f"--memory={memory_limit_mb() << 20}"]
@@ -633,7 +635,10 @@ def check_once(root: Path | None = None) -> None:
 def _probe_sandbox(box: Sandbox, home: Path, workdir: Path, secrets) -> str:
     import subprocess
 
-    probe = box.wrap([sys.executable, "-m", "autograder.grader.launcher", "check", f"--home={home}",
+    # The launcher by path, not ``-m autograder.grader.launcher``: importing the package first
+    # (NumPy, nbformat) cost the probe 0.2 s of CPU, beside the kernel's start; ``check`` itself
+    # looks for the package on the kernel's path (PYTHONPATH) without importing it.
+    probe = box.wrap([sys.executable, str(_LAUNCH), "check", f"--home={home}",
                       f"--package={package_root() / 'autograder'}",
                       *[f"--secret={s}" for s in secrets]])
     env = kernel_env(home)

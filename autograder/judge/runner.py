@@ -29,6 +29,7 @@ imports only the standard library at the top, and loads :mod:`autograder.wire` b
 from __future__ import annotations
 
 import base64
+import functools
 import os
 import struct
 import sys
@@ -40,6 +41,7 @@ DEVICES = 8             # virtual CPU devices of the child (09_sharding's progra
 RUN_TIMEOUT = 60.0      # wall-clock seconds one program may run
 START_TIMEOUT = 60.0    # seconds the child may take to be ready (JAX's import, its devices)
 DEFAULT_CPU_SECONDS = 1800  # CPU seconds of one child, all its runs
+START_NICE = 10         # the contained child's nice value until it is ready
 _HEADER = struct.Struct(">Q")
 _ENV_KEEP = ("LANG", "LC_ALL", "TZ")
 # The judge's inputs are small: compiling a program costs far more than running it (0.9 s against
@@ -137,7 +139,10 @@ class ProgramRunner:
         self.mode = self.box.mode
         serve = [sys.executable, "-I", os.path.abspath(__file__), "serve"]
         if self.box.contained:
-            cmd = sandbox.limited(self.box.wrap(serve), self.cpu_seconds, self.box)
+            # It starts at a lower priority (importing JAX, beside the kernel that runs the
+            # notebook, whose time the learner waits for), and is raised back once ready
+            # (_wait_ready: root may, the sandbox uid may not).
+            cmd = sandbox.limited(self.box.wrap(serve), self.cpu_seconds, self.box, nice=START_NICE)
         else:
             mb = self.memory_mb or sandbox.memory_limit_mb()
             cmd = [sys.executable, "-I", "-S", str(sandbox._LAUNCH), "limits", f"--cpu={self.cpu_seconds}",
@@ -236,6 +241,11 @@ class ProgramRunner:
             raise ProgramFailure("The grader's program runner could not start; please tell the course staff.") from None
         self.info = info.get("ready") if isinstance(info.get("ready"), dict) else {}
         self._ready = True
+        if self.box is not None and self.box.contained:
+            try:  # every process of its uid (the child, in its PID namespace) back to the normal priority
+                os.setpriority(os.PRIO_USER, self.box.uid, 0)
+            except OSError:
+                pass
 
     # -- running
     def run(self, blob: bytes, leaves: list, *, timeout: float | None = None, placements=None,
@@ -257,38 +267,61 @@ class ProgramRunner:
         with self._lock:
             return self._run(blob, leaves, timeout, placements, compiled_facts)
 
-    def _run(self, blob, leaves, timeout, placements, compiled_facts):
-        self.start()
-        self._wait_ready()
+    def _limit(self, timeout) -> float:
         limit = self.timeout if timeout is None else min(self.timeout, timeout)
         if self.deadline is not None:
             limit = min(limit, self.deadline - time.monotonic())
-        limit = max(1.0, limit)
-        try:
-            self._send({"op": "run", "program": base64.b64encode(bytes(blob)).decode("ascii"),
-                        "args": list(leaves), "placements": placements, "facts": bool(compiled_facts)})
-            reply = self._receive(time.monotonic() + limit)
-        except _Late:
-            self._reap()
-            raise ProgramFailure(f"The program ran out of time when the grader ran it (more than {limit:.0f} s): "
-                                 "a loop that never ends, or far more work than the exercise needs.") from None
-        except _Died:
-            self._reap()
-            raise ProgramFailure("The program crashed when the grader ran it (it ended the grader's program "
-                                 "runner, or took more memory than it may use).") from None
-        if "error" in reply:
-            err = reply["error"] if isinstance(reply["error"], dict) else {}
-            kind, message = str(err.get("type", "Error"))[:100], str(err.get("message", ""))[:300]
-            if kind == "memory":
-                raise ProgramFailure(f"The program ran out of memory when the grader ran it ({message}): it "
-                                     "builds arrays far larger than the exercise needs.")
-            if kind == "refused":
-                raise ProgramFailure(f"The grader did not run the program: {message}.")
-            raise ProgramFailure(f"The program failed when the grader ran it ({kind}: {message}).")
-        if not isinstance(reply.get("outputs"), list):
-            self._reap()
-            raise ProgramFailure("The grader's program runner gave no outputs; please tell the course staff.")
+        return max(1.0, limit)
+
+    def _exchange(self, blob, leaves, placements, compiled_facts, limit) -> dict:
+        """Send one request and read its reply (raises _Late, _Died; the caller cleans up)."""
+        rid = (os.getpid() << 24) + next(_IDS)  # unique among the processes sharing a runner
+        self._send({"op": "run", "id": rid, "program": base64.b64encode(bytes(blob)).decode("ascii"),
+                    "args": list(leaves), "placements": placements, "facts": bool(compiled_facts)})
+        reply = self._receive(time.monotonic() + limit)
+        if reply.get("id") != rid:  # not this request's answer: the channel is out of step
+            raise _Died()
         return reply
+
+    def _run(self, blob, leaves, timeout, placements, compiled_facts):
+        self.start()
+        self._wait_ready()
+        limit = self._limit(timeout)
+        try:
+            reply = self._exchange(blob, leaves, placements, compiled_facts, limit)
+        except (_Late, _Died) as exc:
+            self._reap()
+            raise _failure(exc, limit) from None
+        return _answer(reply, self._reap)
+
+
+def _failure(exc, limit) -> ProgramFailure:
+    if isinstance(exc, _Late):
+        return ProgramFailure(f"The program ran out of time when the grader ran it (more than {limit:.0f} s): "
+                              "a loop that never ends, or far more work than the exercise needs.")
+    return ProgramFailure("The program crashed when the grader ran it (it ended the grader's program "
+                          "runner, or took more memory than it may use).")
+
+
+def _answer(reply: dict, reap) -> dict:
+    """The reply of a run, or the ProgramFailure it says (``reap``: stop a runner whose answer
+    is not one)."""
+    if "error" in reply:
+        err = reply["error"] if isinstance(reply["error"], dict) else {}
+        kind, message = str(err.get("type", "Error"))[:100], str(err.get("message", ""))[:300]
+        if kind == "memory":
+            raise ProgramFailure(f"The program ran out of memory when the grader ran it ({message}): it "
+                                 "builds arrays far larger than the exercise needs.")
+        if kind == "refused":
+            raise ProgramFailure(f"The grader did not run the program: {message}.")
+        raise ProgramFailure(f"The program failed when the grader ran it ({kind}: {message}).")
+    if not isinstance(reply.get("outputs"), list):
+        reap()
+        raise ProgramFailure("The grader's program runner gave no outputs; please tell the course staff.")
+    return reply
+
+
+_IDS = __import__("itertools").count(1)
 
 
 class _Late(Exception):
@@ -299,6 +332,168 @@ class _Died(Exception):
     pass
 
 
+SHARED_WAIT = 5.0  # seconds a grading process waits for the shared runner before using one of its own
+
+
+class SharedRunner:
+    """One contained runner for every grading process of a command (:func:`share`), started by
+    the command's process before they fork: one Python that imports JAX, not one per grading
+    process, and started while the command still imports (on the other core).
+
+    Each grading process uses the runner's pipes in turn (a lock between the processes, and
+    within one between its test threads); every reply must answer its request (ids). Whatever
+    goes wrong with it (a program that crashes it or runs past its time, a reply out of step,
+    the runner busy for more than :data:`SHARED_WAIT` seconds, a grading process that died
+    using it) leaves that one run failed as a private runner's would, and every grading
+    process goes on with a runner of its own (:func:`process_runner`'s): a program still
+    loses only its own call. A learner's program runs in it as in a private runner kept warm
+    across a grading process's notebooks: one at a time, as data in and data out.
+    """
+
+    def __init__(self, **kw):
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("fork")
+        self.inner = ProgramRunner(**kw)
+        self.inner.start()  # raises ProgramFailure where it cannot (the caller goes without)
+        self._lock = ctx.Lock()                   # between processes
+        self._state = ctx.Value("b", 0, lock=False)  # 0 starting, 1 ready, 2 given up
+        self._owner = os.getpid()
+        self._threads = threading.RLock()         # between one process's test threads
+        self._local = threading.local()
+        self._private: tuple | None = None        # (pid, ProgramRunner) once given up here
+        self.timeout = RUN_TIMEOUT
+
+    @property
+    def deadline(self) -> float | None:
+        return getattr(self._local, "deadline", None)
+
+    @deadline.setter
+    def deadline(self, value: float | None) -> None:
+        self._local.deadline = value
+
+    # what Exported.call reads of the runner that answered (this thread's last run)
+    @property
+    def proc(self):
+        return getattr(self._local, "proc", None) or self.inner.proc
+
+    @property
+    def mode(self) -> str:
+        return getattr(self._local, "mode", None) or self.inner.mode
+
+    def start(self) -> None:
+        """Nothing to start: the command's process started it."""
+
+    def run(self, blob: bytes, leaves: list, *, timeout: float | None = None, placements=None,
+            compiled_facts: bool = False) -> dict:
+        """As :meth:`ProgramRunner.run`, in the shared runner, else in this process's own."""
+        with self._threads:
+            if self._state.value != 2 and self._private is None:
+                if self._lock.acquire(timeout=SHARED_WAIT):
+                    try:
+                        if self._state.value != 2:
+                            return self._run_shared(blob, leaves, timeout, placements, compiled_facts)
+                    finally:
+                        self._lock.release()
+                else:
+                    self.give_up()  # busy for too long: this process goes on with its own
+            own = self._own()
+            own.timeout, own.deadline = self.timeout, self.deadline
+            self._local.proc, self._local.mode = None, None
+            reply = own.run(blob, leaves, timeout=timeout, placements=placements, compiled_facts=compiled_facts)
+            self._local.proc, self._local.mode = own.proc, own.mode
+            return reply
+
+    def _run_shared(self, blob, leaves, timeout, placements, compiled_facts):
+        r = self.inner
+        r.deadline = self.deadline
+        self._local.proc, self._local.mode = r.proc, r.mode
+        limit = r._limit(timeout if timeout is not None else self.timeout)
+        try:
+            if self._state.value == 0:
+                info = r._receive(time.monotonic() + START_TIMEOUT)
+                r.info = info.get("ready") if isinstance(info.get("ready"), dict) else {}
+                self._state.value = 1
+                if r.box is not None and r.box.contained:
+                    try:
+                        os.setpriority(os.PRIO_USER, r.box.uid, 0)
+                    except OSError:
+                        pass
+            reply = r._exchange(blob, leaves, placements, compiled_facts, limit)
+        except (_Late, _Died) as exc:
+            self._kill()
+            if self._state.value == 0:
+                raise ProgramFailure("The grader's program runner could not start; please tell the course "
+                                     "staff.") from None
+            raise _failure(exc, limit) from None
+        finally:
+            r._buf = b""
+        return _answer(reply, self._kill)
+
+    def _kill(self) -> None:
+        """Stop the shared runner for every process (they go on with their own)."""
+        self._state.value = 2
+        import signal
+
+        proc = self.inner.proc
+        if proc is not None:
+            try:
+                os.kill(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+        if self.inner.box is not None and self.inner.box.contained:
+            self.inner.box.kill_all()
+
+    def give_up(self) -> None:
+        """This process stops using the shared runner (the others go on)."""
+        if self._private is None:
+            self._private = (os.getpid(), None)
+
+    def _own(self) -> ProgramRunner:
+        pid, own = self._private or (None, None)
+        if pid != os.getpid() or own is None:
+            own = ProgramRunner()
+            own.timeout = self.timeout
+            self._private = (os.getpid(), own)
+            import atexit
+            from multiprocessing import util
+
+            atexit.register(own.close)
+            util.Finalize(None, own.close, exitpriority=10)
+        return own
+
+    def close(self) -> None:
+        """In the command's process: stop the runner and give its sandbox back (a grading
+        process only closes the runner of its own it may have started)."""
+        if os.getpid() == self._owner:
+            self._state.value = 2
+            self.inner.close()
+        elif self._private and self._private[0] == os.getpid() and self._private[1] is not None:
+            self._private[1].close()
+
+
+_SHARED: list = []  # [SharedRunner]: the command's, inherited by its grading processes
+
+
+def share(**kw) -> SharedRunner | None:
+    """Start the command's shared runner (before its grading processes fork); None where it
+    cannot start (each grading process then starts its own, and says why where it fails)."""
+    try:
+        shared = SharedRunner(**kw)
+    except Exception:  # noqa: BLE001 - ProgramFailure, a sandbox refused: said by the runs
+        return None
+    _SHARED[:] = [shared]
+    return shared
+
+
+def unshare(shared: SharedRunner | None) -> None:
+    """Stop the command's shared runner (after its grading processes ended)."""
+    if shared is not None:
+        shared.close()
+        if _SHARED and _SHARED[0] is shared:
+            _SHARED.clear()
+
+
 _PROCESS: list = []  # [(runner, pid)]: this process's own runner
 _CURRENT: list = []  # a runner made current by use()
 
@@ -307,7 +502,10 @@ def process_runner() -> ProgramRunner:
     """This grading process's own runner (made on first use, started by its first run or by
     :meth:`ProgramRunner.start`), kept warm across the notebooks the process grades: its child
     restarts only after a crash or a timeout, and is stopped when the process ends. A forked
-    process makes its own."""
+    process makes its own. Where the command shares one runner among its grading processes
+    (:func:`share`), that one."""
+    if _SHARED:
+        return _SHARED[0]
     if not _PROCESS or _PROCESS[0][1] != os.getpid():
         r = ProgramRunner()
         _PROCESS[:] = [(r, os.getpid())]
@@ -423,10 +621,12 @@ def serve() -> int:
     wire = _wire()
     limits = _limits()
 
-    def send(payload):
-        data = wire.encode(payload, limits=limits).encode("utf-8")
+    def send_as(rid, payload):  # a reply says which request it answers (a shared runner's check)
+        data = wire.encode({**payload, "id": rid} if rid is not None else payload, limits=limits).encode("utf-8")
         out.write(_HEADER.pack(len(data)) + data)
         out.flush()
+
+    plain = send = functools.partial(send_as, None)
 
     import jax
 
@@ -448,8 +648,11 @@ def serve() -> int:
         if n > limits.max_bytes:
             return 1
         text = inp.read(n).decode("utf-8")
+        send = plain
         try:
             req = wire.decode(text, limits=limits)
+            rid = req.get("id") if isinstance(req, dict) else None
+            send = functools.partial(send_as, rid if type(rid) is int else None)
             blob = base64.b64decode(req["program"], validate=True)
             key = hashlib.sha256(blob).hexdigest()
             exp = cache.get(key)

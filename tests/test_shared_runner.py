@@ -1,0 +1,126 @@
+"""One program runner for every grading process of a command (autograder.judge.runner.SharedRunner).
+
+The command's process starts it before its grading processes fork; they take turns on it. A
+program that crashes it, a grading process that dies holding it, or a reply out of step
+loses only that one call: every process then goes on with a runner of its own.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+
+import numpy as np
+import pytest
+
+from autograder import judge
+from autograder.judge import runner as runner_mod
+from autograder.runner import ProgramFailure
+
+# the forked processes use the runner's pipes only, never JAX
+pytestmark = pytest.mark.filterwarnings("ignore:.*fork.*:RuntimeWarning", "ignore:.*fork.*:DeprecationWarning")
+
+judge.ensure_judge_devices()
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+from jax import export  # noqa: E402
+
+
+def _blob(f, *shapes):
+    exp = export.export(jax.jit(f), platforms=("cpu",))(*[jax.ShapeDtypeStruct(s, jnp.float32) for s in shapes])
+    return bytes(exp.serialize())
+
+
+def _crash_blob():
+    def f(a):  # a LAPACK call whose declared result is far smaller than what LAPACK writes
+        out = jax.ffi.ffi_call("lapack_sgetrf_ffi", (jax.ShapeDtypeStruct((1, 1), jnp.float32),
+                                                      jax.ShapeDtypeStruct((512,), jnp.int32),
+                                                      jax.ShapeDtypeStruct((), jnp.int32)))(a)
+        return out[0]
+    return _blob(f, (512, 512))
+
+
+@pytest.fixture
+def shared():
+    s = runner_mod.share(timeout=20)
+    assert s is not None, "the shared runner could not start"
+    try:
+        yield s
+    finally:
+        runner_mod.unshare(s)
+    assert not runner_mod._SHARED
+
+
+def _in_forks(n, target, *args):
+    """Run ``target(conn, *args)`` in ``n`` forked processes at once; their answers."""
+    ctx = multiprocessing.get_context("fork")
+    pipes, procs = [], []
+    for i in range(n):
+        parent, child = ctx.Pipe()
+        p = ctx.Process(target=target, args=(child, i, *args))
+        p.start()
+        pipes.append(parent)
+        procs.append(p)
+    out = [c.recv() if c.poll(120) else None for c in pipes]
+    for p in procs:
+        p.join(30)
+    return out
+
+
+def _three_runs(conn, i, blob):
+    r = runner_mod.process_runner()  # what a grading process's judge takes
+    got = []
+    for k in range(3):
+        x = np.full(3, float(10 * i + k), np.float32)
+        reply = r.run(blob, [x])
+        got.append((float(np.asarray(reply["outputs"][0])[0]), float(x[0]) * 3 + 1, r.proc.pid))
+    conn.send(got)
+
+
+def test_grading_processes_take_turns_on_one_runner(shared):
+    answers = _in_forks(3, _three_runs, _blob(lambda x: x * 3 + 1, (3,)))
+    assert all(a is not None for a in answers), answers
+    runs = [run for a in answers for run in a]
+    assert all(got == want for got, want, _ in runs), runs
+    assert {pid for _, _, pid in runs} == {shared.inner.proc.pid}  # one child answered them all
+    assert shared.inner.starts == 1 and shared._state.value == 1
+
+
+def test_a_crash_loses_only_its_own_call_and_everyone_goes_on_with_their_own(shared):
+    double = _blob(lambda x: x * 2, (3,))
+    first = shared.inner.proc.pid
+    assert float(np.asarray(shared.run(double, [np.ones(3, np.float32)])["outputs"][0])[0]) == 2.0
+    with pytest.raises(ProgramFailure, match="crashed"):
+        shared.run(_crash_blob(), [np.ones((512, 512), np.float32)])
+    assert shared._state.value == 2  # given up, for every process
+    out = shared.run(double, [np.full(3, 4.0, np.float32)])
+    assert float(np.asarray(out["outputs"][0])[0]) == 8.0 and shared.proc.pid != first
+    answers = _in_forks(2, _three_runs, _blob(lambda x: x * 3 + 1, (3,)))
+    assert all(a is not None and all(g == w for g, w, _ in a) for a in answers), answers
+    assert all(pid != first for a in answers for _, _, pid in a)
+
+
+def _die_holding_the_lock(conn, i, shared):
+    shared._lock.acquire()
+    conn.send("holding")
+    os._exit(0)  # killed mid-run, as a grading process a submission kills
+
+
+def test_a_grading_process_that_dies_holding_it_costs_the_others_a_wait(shared, monkeypatch):
+    assert _in_forks(1, _die_holding_the_lock, shared) == ["holding"]
+    monkeypatch.setattr(runner_mod, "SHARED_WAIT", 0.5)
+    start = time.monotonic()
+    out = shared.run(_blob(lambda x: x - 1, (2,)), [np.ones(2, np.float32)])
+    assert float(np.asarray(out["outputs"][0])[0]) == 0.0
+    assert time.monotonic() - start < 30 and shared.proc.pid != shared.inner.proc.pid
+
+
+def test_a_reply_out_of_step_is_never_taken_for_the_answer(shared):
+    seven, nine = _blob(lambda x: x * 0 + 7, (1,)), _blob(lambda x: x * 0 + 9, (1,))
+    shared.run(seven, [np.ones(1, np.float32)])  # ready
+    shared.inner._send({"op": "run", "id": 1, "program": __import__("base64").b64encode(seven).decode(),
+                        "args": [np.ones(1, np.float32)], "placements": None, "facts": False})
+    with pytest.raises(ProgramFailure):  # the first reply in the pipe answers the stray request
+        shared.run(nine, [np.ones(1, np.float32)])
+    out = shared.run(nine, [np.ones(1, np.float32)])  # then a runner of its own
+    assert float(np.asarray(out["outputs"][0])[0]) == 9.0
