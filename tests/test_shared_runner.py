@@ -124,3 +124,13 @@ def test_a_reply_out_of_step_is_never_taken_for_the_answer(shared):
         shared.run(nine, [np.ones(1, np.float32)])
     out = shared.run(nine, [np.ones(1, np.float32)])  # then a runner of its own
     assert float(np.asarray(out["outputs"][0])[0]) == 9.0
+
+
+def test_a_shared_runner_that_never_became_ready_says_so_and_the_next_call_runs(shared):
+    shared.inner.proc.kill()  # before its ready message was read
+    if shared.inner.box is not None and shared.inner.box.contained:
+        shared.inner.box.kill_all()
+    blob = _blob(lambda x: x + 2, (1,))
+    with pytest.raises(ProgramFailure, match="could not start"):
+        shared.run(blob, [np.ones(1, np.float32)])
+    assert float(np.asarray(shared.run(blob, [np.ones(1, np.float32)])["outputs"][0])[0]) == 3.0

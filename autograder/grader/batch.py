@@ -163,6 +163,9 @@ def grade_many(paths, *, workers: int | None = None, progress: bool = False, per
         probe.start()
     try:
         _warm(parallel=workers > 1)
+    except BaseException:
+        runner_mod.unshare(shared)
+        raise
     finally:
         if workers > 1:
             probe.join()  # no thread may be running when the processes fork

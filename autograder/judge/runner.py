@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import itertools
 import os
 import struct
 import sys
@@ -239,10 +240,15 @@ class ProgramRunner:
         except (_Late, _Died):
             self._reap()
             raise ProgramFailure("The grader's program runner could not start; please tell the course staff.") from None
+        self._take_ready(info)
+
+    def _take_ready(self, info: dict) -> None:
+        """The child's ready message read: note it, and raise the child back to the normal
+        priority (every process of its uid, in its PID namespace; root may, the uid may not)."""
         self.info = info.get("ready") if isinstance(info.get("ready"), dict) else {}
         self._ready = True
         if self.box is not None and self.box.contained:
-            try:  # every process of its uid (the child, in its PID namespace) back to the normal priority
+            try:
                 os.setpriority(os.PRIO_USER, self.box.uid, 0)
             except OSError:
                 pass
@@ -321,7 +327,7 @@ def _answer(reply: dict, reap) -> dict:
     return reply
 
 
-_IDS = __import__("itertools").count(1)
+_IDS = itertools.count(1)
 
 
 class _Late(Exception):
@@ -409,20 +415,16 @@ class SharedRunner:
         r.deadline = self.deadline
         self._local.proc, self._local.mode = r.proc, r.mode
         limit = r._limit(timeout if timeout is not None else self.timeout)
+        starting = self._state.value == 0  # its ready message is read once, by whichever process comes first
         try:
-            if self._state.value == 0:
-                info = r._receive(time.monotonic() + START_TIMEOUT)
-                r.info = info.get("ready") if isinstance(info.get("ready"), dict) else {}
+            if starting:
+                r._take_ready(r._receive(time.monotonic() + START_TIMEOUT))
                 self._state.value = 1
-                if r.box is not None and r.box.contained:
-                    try:
-                        os.setpriority(os.PRIO_USER, r.box.uid, 0)
-                    except OSError:
-                        pass
+                starting = False
             reply = r._exchange(blob, leaves, placements, compiled_facts, limit)
         except (_Late, _Died) as exc:
             self._kill()
-            if self._state.value == 0:
+            if starting:
                 raise ProgramFailure("The grader's program runner could not start; please tell the course "
                                      "staff.") from None
             raise _failure(exc, limit) from None
