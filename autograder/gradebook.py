@@ -19,31 +19,88 @@ from .course import test_cells
 STUDENT = "learner"
 
 
+# Packages whose ``__init__`` imports far more than grading uses: nbgrader's loads its Jupyter
+# server extensions (formgrader, assignment and course lists: about half a second), the
+# preprocessors' packages every preprocessor, nbconvert's every exporter (Jinja2, Mistune,
+# Pygments...). Grading imports only a few of their submodules.
+LAZY_PACKAGES = ("nbgrader", "nbgrader.preprocessors", "nbconvert", "nbconvert.preprocessors",
+                 "nbconvert.exporters")
+
+
 def import_nbgrader() -> None:
-    """Make ``import nbgrader.<module>`` skip nbgrader's package ``__init__``, which loads its
-    Jupyter server extensions (formgrader, assignment and course lists, validation: about half
-    a second, on every command; grading uses none of them). The package then is a plain module
-    with nbgrader's ``__path__`` and ``__version__``: its submodules import as usual. Does
-    nothing when nbgrader is already imported (in full, or this way)."""
-    if "nbgrader" in sys.modules:
-        return
+    """Make nbgrader's and nbconvert's packages (:data:`LAZY_PACKAGES`) import lazily: each is
+    then a module with the package's ``__path__`` whose names (those its ``__init__`` imports,
+    ``from .base import Preprocessor``...) are imported on first use, one submodule at a time;
+    any other name (``__all__``, a function the ``__init__`` defines) runs the real ``__init__``
+    first. Grading then loads about 0.25 s less of CPU on every command. Does nothing for a
+    package already imported (in full, or this way)."""
+    for name in LAZY_PACKAGES:
+        _lazy_package(name)
+    _lazy_archive_util()
+
+
+def _lazy_package(name: str) -> None:
+    import ast
+    import importlib
     import importlib.util
+    import threading
     import types
 
-    spec = importlib.util.find_spec("nbgrader")
-    if spec is None or not spec.submodule_search_locations:
-        return  # not installed: the import that follows says so
-    package = types.ModuleType("nbgrader", "nbgrader's modules, without its server extensions")
-    package.__spec__, package.__file__ = spec, spec.origin
-    package.__path__ = list(spec.submodule_search_locations)
-    sys.modules["nbgrader"] = package
+    if name in sys.modules:
+        return
+    parent, _, child = name.rpartition(".")
+    if parent and parent not in sys.modules:
+        return  # its parent was left alone: so is it
     try:
-        from nbgrader._version import __version__
-    except Exception:
-        del sys.modules["nbgrader"]  # the usual import will say what is wrong
-        raise
-    package.__version__ = __version__
-    _lazy_archive_util()
+        spec = importlib.util.find_spec(name)
+        source = spec.loader.get_source(name) if spec is not None and spec.submodule_search_locations else None
+        tree = ast.parse(source or "")
+    except Exception:  # noqa: BLE001 - not installed, or unreadable: the usual import says why
+        return
+    if source is None:
+        return
+    names = {}  # name -> (module it is read from, its name there, whether it is that module's submodule)
+    statements = list(tree.body)
+    while statements:  # the module's own imports, also under try and if (not in its functions)
+        node = statements.pop()
+        if isinstance(node, (ast.Try, ast.If)):
+            statements += node.body + node.orelse + getattr(node, "finalbody", [])
+            statements += [s for h in getattr(node, "handlers", []) for s in h.body]
+        elif isinstance(node, ast.ImportFrom):
+            module = importlib.util.resolve_name("." * node.level + (node.module or ""), name) \
+                if node.level else node.module
+            for alias in node.names:
+                if alias.name != "*":
+                    names[alias.asname or alias.name] = (module, alias.name, node.level > 0 and not node.module)
+    package = types.ModuleType(name, f"{name}, its names imported when first used")
+    package.__spec__, package.__file__, package.__loader__ = spec, spec.origin, spec.loader
+    package.__path__, package.__package__ = list(spec.submodule_search_locations), name
+    lock = threading.RLock()
+
+    def full():
+        with lock:
+            if package.__dict__.pop("__getattr__", None) is not None:
+                spec.loader.exec_module(package)  # the real __init__, in this module
+
+    def lazy(attr):
+        where = names.get(attr)
+        if where is None:
+            if attr.startswith("__") and attr != "__all__":  # what the import system asks of any module
+                raise AttributeError(attr)
+            if importlib.util.find_spec(f"{name}.{attr}") is not None:
+                raise AttributeError(attr)  # a submodule not imported yet (``from . import utils``): the import system imports it
+            full()
+            return getattr(package, attr)
+        module, inner, submodule = where
+        value = (importlib.import_module(f"{module}.{inner}") if submodule
+                 else getattr(importlib.import_module(module), inner))
+        setattr(package, attr, value)
+        return value
+
+    package.__getattr__ = lazy
+    sys.modules[name] = package
+    if parent:
+        setattr(sys.modules[parent], child, package)
 
 
 def _lazy_archive_util() -> None:

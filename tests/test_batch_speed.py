@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -77,6 +78,68 @@ def test_nbgrader_already_imported_in_full_is_left_alone():
         print(hasattr(sys.modules["nbgrader"], "_jupyter_server_extension_points"))
     """)
     assert out.split() == ["True"]
+
+
+def test_nbgrader_and_nbconvert_packages_load_only_the_names_used():
+    out = _run("""
+        import sys
+        from autograder.gradebook import import_nbgrader
+        import_nbgrader()
+        from nbgrader.preprocessors import OverwriteCells, SaveAutoGrades, Execute
+        import nbgrader.api
+        heavy = [m for m in ("nbconvert.exporters.html", "nbconvert.filters", "jinja2", "mistune",
+                             "nbgrader.preprocessors.lockcells", "nbconvert.preprocessors.latex")
+                 if m in sys.modules]
+        print(heavy or "light")
+        import nbgrader.preprocessors as ngp, nbconvert.preprocessors as ncp
+        # every name the packages' own __init__ exports is the object the submodule defines
+        for pkg in (ngp, ncp):
+            for name in pkg.__all__:
+                obj = getattr(pkg, name)
+                assert getattr(sys.modules[obj.__module__], obj.__name__) is obj, (pkg, name)
+        print(ngp.OverwriteCells is OverwriteCells, ncp.Preprocessor.__module__)
+        import nbgrader
+        print(nbgrader._jupyter_server_extension_points())  # defined by the __init__: it ran
+    """)
+    lines = out.splitlines()
+    assert lines[0] == "light", lines[0]
+    assert lines[1] == "True nbconvert.preprocessors.base"
+    assert lines[2] == "[{'module': 'nbgrader'}]"
+
+
+def test_a_full_nbgrader_and_the_lazy_one_export_the_same_names():
+    code = """
+        import json, sys
+        import importlib
+        packages = ("nbgrader", "nbgrader.preprocessors", "nbconvert", "nbconvert.preprocessors",
+                    "nbconvert.exporters")
+        if sys.argv[-1] == "full":
+            names = {p: list(importlib.import_module(p).__all__) if hasattr(importlib.import_module(p), "__all__")
+                     else [] for p in packages}
+        else:
+            from autograder.gradebook import import_nbgrader
+            import_nbgrader()
+            names = json.loads(sys.stdin.read())
+        out = {}
+        for p, ns in names.items():
+            mod = importlib.import_module(p)
+            out[p] = {n: f"{getattr(getattr(mod, n), '__module__', '?')}.{getattr(getattr(mod, n), '__name__', '?')}"
+                      for n in ns}
+        lazy_left = [p for p in packages if "__getattr__" in vars(sys.modules[p])]
+        print(json.dumps({"names": names, "found": out, "still_lazy": lazy_left}))
+    """
+    def run(mode, stdin=""):
+        proc = subprocess.run([PY, "-c", textwrap.dedent(code), mode], capture_output=True, text=True,
+                              cwd=ROOT, timeout=120, input=stdin)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(proc.stdout)
+
+    full = run("full")
+    lazy = run("lazy", json.dumps(full["names"]))
+    assert sum(map(len, full["names"].values())) > 40
+    assert lazy["found"] == full["found"]  # each name, looked up lazily, is the full import's object
+    # and looking them up never needed a package's whole __init__ (all its names come from imports)
+    assert {"nbgrader.preprocessors", "nbconvert.preprocessors", "nbconvert.exporters"} <= set(lazy["still_lazy"])
 
 
 # --------------------------------------------------------------------------- a starting kernel found ready at once

@@ -40,10 +40,11 @@ def kernel_side() -> None:
 def grading_side() -> None:
     from ..gradebook import import_nbgrader
 
-    import_nbgrader()
+    import_nbgrader()  # its packages' names load when first used: these, here, before a fork
     import nbformat  # noqa: F401
-    import nbgrader.api
-    import nbgrader.preprocessors  # noqa: F401
+    import nbgrader.api  # noqa: F401
+    from nbgrader.preprocessors import (CheckCellMetadata, ClearOutput, DeduplicateIds, Execute,  # noqa: F401
+                                        OverwriteCells, OverwriteKernelspec, SaveAutoGrades)
 
     _quietly(_gradebook_ready)
 
