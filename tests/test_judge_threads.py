@@ -68,3 +68,43 @@ def test_a_judge_that_asks_for_it_is_run_one_test_at_a_time(tmp_path):
     verdicts, module = _judge(tmp_path, serial=True, seed=7)
     assert module.PEAK[0] == 1
     assert verdicts["test_a"] == verdicts["test_c"] == "" and "b is wrong" in verdicts["test_b"]
+
+
+# --------------------------------------------------------------------------- one test's hang is not the other's time
+
+HANG_AND_STEADY = textwrap.dedent('''
+    def test_hangs(k):
+        k.fn("sleepy")(60.0)  # learner code that never returns in time
+
+
+    def test_steady(k):
+        for _ in range(2):  # 3 s of the test's 4: each call longer than the 1 s a late request still gets
+            assert k.fn("sleepy")(1.5) == 1.5
+''')
+
+
+def test_a_test_whose_code_hangs_costs_the_test_beside_it_none_of_its_time(tmp_path):
+    """Two tests judged side by side share the kernel: while one's request hangs until its time
+    limit, the other's waits. That wait is not the waiting test's time: it keeps its whole limit
+    for its own requests (otherwise it would fail for the other's hang)."""
+    import os
+
+    from jupyter_client.manager import start_new_kernel
+
+    from autograder.judge import judge_path
+
+    from conftest import ROOT
+
+    folder = tmp_path / "07_x"
+    folder.mkdir()
+    judge_path(folder).write_text(HANG_AND_STEADY)
+    km, kc = start_new_kernel(kernel_name="python3", cwd=str(ROOT), env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    try:
+        kc.execute_interactive("import time\ndef sleepy(s):\n    time.sleep(s)\n    return s\n", timeout=60)
+        kernel = Kernel(kc, timeout=4, alive=km.is_alive, interrupt=km.interrupt_kernel, seed=1)
+        verdicts = run_judge(folder, kernel=kernel)
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    assert "time limit" in verdicts["test_hangs"], verdicts
+    assert verdicts["test_steady"] == "", verdicts

@@ -126,11 +126,34 @@ class Channel:
     def test_deadline(self, value):
         self._local.test_deadline = value
 
+    @property
+    def on_wait(self):
+        """Called (per thread) with the seconds this test's request waited for another's: the
+        judge passes them on to the test's program runner, whose time limit moves as well."""
+        return getattr(self._local, "on_wait", None)
+
+    @on_wait.setter
+    def on_wait(self, value):
+        self._local.on_wait = value
+
+    def extend(self, seconds: float) -> None:
+        """Move the current test's deadline ``seconds`` later (time that was not its own)."""
+        if seconds > 0 and self.test_deadline is not None:
+            self.test_deadline += seconds
+
     def request(self, payload: dict) -> dict:
         """Send one request and return its reply. Requests of tests judged side by side wait for
         each other: the kernel answers one at a time, and every message read is this request's
-        (its time limit counts from when it is sent)."""
+        (its time limit counts from when it is sent). The time a request waits for another
+        test's is not its test's: that test's deadline moves by as much (a test whose learner
+        code hangs costs the tests beside it no time of their own)."""
+        asked = time.monotonic()
         with self._lock:
+            waited = time.monotonic() - asked
+            if waited > 0:
+                self.extend(waited)
+                if self.on_wait is not None:
+                    self.on_wait(waited)
             return self._request(payload)
 
     def _request(self, payload: dict) -> dict:

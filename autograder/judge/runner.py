@@ -116,6 +116,15 @@ class ProgramRunner:
     @deadline.setter
     def deadline(self, value: float | None) -> None:
         self._local.deadline = value
+    @property
+    def on_wait(self):
+        """Called (per thread) with the seconds the current test's run waited for another's
+        (the judge passes them on to the test's kernel channel: :func:`waited`)."""
+        return getattr(self._local, "on_wait", None)
+
+    @on_wait.setter
+    def on_wait(self, value) -> None:
+        self._local.on_wait = value
 
     # -- life
     def start(self) -> None:
@@ -269,8 +278,11 @@ class ProgramRunner:
         :class:`autograder.wire.KernelArray`: values, ``weak_type`` and a description of the
         sharding, with the sharding in the output's type), ``pid`` and ``uid`` (of the process
         that computed). Raises :class:`ProgramFailure`. Runs asked for by several threads wait
-        for each other (each one's time limit counts from when it is sent)."""
+        for each other (each one's time limit counts from when it is sent; the wait moves the
+        test's deadline: :func:`waited`)."""
+        asked = time.monotonic()
         with self._lock:
+            waited(self, time.monotonic() - asked)
             return self._run(blob, leaves, timeout, placements, compiled_facts)
 
     def _limit(self, timeout) -> float:
@@ -299,6 +311,22 @@ class ProgramRunner:
             self._reap()
             raise _failure(exc, limit) from None
         return _answer(reply, self._reap)
+
+
+def waited(runner, seconds: float) -> None:
+    """``runner``'s current test waited ``seconds`` for another's run: not its own time. Its
+    deadline moves by as much, and so does its kernel channel's (``runner.on_wait``)."""
+    if seconds <= 0:
+        return
+    extend(runner, seconds)
+    if runner.on_wait is not None:
+        runner.on_wait(seconds)
+
+
+def extend(runner, seconds: float) -> None:
+    """Move ``runner``'s deadline for the current test ``seconds`` later."""
+    if seconds > 0 and runner.deadline is not None:
+        runner.deadline += seconds
 
 
 def _failure(exc, limit) -> ProgramFailure:
@@ -377,6 +405,15 @@ class SharedRunner:
     @deadline.setter
     def deadline(self, value: float | None) -> None:
         self._local.deadline = value
+    @property
+    def on_wait(self):
+        """Called (per thread) with the seconds the current test's run waited for another's
+        (the judge passes them on to the test's kernel channel: :func:`waited`)."""
+        return getattr(self._local, "on_wait", None)
+
+    @on_wait.setter
+    def on_wait(self, value) -> None:
+        self._local.on_wait = value
 
     # what Exported.call reads of the runner that answered (this thread's last run)
     @property
@@ -393,9 +430,12 @@ class SharedRunner:
     def run(self, blob: bytes, leaves: list, *, timeout: float | None = None, placements=None,
             compiled_facts: bool = False) -> dict:
         """As :meth:`ProgramRunner.run`, in the shared runner, else in this process's own."""
+        asked = time.monotonic()
         with self._threads:
             if self._state.value != 2 and self._private is None:
                 if self._lock.acquire(timeout=SHARED_WAIT):
+                    waited(self, time.monotonic() - asked)  # another test's or process's run
+                    asked = time.monotonic()
                     try:
                         if self._state.value != 2:
                             return self._run_shared(blob, leaves, timeout, placements, compiled_facts)
@@ -403,6 +443,7 @@ class SharedRunner:
                         self._lock.release()
                 else:
                     self.give_up()  # busy for too long: this process goes on with its own
+            waited(self, time.monotonic() - asked)
             own = self._own()
             own.timeout, own.deadline = self.timeout, self.deadline
             self._local.proc, self._local.mode = None, None

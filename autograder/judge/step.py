@@ -3,6 +3,7 @@
 (:mod:`autograder.grader.pipeline`)."""
 from __future__ import annotations
 
+import functools
 import importlib.util
 import queue
 import time
@@ -15,6 +16,7 @@ from .channel import REQUEST_TIMEOUT, Channel, ChannelError, LearnerError
 from .kernel import Kernel
 from .runner import DEVICES as RUNNER_DEVICES
 from .runner import ProgramFailure, ProgramRunner
+from .runner import extend as runner_extend
 
 JUDGE_CPU_DEVICES = RUNNER_DEVICES  # the CPU devices of the program runner and of every grading process
 
@@ -140,6 +142,9 @@ def run_judge(assignment_dir, kernel_client=None, *, grade_ids=None, kernel: Ker
             channel.test_deadline = time.monotonic() + channel.timeout
             if runner is not None:  # its programs' runs share it
                 runner.deadline = min(d for d in (channel.test_deadline, channel.deadline) if d is not None)
+                # time spent waiting for another test's request or run is not this test's
+                channel.on_wait = functools.partial(runner_extend, runner)
+                runner.on_wait = channel.extend
         return (verdict(test, kk, gid) if test is not None else
                 f"Not graded: the grader's judge has no check for {gid}; please tell the course staff.")
 
