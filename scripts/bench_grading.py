@@ -32,16 +32,20 @@ NOTES = """Why the figures are what they are:
 
 - (a) compares two commands a learner could type, each a fresh process: the grader pays, once,
   Python's start-up, `import autograder`, the sandbox's probe (a contained Python started and
-  checked) and a grading process; it then starts the notebook's kernel first, and imports
-  nbgrader while the kernel boots and JAX (for the judge) in a thread while the kernel runs the
-  notebook; the judge's program runner starts then too. The bare command pays start-up, nbclient
-  and the kernel. Both then run the same notebook's cells, except the test cells: the bare
-  command runs them in the kernel, the grader's judge decides each test from the learner's
-  exported programs, run in the program runner (compiled at LLVM's lowest optimization level:
-  compiling costs far more than running the judge's small inputs), two tests side by side
-  (one's program runs while the other's requests keep the kernel busy). The grader finds a
-  starting kernel ready as soon as it answers (jupyter_client's own wait looks in steps of 1 s
-  and 0.2 s) and kills the sandbox once every reply is in instead of a graceful kernel shutdown.
+  checked), a grading process and the program runner (a contained Python that imports JAX, started
+  first, at a low priority, while the rest imports); it then starts the notebook's kernel first,
+  and imports nbgrader while the kernel boots (only the preprocessors it runs: nbgrader's and
+  nbconvert's packages import lazily) and JAX (for the judge) in a thread while the kernel runs
+  the notebook. The bare command pays start-up, nbclient and the kernel. Both then run the same
+  notebook's cells, except the test cells: the bare command runs them in the kernel, the
+  grader's judge decides each test from the learner's exported programs, run in the program
+  runner (compiled at LLVM's lowest optimization level: compiling costs far more than running
+  the judge's small inputs), two tests side by side (one's program runs while the other's
+  requests keep the kernel busy). The grader finds a starting kernel ready as soon as it answers
+  (jupyter_client's own wait looks in steps of 1 s and 0.2 s) and kills the sandbox once every
+  reply is in instead of a graceful kernel shutdown. On 2 cores the grader's extra CPU (the
+  runner's and the judge's JAX, nbgrader, the judge's requests: about 2.5 s) competes with the
+  kernel, so the ratio swings with the machine's load.
 - (b) per submission, the grader copies a cached gradebook, runs nbgrader's OverwriteCells,
   CheckCellMetadata and SaveAutoGrades; the judge calls the learner's functions through the
   kernel and runs their exported programs in the program runner; as root, it builds the kernel's
@@ -53,11 +57,14 @@ NOTES = """Why the figures are what they are:
   pages stay shared. Each grading process grades one notebook at a time (a process a submission
   kills costs only that notebook) and starts its kernels with `vfork` and `execve`; there is one
   grading process per core and one more. The grader at this issue's start ran exported programs
-  in the grading process itself; this one runs them in a contained program runner, one per
-  grading process (a Python that imports JAX: about 0.7 s of CPU each, paid three times in a
-  parallel batch, 0.35 s per submission in a batch of 6; the batch is CPU-bound on 2 cores, so
-  that CPU is wall time). That grader also graded its own `01_phases`: four tests, where today's
-  has five (`count_primitives`, added since), each judged on its exported program.
+  in the grading process itself; this one runs them in one contained program runner shared by
+  the command's grading processes (a Python that imports JAX: about 1.3 s of CPU, once per
+  command, 0.2 s per submission in a batch of 6; the batch is CPU-bound on 2 cores, so that CPU
+  is wall time). That grader also graded its own `01_phases`: four tests, where today's has five
+  (`count_primitives`, added since: ten more requests to the kernel and ten references traced
+  by the judge per solved notebook), each judged on its exported program. Most of a
+  submission's CPU is its kernel's (starting, importing JAX, the notebook's cells, the judge's
+  requests), as it was then.
 - `nbgrader autograde` pays its import once too (with its server extensions), and per
   submission a gradebook update, its own preprocessors, the test cells in the kernel and a
   graceful kernel shutdown.

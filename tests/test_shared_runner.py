@@ -101,9 +101,41 @@ def test_a_crash_loses_only_its_own_call_and_everyone_goes_on_with_their_own(sha
 
 
 def _die_holding_the_lock(conn, i, shared):
-    shared._lock.acquire()
+    assert shared._acquire()  # its turn, as a run takes it
     conn.send("holding")
     os._exit(0)  # killed mid-run, as a grading process a submission kills
+
+
+def _hold_the_turn(conn, i, shared, seconds):
+    assert shared._acquire()
+    conn.send("holding")
+    time.sleep(seconds)
+    shared._holder.value = 0
+    shared._lock.release()
+
+
+def test_while_it_starts_a_process_waits_for_its_turn_and_once_ready_only_so_long(shared, monkeypatch):
+    """A runner that starts slowly (JAX's import on a busy machine) is waited for, however much
+    longer than SHARED_WAIT that takes: its holder only waits for the ready message. Once it is
+    ready, a process waits SHARED_WAIT for its turn, then goes on with a runner of its own."""
+    import threading
+
+    monkeypatch.setattr(runner_mod, "SHARED_WAIT", 0.3)
+    for state, want in ((0, True), (1, False)):
+        shared._state.value = state
+        holder = threading.Thread(target=lambda: _in_forks(1, _hold_the_turn, shared, 2.0))
+        holder.start()
+        while not shared._holder.value:
+            time.sleep(0.01)
+        start = time.monotonic()
+        got = shared._acquire()
+        took = time.monotonic() - start
+        if got:
+            shared._holder.value = 0
+            shared._lock.release()
+        holder.join()
+        assert got is want, (state, took)
+        assert (took > 1.0) if want else (took < 1.5), (state, took)
 
 
 def test_a_grading_process_that_dies_holding_it_costs_the_others_a_wait(shared, monkeypatch):
@@ -113,6 +145,7 @@ def test_a_grading_process_that_dies_holding_it_costs_the_others_a_wait(shared, 
     out = shared.run(_blob(lambda x: x - 1, (2,)), [np.ones(2, np.float32)])
     assert float(np.asarray(out["outputs"][0])[0]) == 0.0
     assert time.monotonic() - start < 30 and shared.proc.pid != shared.inner.proc.pid
+    assert shared._state.value == 2  # the dead holder never gives it back: stopped for every process
 
 
 def test_a_reply_out_of_step_is_never_taken_for_the_answer(shared):
@@ -134,3 +167,58 @@ def test_a_shared_runner_that_never_became_ready_says_so_and_the_next_call_runs(
     with pytest.raises(ProgramFailure, match="could not start"):
         shared.run(blob, [np.ones(1, np.float32)])
     assert float(np.asarray(shared.run(blob, [np.ones(1, np.float32)])["outputs"][0])[0]) == 3.0
+
+
+# --------------------------------------------------------------------------- a real batch
+
+def _runners_while(cmd, **kw):
+    """Run ``cmd`` and return (its exit status, output, the pids of the program runners it
+    started, seen every 20 ms among its descendants)."""
+    import subprocess
+    import tempfile
+
+    import psutil
+
+    with tempfile.TemporaryFile("w+") as stdout:
+        proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.DEVNULL, text=True, **kw)
+        me, seen = psutil.Process(proc.pid), set()
+        while proc.poll() is None:
+            try:
+                kids = me.children(recursive=True)
+            except psutil.Error:
+                break
+            for p in kids:
+                try:
+                    line = p.cmdline()
+                except psutil.Error:
+                    continue
+                # the runner itself (``python -I .../runner.py serve``), not the sandbox's launcher
+                # or unshare before it, whose command lines end the same way
+                if line[-2:-1] and line[-2].endswith("runner.py") and line[-1] == "serve" and \
+                        not any(a.endswith(("launcher.py", "unshare")) for a in line):
+                    seen.add(p.pid)
+            time.sleep(0.02)
+        code = proc.wait()
+        stdout.seek(0)
+        return code, stdout.read(), seen
+
+
+@pytest.mark.notebook
+@pytest.mark.slow
+def test_a_parallel_batch_starts_one_program_runner_and_a_missing_notebook_none(tmp_path):
+    import json
+    import sys
+
+    from conftest import ROOT, fill_answers, solution_notebook
+
+    a = "01_phases"
+    paths = [fill_answers(solution_notebook(a), {}, tmp_path / f"s{i}" / a / f"{a}.ipynb") for i in range(3)]
+    code, out, runners = _runners_while([sys.executable, "-m", "autograder", "grade", *map(str, paths),
+                                         "--json", "--jobs", "3"], cwd=ROOT)
+    results = json.loads(out)
+    assert code == 0 and all(r["score"] == r["max_score"] > 0 for r in results), results
+    assert len(runners) == 1, runners  # three grading processes, one runner, every program run in it
+    code, out, runners = _runners_while([sys.executable, "-m", "autograder", "grade",
+                                         str(tmp_path / "nowhere" / a / f"{a}.ipynb"), "--json"], cwd=ROOT)
+    assert not runners, runners  # nothing to judge: no runner started
+    assert "no such file" in json.loads(out)["error"], out

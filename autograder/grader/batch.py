@@ -156,8 +156,9 @@ def grade_many(paths, *, workers: int | None = None, progress: bool = False, per
     from ..judge import runner as runner_mod
 
     # One contained program runner for every grading process, started first: it imports JAX
-    # on another core while this process imports and probes (runner_mod.SharedRunner).
-    shared = runner_mod.share()
+    # on another core while this process imports and probes (runner_mod.SharedRunner); none
+    # where no notebook exists (nothing will be judged).
+    shared = runner_mod.share() if any(Path(p).is_file() for p in paths) else None
     probe = threading.Thread(target=check_once, args=(grade_kwargs.get("root"),), daemon=True)
     if workers > 1:
         probe.start()

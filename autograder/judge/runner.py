@@ -369,6 +369,16 @@ class _Died(Exception):
 SHARED_WAIT = 5.0  # seconds a grading process waits for the shared runner before using one of its own
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # another uid's: alive
+    return True
+
+
 class SharedRunner:
     """One contained runner for every grading process of a command (:func:`share`), started by
     the command's process before they fork: one Python that imports JAX, not one per grading
@@ -377,7 +387,7 @@ class SharedRunner:
     Each grading process uses the runner's pipes in turn (a lock between the processes, and
     within one between its test threads); every reply must answer its request (ids). Whatever
     goes wrong with it (a program that crashes it or runs past its time, a reply out of step,
-    the runner busy for more than :data:`SHARED_WAIT` seconds, a grading process that died
+    the runner busy for more than :data:`SHARED_WAIT` seconds once ready, a grading process that died
     using it) leaves that one run failed as a private runner's would, and every grading
     process goes on with a runner of its own (:func:`process_runner`'s): a program still
     loses only its own call. A learner's program runs in it as in a private runner kept warm
@@ -392,6 +402,7 @@ class SharedRunner:
         self.inner.start()  # raises ProgramFailure where it cannot (the caller goes without)
         self._lock = ctx.Lock()                   # between processes
         self._state = ctx.Value("b", 0, lock=False)  # 0 starting, 1 ready, 2 given up
+        self._holder = ctx.Value("i", 0, lock=False)  # the pid of the process whose turn it is
         self._owner = os.getpid()
         self._threads = threading.RLock()         # between one process's test threads
         self._local = threading.local()
@@ -433,13 +444,14 @@ class SharedRunner:
         asked = time.monotonic()
         with self._threads:
             if self._state.value != 2 and self._private is None:
-                if self._lock.acquire(timeout=SHARED_WAIT):
+                if self._acquire():
                     waited(self, time.monotonic() - asked)  # another test's or process's run
                     asked = time.monotonic()
                     try:
                         if self._state.value != 2:
                             return self._run_shared(blob, leaves, timeout, placements, compiled_facts)
                     finally:
+                        self._holder.value = 0
                         self._lock.release()
                 else:
                     self.give_up()  # busy for too long: this process goes on with its own
@@ -450,6 +462,30 @@ class SharedRunner:
             reply = own.run(blob, leaves, timeout=timeout, placements=placements, compiled_facts=compiled_facts)
             self._local.proc, self._local.mode = own.proc, own.mode
             return reply
+
+    def _acquire(self) -> bool:
+        """Take the runner's turn: False when it stays busy (:data:`SHARED_WAIT` seconds once it
+        is ready; while it starts, its holder only waits for its ready message, as long as
+        :data:`START_TIMEOUT`), when it was given up, or when the process holding it died (it
+        would never give it back: the runner is then stopped, and every process goes on with
+        its own)."""
+        start = busy = time.monotonic()  # busy: since when it has been ready and taken
+        while True:
+            if self._lock.acquire(timeout=min(0.25, SHARED_WAIT)):
+                self._holder.value = os.getpid()
+                return True
+            holder, state, now = self._holder.value, self._state.value, time.monotonic()
+            if state == 2:
+                return False
+            if holder and not _alive(holder):
+                self._kill()
+                return False
+            if state == 0:
+                busy = now
+                if now - start >= START_TIMEOUT:
+                    return False
+            elif now - busy >= SHARED_WAIT:
+                return False
 
     def _run_shared(self, blob, leaves, timeout, placements, compiled_facts):
         r = self.inner
