@@ -42,9 +42,14 @@ def grading_side() -> None:
 
     import_nbgrader()  # its packages' names load when first used: these, here, before a fork
     import nbformat  # noqa: F401
-    import nbgrader.api  # noqa: F401
+    import concurrent.futures.thread  # noqa: F401 - the judge's test threads (loaded on first use)
+
+    import nbgrader
+    import nbgrader.api
     from nbgrader.preprocessors import (CheckCellMetadata, ClearOutput, DeduplicateIds, Execute,  # noqa: F401
                                         OverwriteCells, OverwriteKernelspec, SaveAutoGrades)
+
+    nbgrader.__version__  # noqa: B018 - the gradebook cache's key (loaded on first use)
 
     _quietly(_gradebook_ready)
 
