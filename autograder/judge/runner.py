@@ -116,6 +116,7 @@ class ProgramRunner:
     @deadline.setter
     def deadline(self, value: float | None) -> None:
         self._local.deadline = value
+
     @property
     def on_wait(self):
         """Called (per thread) with the seconds the current test's run waited for another's
@@ -416,6 +417,7 @@ class SharedRunner:
     @deadline.setter
     def deadline(self, value: float | None) -> None:
         self._local.deadline = value
+
     @property
     def on_wait(self):
         """Called (per thread) with the seconds the current test's run waited for another's
