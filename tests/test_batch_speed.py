@@ -346,3 +346,38 @@ def test_make_bench_grading_measures_its_three_figures_in_one_run(tmp_path):
         assert re.search(r"\| \d+\.\d\dx \| (yes|no) \|$", row), row
     for way in ("bare nbclient execution (floor)", "nbgrader autograde", "autograder grade -j 1 (serial)"):
         assert re.search(rf"^\| {re.escape(way)} \| \d+\.\d\d \|", report, re.M), way
+
+
+# --------------------------------------------------------------------------- a graded kernel starts without ipykernel's debugger
+
+def test_a_graded_kernel_starts_without_the_debugger_and_the_notebook_can_still_import_debugpy():
+    async def go():
+        from autograder.grader.sandbox import kernel_manager_class
+
+        km = kernel_manager_class(None, None, 120)(kernel_name="python3")
+        await km.start_kernel(env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        kc = km.client()
+        try:
+            kc.start_channels()
+            await kc.wait_for_ready(timeout=60)
+            code = ("import sys, ipykernel.debugger as d\n"
+                    "print(d._is_debugpy_available, 'pydevd' in sys.modules, sys.argv[1])\n"
+                    "import debugpy\nprint(debugpy.__name__, '' not in sys.path[:1])")
+            msg_id = kc.execute(code)
+            text = ""
+            while True:
+                msg = await kc.get_iopub_msg(timeout=60)
+                if msg["parent_header"].get("msg_id") != msg_id:
+                    continue
+                if msg["msg_type"] in ("stream", "error"):
+                    text += msg["content"].get("text", "") + str(msg["content"].get("evalue", ""))
+                if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                    break
+            return text
+        finally:
+            kc.stop_channels()
+            await km.shutdown_kernel(now=True)
+
+    out = asyncio.run(go()).split()
+    assert out[:2] == ["False", "False"] and out[2] == "-f", out  # no debugger; ipykernel's own arguments
+    assert out[3:] == ["debugpy", "True"], out  # importable for the notebook; sys.path as ipykernel_launcher leaves it

@@ -386,6 +386,23 @@ def run_dir_base() -> str | None:
                        f"most {SOCKET_PATH_MAX - _RUN_DIR_TAIL} characters")
 
 
+# What a graded kernel runs instead of ``-m ipykernel_launcher``: the same launcher, without
+# ipykernel's debugger (it imports debugpy and pydevd when the kernel starts, about 0.1 s of CPU
+# per kernel; nobody debugs a graded kernel). ``debugpy`` is importable again for the notebook.
+_NO_DEBUGGER = ("import sys; sys.modules['debugpy'] = None; import ipykernel.debugger; "
+                "del sys.modules['debugpy']; import runpy; "
+                "runpy.run_module('ipykernel_launcher', run_name='__main__', alter_sys=True)")
+
+
+def without_debugger(cmd: list) -> list:
+    """``cmd`` (a kernelspec's command) with ``-m ipykernel_launcher`` run without ipykernel's
+    debugger; any other command as it is."""
+    for i in range(len(cmd) - 1):
+        if cmd[i] == "-m" and cmd[i + 1] == "ipykernel_launcher":
+            return [*cmd[:i], "-c", _NO_DEBUGGER, *cmd[i + 2:]]
+    return list(cmd)
+
+
 def kernel_manager_class(box: Sandbox | None, box_dir: Path | None, cpu_seconds: int):
     """A jupyter_client kernel manager whose kernel starts under :func:`limited`; in a sandbox
     (``box`` with a uid), inside ``box``: its command wrapped, its connection file in the box,
@@ -396,7 +413,7 @@ def kernel_manager_class(box: Sandbox | None, box_dir: Path | None, cpu_seconds:
 
     class LimitedKernelManager(AsyncKernelManager):
         def format_kernel_cmd(self, extra_arguments=None):
-            cmd = super().format_kernel_cmd(extra_arguments)
+            cmd = without_debugger(super().format_kernel_cmd(extra_arguments))
             return limited(box.wrap(cmd) if contained else cmd, cpu_seconds, box)
 
     if not contained:
