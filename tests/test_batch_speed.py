@@ -144,6 +144,20 @@ def test_a_full_nbgrader_and_the_lazy_one_export_the_same_names():
 
 # --------------------------------------------------------------------------- a starting kernel found ready at once
 
+async def _printed_by(kc, code: str, timeout: float = 60) -> str:
+    """What running ``code`` on the asynchronous client ``kc`` printed (an error's value too)."""
+    msg_id = kc.execute(code)
+    text = ""
+    while True:
+        msg = await kc.get_iopub_msg(timeout=timeout)
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        if msg["msg_type"] in ("stream", "error"):
+            text += msg["content"].get("text", "") + str(msg["content"].get("evalue", ""))
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            return text
+
+
 def _quick_manager():
     from jupyter_client.manager import AsyncKernelManager
 
@@ -161,17 +175,7 @@ def test_a_quick_ready_client_finds_a_kernel_ready_and_runs_code():
             assert type(kc).__name__ == "QuickReadyClient"
             kc.start_channels()
             await kc.wait_for_ready(timeout=60)
-            msg_id = kc.execute("print(6 * 7)")
-            text = ""
-            while True:
-                msg = await kc.get_iopub_msg(timeout=30)
-                if msg["parent_header"].get("msg_id") != msg_id:
-                    continue
-                if msg["msg_type"] == "stream":
-                    text += msg["content"]["text"]
-                if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
-                    break
-            return text
+            return await _printed_by(kc, "print(6 * 7)")
         finally:
             kc.stop_channels()
             await km.shutdown_kernel(now=True)
@@ -363,17 +367,7 @@ def test_a_graded_kernel_starts_without_the_debugger_and_the_notebook_can_still_
             code = ("import sys, ipykernel.debugger as d\n"
                     "print(d._is_debugpy_available, 'pydevd' in sys.modules, sys.argv[1])\n"
                     "import debugpy\nprint(debugpy.__name__, '' not in sys.path[:1])")
-            msg_id = kc.execute(code)
-            text = ""
-            while True:
-                msg = await kc.get_iopub_msg(timeout=60)
-                if msg["parent_header"].get("msg_id") != msg_id:
-                    continue
-                if msg["msg_type"] in ("stream", "error"):
-                    text += msg["content"].get("text", "") + str(msg["content"].get("evalue", ""))
-                if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
-                    break
-            return text
+            return await _printed_by(kc, code)
         finally:
             kc.stop_channels()
             await km.shutdown_kernel(now=True)

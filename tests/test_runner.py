@@ -125,7 +125,9 @@ def test_a_crash_loses_only_its_own_call(runner):
     double = _export(lambda x: x * 2, (3,))
     before = runner.starts
     start = time.monotonic()
-    with pytest.raises(ProgramFailure, match="crashed"):
+    # a corrupted heap ends the runner with a crash or, now and then under load, a hang in
+    # the allocator: either way that call alone fails and the runner is replaced
+    with pytest.raises(ProgramFailure, match="crashed|ran out of time"):
         runner.run(_crashing().serialize(), [np.ones((512, 512), np.float32)])  # the allow-list bypassed
     assert time.monotonic() - start < 30
     out = judge.Exported(double, runner=runner)(np.ones(3, np.float32))

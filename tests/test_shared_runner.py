@@ -90,7 +90,9 @@ def test_a_crash_loses_only_its_own_call_and_everyone_goes_on_with_their_own(sha
     double = _blob(lambda x: x * 2, (3,))
     first = shared.inner.proc.pid
     assert float(np.asarray(shared.run(double, [np.ones(3, np.float32)])["outputs"][0])[0]) == 2.0
-    with pytest.raises(ProgramFailure, match="crashed"):
+    # a corrupted heap ends the runner with a crash or, now and then under load, a hang in
+    # the allocator: either way that call alone fails and the runner is replaced
+    with pytest.raises(ProgramFailure, match="crashed|ran out of time"):
         shared.run(_crash_blob(), [np.ones((512, 512), np.float32)])
     assert shared._state.value == 2  # given up, for every process
     out = shared.run(double, [np.full(3, 4.0, np.float32)])

@@ -82,6 +82,17 @@ class ProgramFailure(Exception):
 
 # --------------------------------------------------------------------------- the grading side
 
+def _per_thread(name: str, doc: str) -> property:
+    """A property whose value is the current thread's (``self._local``), None until set."""
+    return property(lambda self: getattr(self._local, name, None),
+                    lambda self, value: setattr(self._local, name, value), doc=doc)
+
+
+_ON_WAIT = _per_thread("on_wait", "Called (per thread) with the seconds the current test's run waited "
+                                  "for another's (the judge passes them on to the test's kernel "
+                                  "channel: :func:`waited`).")
+
+
 class ProgramRunner:
     """A warm child process that runs exported programs (see the module's docstring).
 
@@ -117,15 +128,7 @@ class ProgramRunner:
     def deadline(self, value: float | None) -> None:
         self._local.deadline = value
 
-    @property
-    def on_wait(self):
-        """Called (per thread) with the seconds the current test's run waited for another's
-        (the judge passes them on to the test's kernel channel: :func:`waited`)."""
-        return getattr(self._local, "on_wait", None)
-
-    @on_wait.setter
-    def on_wait(self, value) -> None:
-        self._local.on_wait = value
+    on_wait = _ON_WAIT
 
     # -- life
     def start(self) -> None:
@@ -418,15 +421,7 @@ class SharedRunner:
     def deadline(self, value: float | None) -> None:
         self._local.deadline = value
 
-    @property
-    def on_wait(self):
-        """Called (per thread) with the seconds the current test's run waited for another's
-        (the judge passes them on to the test's kernel channel: :func:`waited`)."""
-        return getattr(self._local, "on_wait", None)
-
-    @on_wait.setter
-    def on_wait(self, value) -> None:
-        self._local.on_wait = value
+    on_wait = _ON_WAIT
 
     # what Exported.call reads of the runner that answered (this thread's last run)
     @property
