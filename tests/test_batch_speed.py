@@ -375,3 +375,31 @@ def test_a_graded_kernel_starts_without_the_debugger_and_the_notebook_can_still_
     out = asyncio.run(go()).split()
     assert out[:2] == ["False", "False"] and out[2] == "-f", out  # no debugger; ipykernel's own arguments
     assert out[3:] == ["debugpy", "True"], out  # importable for the notebook; sys.path as ipykernel_launcher leaves it
+
+
+def test_a_graded_kernel_outside_a_sandbox_talks_on_unix_sockets_in_its_own_box(tmp_path):
+    """TCP ports are picked by the parent, freed, then bound by the kernel: in a parallel batch
+    another process can take one in between and the kernel dies before it answers (jupyter_client
+    issue 154). A kernel given its box uses Unix sockets in it, contained or not."""
+    box = tmp_path / "box"
+    box.mkdir()
+
+    async def go():
+        from autograder.grader.sandbox import kernel_manager_class
+
+        km = kernel_manager_class(None, box, 120)(kernel_name="python3")
+        await km.start_kernel(env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        kc = km.client()
+        try:
+            kc.start_channels()
+            await kc.wait_for_ready(timeout=60)
+            sockets = sorted(p.name for p in box.iterdir() if p.is_socket())
+            return km.get_connection_info(), sockets, await _printed_by(kc, "print(6 * 7)")
+        finally:
+            kc.stop_channels()
+            await km.shutdown_kernel(now=True)
+
+    info, sockets, out = asyncio.run(go())
+    assert info["transport"] == "ipc" and info["ip"] == str(box / "k"), info
+    assert len(sockets) == 5 and all(s.startswith("k-") for s in sockets), sockets  # its five channels
+    assert out.split() == ["42"], out

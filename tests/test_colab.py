@@ -71,19 +71,28 @@ RUNNER = textwrap.dedent('''
     from pathlib import Path
 
     def run(path):
+        import os, shutil, tempfile
         import nbformat
+        from jupyter_client.manager import AsyncKernelManager
         from nbclient import NotebookClient
         from nbclient.exceptions import CellExecutionError
         nb = nbformat.read(path, as_version=4)
         nb.cells.append(nbformat.v4.new_code_cell(
             "import sys, jax\\nprint(%r, jax.__version__, sys.version_info[0], sys.version_info[1], sys.executable)"
             % "PROBE"))
-        start = time.time()
+        start, sockets = time.time(), tempfile.mkdtemp(prefix="kernel-")
         try:
-            NotebookClient(nb, kernel_name="python3", timeout=600,
+            # Unix sockets in a folder of its own: TCP ports chosen here, freed, then bound by
+            # the kernel can be taken in between by a kernel starting in parallel, and the kernel
+            # dies before it answers (jupyter_client issue 154)
+            km = AsyncKernelManager(kernel_name="python3", transport="ipc",
+                                    ip=os.path.join(sockets, "k"))
+            NotebookClient(nb, km=km, timeout=600,
                            resources={"metadata": {"path": str(Path(path).parent)}}).execute()
         except CellExecutionError as exc:
             return path, {"ok": False, "error": str(exc)[-3000:]}
+        finally:
+            shutil.rmtree(sockets, ignore_errors=True)
         texts = ["".join(str(o.get("data", {}).get("text/plain", "")) + o.get("text", "")
                          for o in c.get("outputs", [])) for c in nb.cells if c.cell_type == "code"]
         return path, {"ok": True, "seconds": round(time.time() - start, 1), "outputs": texts}

@@ -404,9 +404,13 @@ def without_debugger(cmd: list) -> list:
 
 
 def kernel_manager_class(box: Sandbox | None, box_dir: Path | None, cpu_seconds: int):
-    """A jupyter_client kernel manager whose kernel starts under :func:`limited`; in a sandbox
-    (``box`` with a uid), inside ``box``: its command wrapped, its connection file in the box,
-    and its channels on Unix sockets there (``transport="ipc"``: the kernel has no network)."""
+    """A jupyter_client kernel manager whose kernel starts under :func:`limited`, with its
+    connection file and its channels on Unix sockets in ``box_dir`` (``transport="ipc"``) when
+    one is given. Unix sockets in a folder of the submission's own cannot collide: TCP ports are
+    chosen by the parent, freed, and bound again by the kernel, and in a parallel batch another
+    process can take one in between (the kernel then dies before it answers, jupyter_client
+    issue 154). In a sandbox (``box`` with a uid) the kernel's command is wrapped too, and the
+    kernel has no network: Unix sockets are its only channels."""
     from jupyter_client.manager import AsyncKernelManager
 
     contained = box is not None and box.uid is not None
@@ -416,10 +420,10 @@ def kernel_manager_class(box: Sandbox | None, box_dir: Path | None, cpu_seconds:
             cmd = without_debugger(super().format_kernel_cmd(extra_arguments))
             return limited(box.wrap(cmd) if contained else cmd, cpu_seconds, box)
 
-    if not contained:
+    if box_dir is None:
         return LimitedKernelManager
 
-    class SandboxedKernelManager(LimitedKernelManager):
+    class BoxedKernelManager(LimitedKernelManager):
         def __init__(self, **kw):
             super().__init__(**kw)
             self.transport = "ipc"
@@ -428,9 +432,10 @@ def kernel_manager_class(box: Sandbox | None, box_dir: Path | None, cpu_seconds:
 
         def write_connection_file(self, **kw):
             super().write_connection_file(**kw)
-            os.chown(self.connection_file, box.uid, box.uid)  # the kernel must read its key
+            if contained:
+                os.chown(self.connection_file, box.uid, box.uid)  # the kernel must read its key
 
-    return SandboxedKernelManager
+    return BoxedKernelManager
 
 
 # --------------------------------------------------------------------------- setting it up
