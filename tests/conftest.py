@@ -4,8 +4,10 @@ from __future__ import annotations
 import json
 import os
 import runpy
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import nbformat
@@ -14,6 +16,44 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 ASSIGNMENTS = sorted(p.name for p in (ROOT / "solutions").iterdir() if p.is_dir())
 COURSE_NOTEBOOKS = sorted((ROOT / "course").glob("*.ipynb"))
+
+
+_SOCKETS: list[str] = []  # this process's kernel socket folders, removed when it exits
+
+
+def ipc_manager(asynchronous: bool = False, kernel_name: str = "python3"):
+    """A kernel manager whose kernel talks on Unix sockets in a fresh folder of its own.
+
+    The tests start kernels side by side (``pytest -n``, the Colab runner, graders). On TCP,
+    jupyter_client picks a free port, frees it, and the kernel binds it again a moment later:
+    another process can take it in between and the kernel dies before it answers kernel_info
+    (jupyter_client issue 154). A socket path of its own cannot be taken."""
+    from jupyter_client.manager import AsyncKernelManager, KernelManager
+
+    if not _SOCKETS:
+        import atexit
+
+        atexit.register(lambda: [shutil.rmtree(d, ignore_errors=True) for d in _SOCKETS])
+    folder = tempfile.mkdtemp(prefix="kernel-")
+    _SOCKETS.append(folder)
+    cls = AsyncKernelManager if asynchronous else KernelManager
+    return cls(kernel_name=kernel_name, transport="ipc", ip=os.path.join(folder, "k"))
+
+
+def start_ipc_kernel(startup_timeout: float = 60, **start):
+    """``jupyter_client.manager.start_new_kernel`` on :func:`ipc_manager`'s sockets:
+    ``(manager, blocking client)``, the kernel ready."""
+    km = ipc_manager()
+    km.start_kernel(**start)
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=startup_timeout)
+    except RuntimeError:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+        raise
+    return km, kc
 
 
 def released_notebook(assignment: str) -> Path:

@@ -8,7 +8,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from conftest import COURSE_NOTEBOOKS, ROOT
+from conftest import COURSE_NOTEBOOKS, ROOT, ipc_manager
 
 # One worker runs this whole module (``--dist loadgroup``), so each chapter is executed once and
 # the widget test below reads the same executed notebooks instead of running them again.
@@ -27,7 +27,7 @@ _executed: dict = {}  # path -> executed notebook, or the exception its executio
 
 def execute(path, timeout=300):
     nb = nbformat.read(str(path), as_version=4)
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+    client = NotebookClient(nb, km=ipc_manager(asynchronous=True), timeout=timeout,
                             resources={"metadata": {"path": str(path.parent)}})
     client.execute()  # raises CellExecutionError on an error in a cell not tagged raises-exception
     return nb

@@ -15,7 +15,7 @@ import pytest
 from autograder import judge, wire
 from autograder.feedback import ExerciseFailure
 from attacks import ATTACKS, READ_SOLUTIONS  # the hostile corpus, shared with the old-grader control
-from conftest import ROOT, course_in_0700, fill_answers, released_notebook, run_grader, solution_notebook
+from conftest import ROOT, course_in_0700, fill_answers, released_notebook, run_grader, solution_notebook, start_ipc_kernel
 
 A = "03_purity"
 
@@ -195,10 +195,8 @@ def _printed(kc, code) -> str:
 
 @pytest.fixture(scope="module")
 def kernel():
-    from jupyter_client.manager import start_new_kernel
-
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    km, kc = start_new_kernel(kernel_name="python3", cwd=str(ROOT), env=env)
+    km, kc = start_ipc_kernel(cwd=str(ROOT), env=env)
     try:
         reply = kc.execute_interactive(SETUP, timeout=120)
         assert reply["content"]["status"] == "ok", reply["content"]

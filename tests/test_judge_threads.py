@@ -89,16 +89,14 @@ def test_a_test_whose_code_hangs_costs_the_test_beside_it_none_of_its_time(tmp_p
     for its own requests (otherwise it would fail for the other's hang)."""
     import os
 
-    from jupyter_client.manager import start_new_kernel
-
     from autograder.judge import judge_path
 
-    from conftest import ROOT
+    from conftest import ROOT, start_ipc_kernel
 
     folder = tmp_path / "07_x"
     folder.mkdir()
     judge_path(folder).write_text(HANG_AND_STEADY)
-    km, kc = start_new_kernel(kernel_name="python3", cwd=str(ROOT), env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    km, kc = start_ipc_kernel(cwd=str(ROOT), env=dict(os.environ, PYTHONPATH=str(ROOT)))
     try:
         kc.execute_interactive("import time\ndef sleepy(s):\n    time.sleep(s)\n    return s\n", timeout=60)
         kernel = Kernel(kc, timeout=4, alive=km.is_alive, interrupt=km.interrupt_kernel, seed=1)

@@ -13,7 +13,7 @@ import nbformat
 import pytest
 
 from autograder.selfcheck import check_my_answers
-from conftest import ASSIGNMENTS, fill_answers, released_notebook, solution_notebook, wrong_answers
+from conftest import ASSIGNMENTS, fill_answers, ipc_manager, released_notebook, solution_notebook, wrong_answers
 
 pytestmark = pytest.mark.xdist_group("selfcheck")
 
@@ -76,7 +76,7 @@ async def _execute(path):
     from nbclient import NotebookClient
 
     nb = nbformat.read(str(path), as_version=4)
-    client = NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
+    client = NotebookClient(nb, km=ipc_manager(asynchronous=True), timeout=300, allow_errors=True,
                             resources={"metadata": {"path": str(path.parent)}})
     await client.async_execute()
     return nb
