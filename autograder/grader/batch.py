@@ -18,7 +18,7 @@ from .course import GradingError
 from .pipeline import DEFAULT_NOTEBOOK_TIMEOUT, grade_notebook
 from .result import Result, failed_result
 from .sandbox import (NAMESPACE, NONE, PROCESS_GROUP, check_once, check_settings, die_with_parent,
-                      limit_judge_memory, private_mounts)
+                      limit_judge_memory, private_mounts, Zygote, use_zygote)
 from .submission import max_notebook_bytes
 from . import warm
 
@@ -159,6 +159,9 @@ def grade_many(paths, *, workers: int | None = None, progress: bool = False, per
     # on another core while this process imports and probes (runner_mod.SharedRunner); none
     # where no notebook exists (nothing will be judged).
     shared = runner_mod.share() if any(Path(p).is_file() for p in paths) else None
+    # and, for several grading processes, the kernel zygote: their kernels are its forks, with
+    # ipykernel imported (sandbox.Zygote); it imports while this process does
+    zygote = Zygote.start() if workers > 1 and shared is not None else None
     probe = threading.Thread(target=check_once, args=(grade_kwargs.get("root"),), daemon=True)
     if workers > 1:
         probe.start()
@@ -166,10 +169,15 @@ def grade_many(paths, *, workers: int | None = None, progress: bool = False, per
         _warm(parallel=workers > 1)
     except BaseException:
         runner_mod.unshare(shared)
+        if zygote is not None:
+            zygote.stop()
         raise
     finally:
         if workers > 1:
             probe.join()  # no thread may be running when the processes fork
+    if zygote is not None and not zygote.ready():
+        zygote = None  # kernels start as always
+    use_zygote(zygote)
     # What the parent holds now is shared with every grading process, page for page, until one
     # writes to it, and a collection of the cyclic garbage collector writes to every object it
     # visits: frozen (moved out of its reach, as the gc module's documentation advises before a
@@ -243,6 +251,9 @@ def grade_many(paths, *, workers: int | None = None, progress: bool = False, per
         for w in pool:
             w.stop()
         runner_mod.unshare(shared)
+        use_zygote(None)
+        if zygote is not None:
+            zygote.stop()
         if thaw:
             gc.unfreeze()
     bar and bar.close()

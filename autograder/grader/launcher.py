@@ -30,6 +30,11 @@ over Unix sockets). It uses the standard library only (``-I``: no user site, no
    and owner: the real cause, not what the loader would say); then ``execve`` of the kernel
    in the current folder (the submission's).
 
+``run --zygote=SOCKET`` ends differently: once the view is built, the kernel is not executed
+but asked of the batch's kernel zygote, a fork of a Python with ipykernel imported, placed in
+these namespaces, this view and these limits (see "the kernel zygote" below); ``run`` stays
+PID 1 of the namespace, passes on the signals it receives and exits with the kernel's status.
+
 ``check`` runs as the sandbox uid inside that view (the same ``run``, with this module as the
 "kernel"): it exits non-zero, saying why, unless ipykernel and the ``autograder`` package import,
 the home folder is writable, and the paths given cannot be read.
@@ -222,7 +227,9 @@ def build_view(keep_ro: list[str], keep_rw: list[str], hide: list[str] = ()) -> 
     if len(dev) > len([n for n in DEV if os.path.exists(f"/dev/{n}")]) and os.path.isdir("/sys"):
         _bind("/sys", new, "/sys", ro=True, rec=True)  # a GPU or TPU runtime reads its devices there
     os.makedirs(new + "/proc", mode=0o755)
-    _mount("proc", new + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    # hidepid=2: the uid sees its own processes only (not the launcher, PID 1 with a kernel of the
+    # zygote, whose command line names the hidden folders)
+    _mount("proc", new + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2")
     for given, ro, links, real in sorted(keep, key=lambda k: _depth(k[3])):
         for link, text in links:
             _place_link(new, link, text)
@@ -255,6 +262,16 @@ def unreadable(paths: list[str]) -> list[str]:
     return out
 
 
+def check_readable(paths: list[str]) -> None:
+    """Exit naming what of ``paths`` the sandbox uid cannot read: the kernel could not start,
+    and this says why, not what the loader would say of it."""
+    blocked = unreadable(paths)
+    if blocked:
+        raise SystemExit(f"autograder sandbox: the sandbox uid cannot read {'; '.join(blocked)}: make it "
+                         f"readable by other users (chmod -R o+rX), or install the course's Python "
+                         f"where other users can read it")
+
+
 def expose(paths: list[str]) -> None:
     """In a mount namespace of its own, as root: make each of ``paths`` reachable by every uid
     where a folder on the way is not (a 0700 home or temporary folder): that folder gets an
@@ -275,7 +292,7 @@ def expose(paths: list[str]) -> None:
         os.close(fd)
 
 
-def drop_to(uid: int) -> None:
+def drop_to(uid: int, with_parent: bool = True) -> None:
     """Become ``uid`` (its own group, no supplementary groups, no capabilities, no way back)."""
     os.setgroups([])
     os.setresgid(uid, uid, uid)
@@ -284,22 +301,254 @@ def drop_to(uid: int) -> None:
         raise SystemExit("autograder sandbox: prctl(PR_SET_NO_NEW_PRIVS) failed")
     # unshare's --kill-child asked for SIGKILL when unshare ends, but a change of uid clears that
     # request: ask again, so that the kernel ends with its grading process whatever kills it
-    die_with_parent()
+    # (a kernel of the zygote does not: it ends with its namespace, whose first process asked)
+    if with_parent:
+        die_with_parent()
     if os.getuid() != uid or os.geteuid() != uid:
         raise SystemExit("autograder sandbox: the uid did not change")
 
 
 def run(args) -> None:
     cwd = os.getcwd()
+    zygote = _connect(args.zygote) if args.zygote else None  # before the view: it is not in it
     build_view(args.ro, args.rw, args.hide)
+    if zygote is not None:
+        raise SystemExit(_kernel_of_zygote(zygote, args, cwd))
     drop_to(args.uid)
-    blocked = unreadable(args.ro + args.rw)
-    if blocked:  # the kernel could not start; say why, not what the loader says of it
-        raise SystemExit(f"autograder sandbox: the sandbox uid cannot read {'; '.join(blocked)}: make it "
-                         f"readable by other users (chmod -R o+rX), or install the course's Python "
-                         f"where other users can read it")
+    check_readable(args.ro + args.rw)
     os.chdir(cwd)  # the same path, now seen through the view
     os.execvp(args.command[0], args.command)
+
+
+# --------------------------------------------------------------------------- the kernel zygote
+#
+# A batch's grading processes start their kernels from one zygote: a Python started once, with
+# the kernel's environment, that has imported ipykernel (about 0.5 s of CPU a kernel would pay
+# at its start) and nothing of the grader. For each kernel, ``run --zygote=SOCKET`` (PID 1 of the
+# kernel's new namespaces, its view built, still root) sends the zygote its request: the uid,
+# the folder, the environment, the kernel's arguments, and its standard streams (SCM_RIGHTS).
+# The zygote forks a helper, which checks the request against its sender (root, PID 1 of
+# namespaces other than the zygote's, a sandbox uid), takes on the sender's limits (rlimits,
+# nice value, cgroup), joins its namespaces (IPC, network, PID, mount: its root becomes the
+# view), and forks the kernel: a process of the sandbox's PID namespace that drops to the uid
+# exactly as ``run`` does, then runs ``ipykernel_launcher`` as ``python -c`` would. The helper
+# passes on the signals ``run`` forwards (interrupts) and reports the kernel's exit status;
+# ``run`` exits with it. When ``run`` ends (killed with the kernel's process group, or its
+# grading process), so does every process of the namespace; the helper kills the kernel too.
+
+_ZYGOTE_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
+_PEER_LIMITS = ("RLIMIT_CPU", "RLIMIT_DATA", "RLIMIT_AS", "RLIMIT_CORE", "RLIMIT_NPROC", "RLIMIT_NOFILE",
+                "RLIMIT_FSIZE", "RLIMIT_STACK", "RLIMIT_MEMLOCK")
+
+
+def _connect(path: str):
+    import socket
+
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        conn.connect(path)
+    except OSError as exc:
+        raise SystemExit(f"autograder sandbox: the kernel zygote cannot be reached: {exc.strerror}") from None
+    return conn
+
+
+def _kernel_of_zygote(conn, args, cwd: str) -> int:
+    """``run``'s end with a zygote: the request sent, the signals passed on, the kernel's exit
+    status returned (``run`` exits with it)."""
+    import json
+    import socket
+
+    request = {"uid": args.uid, "cwd": cwd, "env": dict(os.environ), "argv": args.command[3:],
+               "paths": args.ro + args.rw}
+    socket.send_fds(conn, [json.dumps(request).encode()], [0, 1, 2])
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # as the namespace's first process, it reaps orphans
+
+    def forward(signum, _frame):
+        try:
+            conn.send(bytes([signum]))
+        except OSError:
+            pass
+    for name in _ZYGOTE_SIGNALS:
+        signal.signal(getattr(signal, name), forward)
+    while True:
+        data = conn.recv(1 << 16)
+        if not data:
+            return "autograder sandbox: the kernel zygote ended before the kernel did"
+        reply = json.loads(data)
+        if "error" in reply:
+            return f"autograder sandbox: {reply['error']}"
+        if "exit" in reply:
+            return int(reply["exit"])
+
+
+def zygote(path: str, uids: range, ready_fd: int) -> None:
+    """Serve kernels from this process (see above) on the Unix socket ``path`` (made here, for
+    root only); ``ready_fd``: written to and closed once it listens."""
+    import socket
+
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # its helpers are reaped by the system
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    old = os.umask(0o077)
+    server.bind(path)
+    os.umask(old)
+    server.listen(64)
+    os.write(ready_fd, b"ready")
+    os.close(ready_fd)
+    while True:
+        try:
+            conn, _ = server.accept()
+        except InterruptedError:
+            continue
+        if os.fork() == 0:
+            code = 1
+            try:
+                server.close()
+                code = _zygote_helper(conn, uids)
+            except BaseException as exc:  # noqa: BLE001 - said to run, which says it
+                try:
+                    conn.send(_json({"error": f"the kernel zygote failed: {type(exc).__name__}: {exc}"}))
+                except OSError:
+                    pass
+            finally:
+                os._exit(code)
+        conn.close()
+
+
+def _json(obj) -> bytes:
+    import json
+
+    return json.dumps(obj).encode()
+
+
+def _ns_inode(pid, name: str) -> int:
+    return os.stat(f"/proc/{pid}/ns/{name}").st_ino
+
+
+def _zygote_helper(conn, uids: range) -> int:
+    import json
+    import resource
+    import select
+    import socket
+    import struct
+
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    peer, peer_uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                            struct.calcsize("3i")))
+    msg, fds, _flags, _addr = socket.recv_fds(conn, 1 << 20, 3)
+    try:
+        request = json.loads(msg)
+        uid = int(request["uid"])
+    except (ValueError, KeyError, TypeError):
+        return _refuse(conn, "a malformed request to the kernel zygote")
+    nspid = ""
+    with open(f"/proc/{peer}/status") as f:
+        for line in f:
+            if line.startswith("NSpid:"):
+                nspid = line.split()[-1]
+    if peer_uid != 0 or uid == 0 or uid not in uids or len(fds) != 3 or nspid != "1":
+        return _refuse(conn, "a request to the kernel zygote from outside a sandbox")
+    spaces = ("ipc", "net", "pid", "mnt")
+    if any(_ns_inode(peer, n) == _ns_inode("self", n) for n in spaces):
+        return _refuse(conn, "a request to the kernel zygote from the zygote's own namespaces")
+    # the sender's limits: those ``limits`` set (CPU time, memory, processes, no core) and its cgroup
+    for name in _PEER_LIMITS:
+        if hasattr(resource, name):
+            limit = getattr(resource, name)
+            resource.setrlimit(limit, resource.prlimit(peer, limit))
+    os.setpriority(os.PRIO_PROCESS, 0, os.getpriority(os.PRIO_PROCESS, peer))
+    mine = _cgroups("self")
+    for (number, controllers), path in _cgroups(peer).items():  # the memory cgroup ``limits`` joined
+        if mine.get((number, controllers)) != path:
+            folder = "/sys/fs/cgroup" + (f"/{controllers}" if controllers else "") + path
+            try:
+                with open(os.path.join(folder, "cgroup.procs"), "w") as f:
+                    f.write(str(os.getpid()))
+            except OSError as exc:
+                return _refuse(conn, f"joining the kernel's cgroup {folder} failed: {exc.strerror}")
+    handles = [os.open(f"/proc/{peer}/ns/{n}", os.O_RDONLY | os.O_CLOEXEC) for n in spaces]
+    for fd in handles:  # the mount namespace last: its root (the view) becomes this root
+        if libc().setns(fd, 0) != 0:
+            return _refuse(conn, f"joining the kernel's namespaces failed: {os.strerror(ctypes.get_errno())}")
+        os.close(fd)
+    kernel = os.fork()
+    if kernel == 0:
+        _kernel_in_zygote(request, fds)  # does not return
+    for fd in fds:
+        os.close(fd)
+    pidfd = os.pidfd_open(kernel)
+    while True:
+        ready, _, _ = select.select([conn, pidfd], [], [])
+        if pidfd in ready:
+            _, status = os.waitpid(kernel, 0)
+            conn.send(_json({"exit": os.waitstatus_to_exitcode(status) % 256}))
+            return 0
+        data = conn.recv(64)
+        if not data:  # ``run`` ended: the kernel does too
+            os.kill(kernel, signal.SIGKILL)
+            os.waitpid(kernel, 0)
+            return 0
+        for signum in data:
+            if signum in {getattr(signal, n) for n in _ZYGOTE_SIGNALS}:
+                os.kill(kernel, signum)
+
+
+def _cgroups(pid) -> dict:
+    """``{(hierarchy, controllers): path}`` of a process (``/proc/PID/cgroup``: v1 and v2)."""
+    out = {}
+    with open(f"/proc/{pid}/cgroup") as f:
+        for line in f:
+            number, controllers, path = line.rstrip("\n").split(":", 2)
+            out[(number, controllers)] = path
+    return out
+
+
+def _refuse(conn, why: str) -> int:
+    conn.send(_json({"error": why}))
+    return 1
+
+
+def _kernel_in_zygote(request: dict, fds: list) -> None:
+    """In the kernel's namespaces and view: become the kernel (``run``'s checks, then
+    ``python -c`` running ipykernel_launcher with the kernel's arguments)."""
+    code = 1
+    try:
+        os.setsid()
+        for i, fd in enumerate(fds):
+            os.dup2(fd, i)
+        os.closerange(3, 1 << 16)
+        os.umask(0o022)  # as build_view leaves it
+        drop_to(int(request["uid"]), with_parent=False)
+        check_readable(list(request["paths"]))
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update({str(k): str(v) for k, v in request["env"].items()})
+        import tempfile
+        tempfile.tempdir = None  # from TMPDIR, the kernel's
+        sys.argv = ["-c", *map(str, request["argv"])]
+        for name in [n for n, m in sys.modules.items() if getattr(m, "__file__", None) == __file__]:
+            del sys.modules[name]  # the zygote's machinery is not the kernel's
+        import runpy
+        try:
+            runpy.run_module("ipykernel_launcher", run_name="__main__", alter_sys=True)
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            if exc.code is not None and not isinstance(exc.code, int):
+                print(exc.code, file=sys.stderr)
+        import atexit
+        atexit._run_exitfuncs()
+    except SystemExit as exc:  # run's own checks: said as run says them
+        print(exc, file=sys.stderr)
+    except BaseException:  # noqa: BLE001
+        import traceback
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001
+                pass
+        os._exit(code)
 
 
 def expose_and_run(args) -> None:
@@ -377,6 +626,7 @@ def main(argv=None) -> int:
     r.add_argument("--ro", action="append", default=[])
     r.add_argument("--rw", action="append", default=[])
     r.add_argument("--hide", action="append", default=[])
+    r.add_argument("--zygote", default="", help="the kernel zygote's socket: the kernel is its fork")
     r.add_argument("command", nargs=argparse.REMAINDER)
     c = sub.add_parser("check")
     c.add_argument("--home", required=True)

@@ -156,7 +156,8 @@ class Sandbox:
         return self.uid is not None
 
     def wrap(self, cmd: list) -> list:
-        """The kernel command, run inside the sandbox."""
+        """The kernel command, run inside the sandbox (a kernel of the command's zygote, where
+        it has one and ``cmd`` is the kernel it makes: see :class:`Zygote`)."""
         if self.uid is None:
             return cmd
         self.ended = False
@@ -164,6 +165,8 @@ class Sandbox:
         launch = [self.unshare, "--mount", "--propagation", "private", "--pid", "--net", "--fork",
                   "--kill-child", "--ipc", "--", sys.executable, "-I", "-S", str(_LAUNCH), "run",
                   f"--uid={self.uid}"]
+        if _ZYGOTE and _ZYGOTE[0].makes(cmd):
+            launch.append(f"--zygote={_ZYGOTE[0].socket}")
         launch += [f"--ro={p}" for p in keep_ro]
         launch += [f"--rw={p}" for p in self.keep_rw]
         launch += [f"--hide={p}" for p in self.hide]
@@ -392,6 +395,112 @@ def run_dir_base() -> str | None:
 _NO_DEBUGGER = ("import sys; sys.modules['debugpy'] = None; import ipykernel.debugger; "
                 "del sys.modules['debugpy']; import runpy; "
                 "runpy.run_module('ipykernel_launcher', run_name='__main__', alter_sys=True)")
+
+
+class Zygote:
+    """One Python with ipykernel imported (about 0.5 s of CPU a kernel would pay at its start,
+    a fifth of a submission's in a batch), started once per batch command before its grading
+    processes fork, with the kernel's environment: each contained kernel of the batch is its
+    fork, placed in its sandbox (namespaces, view, limits, cgroup, uid) by the launcher (see
+    ``launcher.py``'s "kernel zygote"). It holds nothing of the grader; it dies with the
+    process that started it. ``start()`` returns None where it cannot start: kernels then start
+    as always."""
+
+    def __init__(self, proc, folder: str):
+        self.proc, self.folder = proc, folder
+        self.socket = os.path.join(folder, "z")
+        self._ready_fd: int | None = None
+        self._ok = False
+
+    def makes(self, cmd: list) -> bool:
+        """Whether ``cmd`` is the kernel this zygote makes (this interpreter's ipykernel
+        launcher without its debugger), and the zygote is alive."""
+        return (len(cmd) >= 3 and cmd[0] == sys.executable and cmd[1:3] == ["-c", _NO_DEBUGGER]
+                and self.alive())
+
+    def alive(self) -> bool:
+        """Running (asked of /proc: a grading process, forked, is not its parent)."""
+        try:
+            with open(f"/proc/{self.proc.pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+        except (OSError, IndexError):
+            return False
+
+    @classmethod
+    def start(cls) -> "Zygote | None":
+        """Start one (it imports while the caller goes on: see :meth:`ready`)."""
+        import subprocess
+
+        if (not sys.platform.startswith("linux") or sandbox_disabled() or os.geteuid() != 0
+                or not settings.get("AUTOGRADER_KERNEL_ZYGOTE")):
+            return None
+        try:
+            uids = _sandbox_uids()
+            folder = tempfile.mkdtemp(prefix="zygote-", dir=run_dir_base())  # 0700, root's
+        except (GradingError, OSError):
+            return None
+        home = Path(folder) / "home"
+        (home / "tmp").mkdir(parents=True)
+        env = kernel_env(home)
+        env["PYTHONPATH"] = str(package_root()) + (os.pathsep + os.environ["PYTHONPATH"]
+                                                   if os.environ.get("PYTHONPATH") else "")
+        read, write = os.pipe()
+        try:
+            proc = subprocess.Popen([sys.executable, "-c", _ZYGOTE_CODE, str(_LAUNCH), str(os.getpid()),
+                                     os.path.join(folder, "z"), str(uids.start), str(uids.stop), str(write)],
+                                    env=env, cwd=str(home), stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, pass_fds=(write,), start_new_session=True)
+        except OSError:
+            os.close(read)
+            os.close(write)
+            shutil.rmtree(folder, ignore_errors=True)
+            return None
+        os.close(write)
+        zygote = cls(proc, folder)
+        zygote._ready_fd = read
+        return zygote
+
+    def ready(self, timeout: float = 30) -> bool:
+        """Wait until it serves (False, and stopped, where it did not within ``timeout``)."""
+        import select
+
+        if self._ready_fd is not None:
+            try:
+                ok = bool(select.select([self._ready_fd], [], [], timeout)[0]) and (
+                    os.read(self._ready_fd, 16) == b"ready")
+            finally:
+                os.close(self._ready_fd)
+                self._ready_fd = None
+            self._ok = ok
+            if not ok:
+                self.stop()
+        return self._ok
+
+    def stop(self) -> None:
+        try:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        except Exception:  # noqa: BLE001
+            pass
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+_ZYGOTE: list = []  # the command's Zygote, set by use_zygote before its grading processes fork
+
+# The zygote's program: ipykernel imported as a graded kernel imports it (without its debugger,
+# see _NO_DEBUGGER), then the launcher (by its path: it is not a module of this package there)
+# serves kernels on the socket.
+_ZYGOTE_CODE = ("import sys; sys.modules['debugpy'] = None; import ipykernel.debugger; "
+                "del sys.modules['debugpy']; import ipykernel.kernelapp; "
+                "import importlib.util as u; s = u.spec_from_file_location('_autograder_zygote', sys.argv[1]); "
+                "m = u.module_from_spec(s); s.loader.exec_module(m); m.die_with_parent(int(sys.argv[2])); "
+                "m.zygote(sys.argv[3], range(int(sys.argv[4]), int(sys.argv[5])), int(sys.argv[6]))")
+
+
+def use_zygote(zygote: "Zygote | None") -> None:
+    """Make ``zygote`` the one this process's (and its forks') contained kernels come from
+    (None: none)."""
+    _ZYGOTE[:] = [zygote] if zygote is not None else []
 
 
 def without_debugger(cmd: list) -> list:
