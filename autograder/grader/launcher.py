@@ -386,7 +386,14 @@ def zygote(path: str, uids: range, ready_fd: int) -> None:
     root only); ``ready_fd``: written to and closed once it listens."""
     import socket
 
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # its helpers are reaped by the system
+    def reap(_signum, _frame):  # its helpers: waited for, so that their CPU (and their kernels')
+        while True:             # counts in this process's children, as a fresh kernel's would
+            try:
+                if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                    return
+            except ChildProcessError:
+                return
+    signal.signal(signal.SIGCHLD, reap)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     old = os.umask(0o077)
     server.bind(path)
