@@ -354,25 +354,31 @@ def test_make_bench_grading_measures_its_three_figures_in_one_run(tmp_path):
 
 # --------------------------------------------------------------------------- a graded kernel starts without ipykernel's debugger
 
-def test_a_graded_kernel_starts_without_the_debugger_and_the_notebook_can_still_import_debugpy():
+def _with_graded_kernel(box_dir, body):
+    """``body(km, kc)`` (a coroutine) on a kernel of :func:`~autograder.grader.sandbox.kernel_manager_class`
+    (uncontained; ``box_dir`` as the grading gives it, or None), started and shut down here."""
     async def go():
         from autograder.grader.sandbox import kernel_manager_class
 
-        km = kernel_manager_class(None, None, 120)(kernel_name="python3")
+        km = kernel_manager_class(None, box_dir, 120)(kernel_name="python3")
         await km.start_kernel(env=dict(os.environ, PYTHONPATH=str(ROOT)))
         kc = km.client()
         try:
             kc.start_channels()
             await kc.wait_for_ready(timeout=60)
-            code = ("import sys, ipykernel.debugger as d\n"
-                    "print(d._is_debugpy_available, 'pydevd' in sys.modules, sys.argv[1])\n"
-                    "import debugpy\nprint(debugpy.__name__, '' not in sys.path[:1])")
-            return await _printed_by(kc, code)
+            return await body(km, kc)
         finally:
             kc.stop_channels()
             await km.shutdown_kernel(now=True)
 
-    out = asyncio.run(go()).split()
+    return asyncio.run(go())
+
+
+def test_a_graded_kernel_starts_without_the_debugger_and_the_notebook_can_still_import_debugpy():
+    code = ("import sys, ipykernel.debugger as d\n"
+            "print(d._is_debugpy_available, 'pydevd' in sys.modules, sys.argv[1])\n"
+            "import debugpy\nprint(debugpy.__name__, '' not in sys.path[:1])")
+    out = _with_graded_kernel(None, lambda km, kc: _printed_by(kc, code)).split()
     assert out[:2] == ["False", "False"] and out[2] == "-f", out  # no debugger; ipykernel's own arguments
     assert out[3:] == ["debugpy", "True"], out  # importable for the notebook; sys.path as ipykernel_launcher leaves it
 
@@ -384,22 +390,11 @@ def test_a_graded_kernel_outside_a_sandbox_talks_on_unix_sockets_in_its_own_box(
     box = tmp_path / "box"
     box.mkdir()
 
-    async def go():
-        from autograder.grader.sandbox import kernel_manager_class
+    async def body(km, kc):
+        sockets = sorted(p.name for p in box.iterdir() if p.is_socket())
+        return km.get_connection_info(), sockets, await _printed_by(kc, "print(6 * 7)")
 
-        km = kernel_manager_class(None, box, 120)(kernel_name="python3")
-        await km.start_kernel(env=dict(os.environ, PYTHONPATH=str(ROOT)))
-        kc = km.client()
-        try:
-            kc.start_channels()
-            await kc.wait_for_ready(timeout=60)
-            sockets = sorted(p.name for p in box.iterdir() if p.is_socket())
-            return km.get_connection_info(), sockets, await _printed_by(kc, "print(6 * 7)")
-        finally:
-            kc.stop_channels()
-            await km.shutdown_kernel(now=True)
-
-    info, sockets, out = asyncio.run(go())
+    info, sockets, out = _with_graded_kernel(box, body)
     assert info["transport"] == "ipc" and info["ip"] == str(box / "k"), info
     assert len(sockets) == 5 and all(s.startswith("k-") for s in sockets), sockets  # its five channels
     assert out.split() == ["42"], out

@@ -8,6 +8,9 @@ import os
 import re
 import shutil
 import socket
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -126,8 +129,21 @@ def test_the_zygote_serves_only_a_sandboxs_first_process():
         request = {"uid": 61000, "cwd": "/", "env": {}, "argv": ["-f", "/nonexistent.json"], "paths": []}
         # this process: root, but in the machine's namespaces and not a namespace's first process
         assert "outside a sandbox" in _ask(zygote, request)["error"]
-        assert "outside a sandbox" in _ask(zygote, {**request, "uid": 0})["error"]
+        assert "not a sandbox uid" in _ask(zygote, {**request, "uid": 0})["error"]
+        assert "not a sandbox uid" in _ask(zygote, {**request, "uid": 1000})["error"]
         assert "malformed" in _ask(zygote, {"cwd": "/"})["error"]
+        # the first process of a new PID namespace, but in the zygote's own mount, network and
+        # IPC namespaces (no view, the machine's network): refused too
+        asker = textwrap.dedent(f"""
+            import json, socket
+            conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            conn.connect({zygote.socket!r})
+            socket.send_fds(conn, [json.dumps({request!r}).encode()], [0, 1, 2])
+            print(conn.recv(65536).decode())
+        """)
+        proc = subprocess.run([shutil.which("unshare"), "--pid", "--fork", "--kill-child", sys.executable,
+                               "-c", asker], capture_output=True, text=True, timeout=60)
+        assert "the zygote's own namespaces" in json.loads(proc.stdout)["error"], proc.stderr
         assert zygote.alive()
     finally:
         zygote.stop()

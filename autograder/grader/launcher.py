@@ -452,7 +452,9 @@ def _zygote_helper(conn, uids: range) -> int:
         for line in f:
             if line.startswith("NSpid:"):
                 nspid = line.split()[-1]
-    if peer_uid != 0 or uid == 0 or uid not in uids or len(fds) != 3 or nspid != "1":
+    if uid == 0 or uid not in uids:
+        return _refuse(conn, f"a request to the kernel zygote for uid {uid}, not a sandbox uid")
+    if peer_uid != 0 or len(fds) != 3 or nspid != "1":
         return _refuse(conn, "a request to the kernel zygote from outside a sandbox")
     spaces = ("ipc", "net", "pid", "mnt")
     if any(_ns_inode(peer, n) == _ns_inode("self", n) for n in spaces):
