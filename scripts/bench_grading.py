@@ -56,9 +56,11 @@ NOTES = """Why the figures are what they are:
   its objects are frozen out of the garbage collector's reach first (`gc.freeze()`), so their
   pages stay shared. Each grading process grades one notebook at a time (a process a submission
   kills costs only that notebook); there is one grading process per core and one more. Their
-  contained kernels are forks of the batch's kernel zygote (a Python with ipykernel imported,
-  started once beside the parent's imports: about 0.5 s of CPU less per kernel than a fresh
-  Python importing ipykernel), placed in their sandboxes by the launcher. The grader at this issue's start ran exported programs
+  contained kernels are forks of the batch's kernel zygote (a Python with ipykernel and JAX
+  imported, started once beside the parent's imports: about 1.1 s of CPU less per kernel than a
+  fresh Python importing both), placed in their sandboxes by the launcher; a kernel finds JAX
+  imported at its first `import jax` (graded again on a fresh kernel where a variable JAX
+  reads at import was set before: none here). The grader at this issue's start ran exported programs
   in the grading process itself; this one runs them in one contained program runner shared by
   the command's grading processes (a Python that imports JAX: about 1.3 s of CPU, once per
   command, 0.2 s per submission in a batch of 6; the batch is CPU-bound on 2 cores, so that CPU

@@ -44,7 +44,8 @@ def _facts():
         cgroup=masked(open("/proc/self/cgroup").read()), net=net, argv=[masked(a) for a in sys.argv[1:]],
         path=sys.path, nnp=open("/proc/self/status").read().split("NoNewPrivs:")[1].split()[0],
         caps=open("/proc/self/status").read().split("CapEff:")[1].split()[0],
-        first=os.getpid() == 1)
+        jax=sorted((k, repr(v)) for k, v in __import__("jax").config.values.items()),
+        meta_path=[type(f).__name__ for f in sys.meta_path], first=os.getpid() == 1)
 def primitive_names(f, *args):
     import hashlib, json
     facts = _facts()
@@ -88,8 +89,72 @@ def test_a_batchs_kernels_are_the_zygotes_forks_and_contained_as_fresh_ones(tmp_
         zf.pop("uid"), ff.pop("uid"), zf.pop("euid"), ff.pop("euid")
         # everything else it can see of its containment is the same: the view, its folder, its
         # environment's names, HOME and TMPDIR, its limits, nice value, umask, cgroup, sys.argv,
-        # sys.path (compared as one digest: the feedback's message is short)
+        # sys.path, JAX's options, sys.meta_path (the preloaded modules' finder gone once JAX is
+        # imported) (compared as one digest: the feedback's message is short)
         assert zf == ff
+
+
+# jax_enable_x64 as the notebook's cells left it (the judge's requests run with JAX's defaults)
+X64_CELL = "import jax\n_X64 = bool(jax.config.jax_enable_x64)"
+X64_PROBE = "def primitive_names(f, *args):\n    raise ValueError('X64=%s END' % globals().get('_X64'))\n"
+
+
+def test_a_notebook_that_sets_jaxs_variables_before_importing_it_is_graded_as_on_a_fresh_kernel(tmp_path):
+    """The zygote imported JAX before this notebook set JAX_ENABLE_X64: its kernel stops at
+    ``import jax`` (launcher.py's "preloaded modules") and the notebook is graded again on a
+    fresh kernel, which honours the variable; the batch's other kernel keeps the zygote's JAX."""
+    import nbformat
+
+    plain = fill_answers(released_notebook(A), {"primitive_names": X64_PROBE}, tmp_path / "plain" / A / f"{A}.ipynb")
+    x64 = fill_answers(solution_notebook(A), {"primitive_names": X64_PROBE}, tmp_path / "x64" / A / f"{A}.ipynb")
+    for path in (plain, x64):
+        nb = nbformat.read(str(path), as_version=4)
+        if path == x64:
+            nb.cells.insert(0, nbformat.v4.new_code_cell('import os\nos.environ["JAX_ENABLE_X64"] = "1"'))
+        nb.cells.append(nbformat.v4.new_code_cell(X64_CELL))
+        nbformat.write(nb, str(path))
+
+    def x64_seen(result):
+        feedback = next(t["feedback"] for t in result["tests"] if t["exercise"] == "primitive_names")
+        found = re.search(r"X64=(\w+) END", feedback)
+        assert found, feedback[:2000]
+        return found.group(1)
+
+    def passed(result):
+        return {t["exercise"]: t["passed"] for t in result["tests"]}
+
+    (z_plain, z_x64), stderr, code = run_grader([plain, x64], "--jobs", "2")
+    assert code == 0, stderr[-2000:]
+    again = [line for line in stderr.splitlines() if "graded again on a fresh kernel" in line]
+    assert len(again) == 1 and str(x64) in again[0], stderr[-2000:]  # the plain one used the zygote's JAX
+    assert "JAX_ENABLE_X64 changed before the import of jax" in again[0]
+    (f_plain, f_x64), _, code = run_grader([plain, x64], "--jobs", "2", env={"AUTOGRADER_KERNEL_ZYGOTE": "off"})
+    assert code == 0
+    assert x64_seen(z_x64) == x64_seen(f_x64) == "True"
+    assert x64_seen(z_plain) == x64_seen(f_plain) == "False"
+    assert passed(z_x64) == passed(f_x64) and passed(z_plain) == passed(f_plain)
+    assert z_x64["score"] == f_x64["score"] > 0 and z_x64.get("error") is None
+
+
+def test_a_submission_that_forges_the_fresh_kernel_mark_is_graded_again_once_and_normally(tmp_path):
+    """The mark a kernel leaves to be graded again (launcher.py's "preloaded modules") is in the
+    learner's reach: forged, it costs one more grading on a fresh kernel, whose own mark is not
+    read, and nothing else."""
+    import nbformat
+
+    forged = tmp_path / "forged" / A / f"{A}.ipynb"
+    forged.parent.mkdir(parents=True)
+    nb = nbformat.read(str(solution_notebook(A)), as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(
+        "import os\nwith open(os.path.join(os.environ['HOME'], '.autograder-fresh-kernel'), 'w') as f:\n"
+        "    f.write('forged by the learner\\x1b[2J')"))
+    nbformat.write(nb, str(forged))
+    plain = _probes(tmp_path, 1)[0]
+    (r_forged, _), stderr, code = run_grader([forged, plain], "--jobs", "2")
+    assert code == 0, stderr[-2000:]
+    again = [line for line in stderr.splitlines() if "graded again on a fresh kernel" in line]
+    assert len(again) == 1 and again[0].endswith("forged by the learner[2J"), stderr[-2000:]  # no escape
+    assert r_forged["score"] == r_forged["max_score"] > 0 and r_forged.get("error") is None
 
 
 def test_a_kernel_of_the_zygote_is_interrupted_when_a_call_hangs_and_grading_goes_on(tmp_path):

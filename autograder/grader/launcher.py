@@ -381,10 +381,15 @@ def _kernel_of_zygote(conn, args, cwd: str) -> int:
             return int(reply["exit"])
 
 
-def zygote(path: str, uids: range, ready_fd: int) -> None:
+def zygote(path: str, uids: range, ready_fd: int, modules=()) -> None:
     """Serve kernels from this process (see above) on the Unix socket ``path`` (made here, for
-    root only); ``ready_fd``: written to and closed once it listens."""
+    root only); ``ready_fd``: written to and closed once it listens, after importing
+    ``modules`` for its kernels (:func:`preload`)."""
     import socket
+
+    global _PRELOADED
+    if modules:
+        _PRELOADED = preload(modules)
 
     def reap(_signum, _frame):  # its helpers: waited for, so that their CPU (and their kernels')
         while True:             # counts in this process's children, as a fresh kernel's would
@@ -516,6 +521,206 @@ def _refuse(conn, why: str) -> int:
     return 1
 
 
+# --------------------------------------------------------------------------- preloaded modules
+#
+# The zygote also imports, once, what its kernels each import first (JAX, with NumPy, ml_dtypes
+# and jaxlib: about 0.6 s of CPU per kernel). A fresh kernel has imported none of them, and
+# their modules read environment variables when they are imported: a notebook may set
+# ``os.environ["JAX_ENABLE_X64"] = "1"`` before ``import jax``. So the zygote records every
+# variable read while it imports them (and its value), then takes their modules out of
+# ``sys.modules`` again and keeps them aside (the standard library's stay: they hold nothing of
+# the environment a kernel could change). Each kernel finds them through a finder first on its
+# ``sys.meta_path``: at its first import of one of a group (JAX's own modules; the other
+# packages JAX imported), the group goes back into ``sys.modules`` as the zygote left it, as
+# though imported then, if the kernel would import the same thing: every variable the group
+# read is as it was (and those the libraries' C code reads, by prefix), and each package would
+# be found at the same file on the kernel's ``sys.path`` (a submission's ``jax.py`` would be
+# imported instead). Otherwise the kernel is not a fresh one's equal, and cannot become one (a
+# second JAX in one process refuses to register its types again): it leaves the mark
+# FRESH_KERNEL_MARK in its home and exits with FRESH_KERNEL_STATUS, and the notebook is graded
+# again on a fresh kernel. Once every group is back, the finder leaves ``sys.meta_path``.
+
+FRESH_KERNEL_MARK = ".autograder-fresh-kernel"  # in the kernel's home: grade the notebook again, fresh
+FRESH_KERNEL_STATUS = 75  # EX_TEMPFAIL
+_C_PREFIXES = ("OPENBLAS_", "GOTO_", "OMP_", "MKL_", "NPY_", "NUMPY_", "TF_CPP_")  # read by C code
+_PRELOADED = None  # the zygote's Preloaded
+
+
+_STDLIB: list = []  # the standard library's folders, found once
+
+
+def _in_stdlib(filename: str) -> bool:
+    """Whether ``filename`` is the standard library's (not a package's of site-packages)."""
+    if not _STDLIB:
+        import sysconfig
+
+        _STDLIB.append(tuple({os.path.realpath(sysconfig.get_paths()["stdlib"]) + os.sep,
+                              os.path.dirname(os.path.realpath(os.__file__)) + os.sep}))
+    real = os.path.realpath(filename)
+    parts = real.split(os.sep)
+    return real.startswith(_STDLIB[0]) and "site-packages" not in parts and "dist-packages" not in parts
+
+
+def preload(names) -> "Preloaded":
+    """Import the modules ``names`` here, for this zygote's kernels (see above)."""
+    import importlib
+
+    own = os.path.realpath(__file__)
+    _in_stdlib(own)  # its folders found now, before the environment is watched
+    events, iterated = [], []  # (read or write, name, value or None, the packages on the stack), in order
+    theirs: dict = {}  # file name -> whether it is a package's (not the standard library's, nor this file)
+
+    def of_a_package(filename: str) -> bool:
+        if filename not in theirs:
+            theirs[filename] = (not filename.startswith("<") and not _in_stdlib(filename)
+                                and os.path.realpath(filename) != own)
+        return theirs[filename]
+    real = os._Environ.__getitem__, os._Environ.__iter__, os._Environ.__setitem__, os._Environ.__delitem__
+
+    def packages_on_stack() -> frozenset:
+        tops, frame = set(), sys._getframe(2)
+        while frame is not None:
+            if of_a_package(frame.f_code.co_filename):
+                tops.add(str(frame.f_globals.get("__name__", "")).partition(".")[0])
+            frame = frame.f_back
+        return frozenset(tops)
+
+    def getitem(environ, key):
+        try:
+            value = real[0](environ, key)
+        except KeyError:
+            events.append(("read", key, None, packages_on_stack()))
+            raise
+        events.append(("read", key, value, packages_on_stack()))
+        return value
+
+    def iterate(environ):
+        iterated.append(packages_on_stack())
+        return real[1](environ)
+
+    def setitem(environ, key, value):  # jax sets TF_CPP_MIN_LOG_LEVEL where it is unset
+        events.append(("write", key, value, packages_on_stack()))
+        real[2](environ, key, value)
+
+    def delitem(environ, key):
+        events.append(("write", key, None, packages_on_stack()))
+        real[3](environ, key)
+
+    before = set(sys.modules)
+    env = dict(os.environ)
+    os._Environ.__getitem__, os._Environ.__iter__, os._Environ.__setitem__, os._Environ.__delitem__ = (
+        getitem, iterate, setitem, delitem)
+    try:
+        for name in names:
+            importlib.import_module(name)
+    finally:
+        os._Environ.__getitem__, os._Environ.__iter__, os._Environ.__setitem__, os._Environ.__delitem__ = real
+    if any(iterated):  # a package read the whole environment: no variable can be said unread
+        raise SystemExit("autograder sandbox: a preloaded package reads the whole environment")
+    mains = {n.partition(".")[0] for n in names}
+    new = sorted(set(sys.modules) - before)
+    origins = {n: getattr(sys.modules[n], "__file__", None) for n in new if "." not in n}
+    groups: dict = {}
+    for name in new:
+        top = name.partition(".")[0]
+        origin = origins.get(top)
+        if not origin or _in_stdlib(origin):
+            continue  # the standard library's, and modules of no file of their own (cython_runtime)
+        groups.setdefault(top if top in mains else "", {})[name] = sys.modules.pop(name)
+    return Preloaded(groups, events, env)
+
+
+class Preloaded:
+    """Modules a zygote imported for its kernels, by group (``""``: the packages the others
+    imported), with the variables read and written while importing them, in order (``("read"
+    or "write", name, value or None, the packages on the stack)``) and the environment before."""
+
+    def __init__(self, groups: dict, events: list, env: dict):
+        self.groups, self.events, self.env = groups, events, env
+        self.tops = {g: {n.partition(".")[0] for n in mods} for g, mods in groups.items()}
+        self.home = ""
+        self.back: set = set()
+
+    # a meta path finder, first on a kernel's sys.meta_path (arm)
+    def arm(self, home: str) -> None:
+        self.home = home
+        sys.meta_path.insert(0, self)
+
+    def find_spec(self, fullname, path=None, target=None):
+        import importlib.machinery
+
+        group = next((g for g, mods in self.groups.items() if fullname in mods), None)
+        if group is None:
+            return None
+        for g in ([""] if group else []) + [group]:
+            if g in self.groups and g not in self.back:
+                changed, env = self._changed(g)
+                if changed:
+                    self._fresh_kernel(changed)
+                self.back.add(g)
+                for key in {e[1] for e in self.events if e[0] == "write" and e[3] & self.tops[g]}:
+                    if env.get(key) is None:  # what the import did to the environment, done
+                        os.environ.pop(key, None)
+                    else:
+                        os.environ[key] = env[key]
+                sys.modules.update(self.groups[g])
+        if self.back >= set(self.groups):
+            sys.meta_path[:] = [f for f in sys.meta_path if f is not self]
+        module = sys.modules.pop(fullname)  # handed back by importlib, through this loader
+        return importlib.machinery.ModuleSpec(fullname, _Restore(module), is_package=hasattr(module, "__path__"))
+
+    def _changed(self, group: str) -> tuple:
+        """What differs from the zygote's import of ``group`` ('' when nothing does), and the
+        environment as that import leaves it: its reads and writes replayed on this one."""
+        import importlib.machinery
+
+        env = dict(os.environ)
+        for kind, key, value, tops in self.events:
+            if not tops & self.tops[group]:
+                continue
+            if kind == "write":
+                env.pop(key, None) if value is None else env.__setitem__(key, value)
+            elif env.get(key) != value:
+                return f"{key} changed before the import of {', '.join(sorted(tops & self.tops[group]))}", env
+        if group == "":
+            for key in sorted(set(os.environ) | set(self.env)):
+                if key.startswith(_C_PREFIXES) and os.environ.get(key) != self.env.get(key):
+                    return f"{key} changed before the import of {', '.join(sorted(self.tops[group]))}", env
+        for top in sorted(self.tops[group]):
+            module = self.groups[group].get(top)
+            origin = getattr(getattr(module, "__spec__", None), "origin", None)
+            if module is None or origin is None:
+                continue
+            found = importlib.machinery.PathFinder.find_spec(top, sys.path)
+            if found is None or found.origin is None or \
+                    os.path.realpath(found.origin) != os.path.realpath(origin):
+                return f"{top} would be imported from {getattr(found, 'origin', None)}, not {origin}", env
+        return "", env
+
+    def _fresh_kernel(self, why: str) -> None:
+        try:
+            with open(os.path.join(self.home, FRESH_KERNEL_MARK), "w") as f:
+                f.write(why + "\n")
+        except OSError:
+            pass
+        os._exit(FRESH_KERNEL_STATUS)
+
+
+class _Restore:
+    """The loader of a preloaded module: hands it back as the zygote imported it."""
+
+    def __init__(self, module):
+        self.module, self.spec, self.loader = module, module.__spec__, getattr(module, "__loader__", None)
+
+    def create_module(self, spec):
+        return self.module
+
+    def exec_module(self, module):
+        module.__spec__ = self.spec  # importlib set this loader's; the module keeps its own
+        if self.loader is not None:
+            module.__loader__ = self.loader
+
+
 def _kernel_in_zygote(request: dict, fds: list) -> None:
     """In the kernel's namespaces and view: become the kernel (``run``'s checks, then
     ``python -c`` running ipykernel_launcher with the kernel's arguments)."""
@@ -534,6 +739,8 @@ def _kernel_in_zygote(request: dict, fds: list) -> None:
         import tempfile
         tempfile.tempdir = None  # from TMPDIR, the kernel's
         sys.argv = ["-c", *map(str, request["argv"])]
+        if _PRELOADED is not None:
+            _PRELOADED.arm(os.environ.get("HOME", ""))
         for name in [n for n, m in sys.modules.items() if getattr(m, "__file__", None) == __file__]:
             del sys.modules[name]  # the zygote's machinery is not the kernel's
         import runpy

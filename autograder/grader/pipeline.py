@@ -30,7 +30,10 @@ the checkout: each submission is graded in a temporary folder.
    ``box_checked``: the probe's verdict; a refusal ends the grading before any cell is sent;
 9. ``execute`` (:mod:`~autograder.grader.execution`): the kernel runs the notebook's own cells
    under a per-cell and a per-notebook time limit; then, with the kernel alive, the judge
-   calls the learner's functions and takes their programs and values out as data;
+   calls the learner's functions and takes their programs and values out as data; a kernel
+   of a batch's zygote whose preloaded modules (JAX) were not what it would have imported itself
+   (a variable they read set before their import) stops at that import, and the whole grading
+   runs again on a fresh kernel (:class:`AgainFresh`);
 10. ``score``: each test's points from the judge's verdict alone (never from the kernel's replies
     or outputs), through nbgrader's ``SaveAutoGrades`` (:func:`autograder.gradebook.save_autogrades`);
 11. ``save_graded_copy``: the executed notebook, sanitized, for the formgrader (instructors only).
@@ -40,6 +43,7 @@ The result (the JSON contract) and its human forms are :mod:`~autograder.grader.
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 import time
 import warnings
@@ -50,8 +54,8 @@ from ..gradebook import ensure_tools_on_path, import_nbgrader, nbgrader_resource
 from .course import GradingError, data_files, find_course_root, package_root, read_source, source_notebook
 from .execution import early_kernel, kill_kernel, make_executor
 from .result import Result, zero_result
-from .sandbox import (DEFAULT_CPU_LIMIT, Sandbox, check_sandbox, chown_tree, open_sandbox,
-                      probe_refusal, run_dir_base)
+from .sandbox import (DEFAULT_CPU_LIMIT, Sandbox, asks_fresh_kernel, check_sandbox, chown_tree,
+                      fresh_kernels, open_sandbox, probe_refusal, run_dir_base, zygote_in_use)
 from .submission import read_submission, sanitize
 from . import warm
 
@@ -104,6 +108,12 @@ class Grading:
     def zero(self, why: str) -> Done:
         """End the grading: every test of the source at zero, with ``why``."""
         return Done(zero_result(self.given, self.assignment, self.source, why))
+
+
+class AgainFresh(Exception):
+    """The kernel, a fork of the batch's zygote, stopped at the import of a preloaded module
+    that was not what a fresh kernel would import (launcher.py's "preloaded modules"): the
+    notebook is graded again, on a fresh kernel."""
 
 
 class Done(Exception):
@@ -221,7 +231,10 @@ def execute(g: Grading) -> None:
                                g.box_dir, after_cells=[g.judge])  # f(live: execution.LiveKernel)
     g.nb, g.res = g.executor.preprocess(g.nb, g.res, km=g.kernel)
     g.kernel = None  # the executor's now: killed by it
+    again = asks_fresh_kernel(g.home) if zygote_in_use() else ""
     g.box.close()  # every process of its uid killed, its box unmounted
+    if again:
+        raise AgainFresh(again)
 
 
 def score(g: Grading) -> None:
@@ -257,8 +270,16 @@ def grade_notebook(path, *, root: Path | None = None, cell_timeout: int = DEFAUL
     """Grade one submitted notebook. Never raises for a bad submission: the result says why.
 
     ``hide``: more folders its kernel must not see (a batch's other submissions)."""
-    g = Grading(str(path), Path(path), Options(root, cell_timeout, notebook_timeout, cpu_limit,
-                                                save_graded, tuple(hide)))
+    options = Options(root, cell_timeout, notebook_timeout, cpu_limit, save_graded, tuple(hide))
+    try:
+        return _grade(Grading(str(path), Path(path), options))
+    except AgainFresh as why:
+        print(f"autograder: {path}: graded again on a fresh kernel: {why}", file=sys.stderr)
+        with fresh_kernels():
+            return _grade(Grading(str(path), Path(path), options))
+
+
+def _grade(g: Grading) -> Result:
     try:
         for step in BEFORE_RUN:
             step(g)

@@ -23,8 +23,10 @@ with the grader's uid in its own process group (``PROCESS_GROUP``), as it always
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import stat
 import sys
 import tempfile
 import time
@@ -341,6 +343,9 @@ KERNEL_ENV = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "PYTHONPATH",
               "CUDA_VISIBLE_DEVICES", "TPU_VISIBLE_CHIPS",
               "AUTOGRADER_KERNEL_TAG")  # the operator's tag, to find the kernels' processes (ps e)
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
+# JAX's import sets TF_CPP_MIN_LOG_LEVEL in its process's environment where it is unset: a kernel
+# gets the operator's value (as this module found it), not one the grader's own JAX set since
+_SET_BY_JAX = {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL")}
 
 
 def kernel_env(home: Path | None, contained: bool = True) -> dict:
@@ -351,6 +356,8 @@ def kernel_env(home: Path | None, contained: bool = True) -> dict:
     the grader's uid and could read the grader's environment anyway (``/proc/PID/environ``)."""
     if home is not None and contained:
         env = {k: os.environ[k] for k in KERNEL_ENV if k in os.environ}
+        for name, value in _SET_BY_JAX.items():
+            env.pop(name, None) if value is None else env.__setitem__(name, value)
         env.setdefault("LANG", "C.UTF-8")
         env["HOME"] = str(home)
         env["TMPDIR"] = str(home / "tmp")
@@ -447,7 +454,8 @@ class Zygote:
         read, write = os.pipe()
         try:
             proc = subprocess.Popen([sys.executable, "-c", _ZYGOTE_CODE, str(_LAUNCH), str(os.getpid()),
-                                     os.path.join(folder, "z"), str(uids.start), str(uids.stop), str(write)],
+                                     os.path.join(folder, "z"), str(uids.start), str(uids.stop), str(write),
+                                     ",".join(settings.get("AUTOGRADER_KERNEL_PRELOAD"))],
                                     env=env, cwd=str(home), stdin=subprocess.DEVNULL,
                                     stdout=subprocess.DEVNULL, pass_fds=(write,), start_new_session=True)
         except OSError:
@@ -494,13 +502,53 @@ _ZYGOTE_CODE = ("import sys; sys.modules['debugpy'] = None; import ipykernel.deb
                 "del sys.modules['debugpy']; import ipykernel.kernelapp; "
                 "import importlib.util as u; s = u.spec_from_file_location('_autograder_zygote', sys.argv[1]); "
                 "m = u.module_from_spec(s); s.loader.exec_module(m); m.die_with_parent(int(sys.argv[2])); "
-                "m.zygote(sys.argv[3], range(int(sys.argv[4]), int(sys.argv[5])), int(sys.argv[6]))")
+                "m.zygote(sys.argv[3], range(int(sys.argv[4]), int(sys.argv[5])), int(sys.argv[6]), "
+                "[n for n in sys.argv[7].split(',') if n])")
 
 
 def use_zygote(zygote: "Zygote | None") -> None:
     """Make ``zygote`` the one this process's (and its forks') contained kernels come from
     (None: none)."""
     _ZYGOTE[:] = [zygote] if zygote is not None else []
+
+
+def zygote_in_use() -> bool:
+    """Whether this process's contained kernels come from a zygote that is alive."""
+    return bool(_ZYGOTE) and _ZYGOTE[0].alive()
+
+
+@contextlib.contextmanager
+def fresh_kernels():
+    """Within it, this process's contained kernels start fresh, not from its zygote."""
+    saved = list(_ZYGOTE)
+    _ZYGOTE[:] = []
+    try:
+        yield
+    finally:
+        _ZYGOTE[:] = saved
+
+
+def asks_fresh_kernel(home: Path) -> str:
+    """Why the kernel whose home is ``home`` asked for a fresh kernel (its preloaded modules
+    were not what a fresh kernel would import: launcher.py's "preloaded modules"), from the
+    mark it left there; '' where it left none. The mark is the kernel's: read as a regular file
+    of at most 300 bytes, not followed if it is a link, printable characters only."""
+    from . import launcher as launch
+
+    path = Path(home) / launch.FRESH_KERNEL_MARK
+    if not os.path.lexists(path):
+        return ""
+    text = ""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        try:
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                text = os.read(fd, 300).decode("utf-8", "replace")
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+    return "".join(c for c in text.strip() if c.isprintable()) or "its mark says nothing"
 
 
 def without_debugger(cmd: list) -> list:

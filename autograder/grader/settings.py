@@ -21,7 +21,7 @@ class Setting:
     name: str
     default: object
     help: str
-    kind: str = "int"  # int, number (positive), flag (on/off), range (of uids), path, paths, text
+    kind: str = "int"  # int, number (positive), flag (on/off), range (of uids), path, paths, names, text
     what: str = "a positive whole number"
     minimum: int | None = None
 
@@ -53,6 +53,10 @@ SETTINGS = [
     Setting("AUTOGRADER_KERNEL_ZYGOTE", "on", "'off' starts each contained kernel of a batch as a "
             "fresh Python instead of a fork of the batch's kernel zygote (ipykernel imported once)",
             "flag"),
+    Setting("AUTOGRADER_KERNEL_PRELOAD", "jax", "modules the kernel zygote imports once for its "
+            "kernels, separated by ','; a kernel finds them imported at its first import of one, unless "
+            "a variable they read changed before (its notebook is then graded again, on a fresh kernel); "
+            "'none': none", "names", what="module names separated by ',', or 'none'"),
     Setting("AUTOGRADER_KERNEL_TAG", "", "a string put in every contained kernel's environment, to "
             "find its processes (ps e)", "text"),
 ]
@@ -68,13 +72,22 @@ def raw(name: str) -> str:
 
 def get(name: str):
     """The setting's value (its default when unset), checked: an int, a bool for a flag (True
-    for on), a ``range`` of uids, a path (''), a list of paths or a text."""
+    for on), a ``range`` of uids, a path (''), a list of paths, a list of module names or a text."""
     s = BY_NAME[name]
     text = raw(name)
     if s.kind == "flag":
         return (text or str(s.default)).lower() not in _OFF
     if s.kind in ("path", "text"):
         return text or s.default
+    if s.kind == "names":
+        value = text or s.default
+        if value.lower() in ("none", *_OFF):
+            return []
+        names = [n.strip() for n in value.split(",") if n.strip()]
+        if not all(all(part.isidentifier() for part in n.split(".")) for n in names):
+            raise GradingError(f"{name}={text!r} is not {s.what}: set it to some, or unset it for the "
+                               f"default ({s.default})")
+        return names
     if s.kind == "paths":
         return [p for p in text.split(os.pathsep) if p]
     if s.kind == "range":
