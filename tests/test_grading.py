@@ -273,6 +273,18 @@ def test_unreadable_notebooks_get_a_clear_message_and_do_not_stop_others(tmp_pat
     assert "unknown assignment '0l_phases'" not in stderr and "unknown assignment 'exercises'" not in stderr
 
 
+def test_a_notebook_nbformat_rejects_gets_a_clear_message_and_the_batch_goes_on(tmp_path):
+    """Valid JSON with an ``nbformat`` field is read as a notebook once its kernel has started
+    (pipeline's read_notebook): rejected then, the result says why and the others are graded."""
+    bad = _write(tmp_path, "schema", json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": 7}))
+    good = fill_answers(released_notebook(A), SOLUTIONS, tmp_path / "good" / A / f"{A}.ipynb")
+    results, stderr, code = run_grader([bad, good], timeout=600)
+    assert code != 0
+    assert results[0]["score"] == 0.0 and [t["grade_id"] for t in results[0]["tests"]] == TESTS
+    assert "is not a notebook nbformat can read" in results[0]["error"], results[0]["error"]
+    assert results[1]["score"] == FULL
+
+
 def test_deleted_cells_and_edited_nbgrader_metadata_cost_only_what_they_touch(tmp_path):
     """nbgrader puts a deleted test cell back after the cell before it in the source, and fails
     (KeyError) when that one was deleted too; it refuses a notebook whose nbgrader flags were

@@ -37,6 +37,7 @@ def _warm(parallel: bool) -> None:
     ``--jobs 1``) imports nearly all of it itself, while its first kernel boots and runs."""
     warm.kernel_side()
     if parallel:
+        warm.notebook_side()
         warm.grading_side()
         warm.judge_side()
         from .. import allowlist, fixtures, judge, programs, runner, sandbox  # noqa: F401 - the judge's side

@@ -10,7 +10,7 @@ the checkout: each submission is graded in a temporary folder.
 
 1. ``find_assignment`` (:mod:`~autograder.grader.course`): the assignment (the notebook's folder
    name) and its source notebook (``solutions/<assignment>/``);
-2. ``read_notebook`` (:mod:`~autograder.grader.submission`): the file read (size, format).
+2. ``read_json`` (:mod:`~autograder.grader.submission`): the file read (its size, its JSON).
 
 ``STEPS``, in this grading's temporary folder:
 
@@ -21,22 +21,23 @@ the checkout: each submission is graded in a temporary folder.
    grading material (its verdict inherited, or the probe run beside the next steps);
 5. ``start_kernel`` (:mod:`~autograder.grader.execution`): the notebook's fresh kernel started,
    so that it boots while the next steps run (nothing is sent to it before ``execute``);
-6. ``make_gradebook`` (:mod:`autograder.gradebook`): a scratch gradebook holding the source's
+6. ``read_notebook``: the JSON read as a notebook (nbformat: its schema, old formats upgraded);
+7. ``make_gradebook`` (:mod:`autograder.gradebook`): a scratch gradebook holding the source's
    cells (nbgrader's ``ClearSolutions`` -> ``ComputeChecksums`` -> ``SaveCells``, cached);
-7. ``sanitize_submission``: the submission sanitized as ``autograde`` does (edited, emptied,
+8. ``sanitize_submission``: the submission sanitized as ``autograde`` does (edited, emptied,
    deleted, duplicated or retyped test cells restored from the source);
-8. ``prepare_judge`` (:mod:`autograder.judge`): the assignment's trusted judge; test cells and
+9. ``prepare_judge`` (:mod:`autograder.judge`): the assignment's trusted judge; test cells and
    "Check my answers" are not run in the kernel; its program runner starts;
    ``box_checked``: the probe's verdict; a refusal ends the grading before any cell is sent;
-9. ``execute`` (:mod:`~autograder.grader.execution`): the kernel runs the notebook's own cells
-   under a per-cell and a per-notebook time limit; then, with the kernel alive, the judge
-   calls the learner's functions and takes their programs and values out as data; a kernel
-   of a batch's zygote whose preloaded modules (JAX) were not what it would have imported itself
-   (a variable they read set before their import) stops at that import, and the whole grading
-   runs again on a fresh kernel (:class:`AgainFresh`);
-10. ``score``: each test's points from the judge's verdict alone (never from the kernel's replies
+10. ``execute`` (:mod:`~autograder.grader.execution`): the kernel runs the notebook's own cells
+    under a per-cell and a per-notebook time limit; then, with the kernel alive, the judge
+    calls the learner's functions and takes their programs and values out as data; a kernel
+    of a batch's zygote whose preloaded modules (JAX) were not what it would have imported itself
+    (a variable they read set before their import) stops at that import, and the whole grading
+    runs again on a fresh kernel (:class:`AgainFresh`);
+11. ``score``: each test's points from the judge's verdict alone (never from the kernel's replies
     or outputs), through nbgrader's ``SaveAutoGrades`` (:func:`autograder.gradebook.save_autogrades`);
-11. ``save_graded_copy``: the executed notebook, sanitized, for the formgrader (instructors only).
+12. ``save_graded_copy``: the executed notebook, sanitized, for the formgrader (instructors only).
 
 The result (the JSON contract) and its human forms are :mod:`~autograder.grader.result`'s.
 """
@@ -56,7 +57,7 @@ from .execution import early_kernel, kill_kernel, make_executor
 from .result import Result, zero_result
 from .sandbox import (DEFAULT_CPU_LIMIT, Sandbox, asks_fresh_kernel, check_sandbox, chown_tree,
                       fresh_kernels, open_sandbox, probe_refusal, run_dir_base, zygote_in_use)
-from .submission import read_submission, sanitize
+from .submission import read_json as read_json_of, read_submission, sanitize
 from . import warm
 
 DEFAULT_CELL_TIMEOUT = 120
@@ -85,7 +86,7 @@ class Grading:
     assignment: str = ""
     root: Path | None = None
     source: Path | None = None      # solutions/<assignment>/<assignment>.ipynb
-    nb: object = None               # the submission, then the executed notebook
+    nb: object = None               # the submission's JSON, then the notebook, then the executed one
     tmp: Path | None = None         # this grading's temporary folder
     db_url: str = ""
     res: dict = field(default_factory=dict)  # nbgrader's resources
@@ -137,9 +138,18 @@ def find_assignment(g: Grading) -> None:
         raise Done(Result(g.given, g.assignment, error=str(exc))) from None
 
 
-def read_notebook(g: Grading) -> None:
+def read_json(g: Grading) -> None:
     try:
-        g.nb = read_submission(g.path)
+        g.nb = read_json_of(g.path)
+    except GradingError as exc:
+        raise g.zero(str(exc)) from None
+
+
+def read_notebook(g: Grading) -> None:
+    # after start_kernel: nbformat's import and its schema's validator (a fifth of a second, where
+    # a one-notebook command has not imported them yet) while the kernel boots
+    try:
+        g.nb = read_submission(g.path, g.nb)
     except GradingError as exc:
         raise g.zero(str(exc)) from None
 
@@ -259,9 +269,9 @@ def save_graded_copy(g: Grading) -> None:
     nbformat.write(sanitized_for_viewing(g.nb), str(save_graded))
 
 
-BEFORE_RUN = [find_assignment, read_notebook]           # no temporary folder yet
-STEPS = [open_box, check_box, start_kernel, make_gradebook, sanitize_submission, prepare_judge, box_checked,
-         execute, score, save_graded_copy]               # in this grading's temporary folder
+BEFORE_RUN = [find_assignment, read_json]               # no temporary folder yet
+STEPS = [open_box, check_box, start_kernel, read_notebook, make_gradebook, sanitize_submission, prepare_judge,
+         box_checked, execute, score, save_graded_copy]  # in this grading's temporary folder
 
 
 def grade_notebook(path, *, root: Path | None = None, cell_timeout: int = DEFAULT_CELL_TIMEOUT,

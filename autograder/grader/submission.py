@@ -28,11 +28,10 @@ def max_notebook_bytes() -> int:
     return int(settings.get("AUTOGRADER_MAX_NOTEBOOK_MB") * 2**20)
 
 
-def read_submission(path: Path):
-    """Read and validate a submitted notebook, upgrading old formats; raise GradingError if unusable
-    (too large to read, among others: reading and parsing take several times its size in memory)."""
-    import nbformat
-
+def read_json(path: Path) -> dict:
+    """A submitted notebook's JSON, read and checked as far as the standard library can (its
+    size, its JSON, an ``nbformat`` field); GradingError if unusable (too large to read, among
+    others: reading and parsing take several times its size in memory)."""
     try:
         size = os.stat(path).st_size
         if size > max_notebook_bytes():
@@ -51,6 +50,16 @@ def read_submission(path: Path):
         raise GradingError(f"{path} is not a notebook: it is not valid JSON ({exc})") from exc
     if not isinstance(data, dict) or "nbformat" not in data:
         raise GradingError(f"{path} is not a Jupyter notebook (no 'nbformat' field)")
+    return data
+
+
+def read_submission(path: Path, data: dict | None = None):
+    """Read and validate a submitted notebook (``data``: its JSON, as :func:`read_json` read
+    it), upgrading old formats; raise GradingError if unusable."""
+    import nbformat
+
+    if data is None:
+        data = read_json(path)
     try:
         nb = nbformat.reads(json.dumps(data), as_version=4)
     except Exception as exc:

@@ -1,20 +1,21 @@
 """What a grading command imports and prepares once, before its first notebook.
 
-Three sides, each needed at a later point of a notebook's grading:
+Four sides, each needed at a later point of a notebook's grading:
 
-* :func:`kernel_side` (jupyter_client, the kernelspec, nbformat's validator): to read the
-  notebook and start its kernel;
+* :func:`kernel_side` (jupyter_client, the kernelspec): to start its kernel;
+* :func:`notebook_side` (nbformat, its schema's validator): to read the notebook, once its
+  kernel has started;
 * :func:`grading_side` (nbgrader and its gradebook's ORM, about 0.8 s): to sanitize the
-  submission and score it, once its kernel has started;
+  submission and score it;
 * :func:`judge_side` (JAX, about 1.3 s): only once the notebook's cells have run, when the
   judge reads and runs the learner's programs.
 
-A parallel batch imports all three in the parent before its grading processes fork (each
+A parallel batch imports them all in the parent before its grading processes fork (each
 inherits them, and their pages stay shared). With one grading process (a learner's
 one-notebook command, ``--jobs 1``) the parent imports only the kernel's side; the grading
-process imports nbgrader while its kernel boots (:mod:`~autograder.grader.pipeline` starts the
-kernel first), and JAX in a thread while the kernel runs the notebook
-(:func:`judge_side_in_background`; the judge waits for it, :func:`judge_side_ready`): neither is
+process imports nbformat and nbgrader while its kernel boots (:mod:`~autograder.grader.pipeline`
+starts the kernel first), and JAX in a thread while the kernel runs the notebook
+(:func:`judge_side_in_background`; the judge waits for it, :func:`judge_side_ready`): none is
 then added to the notebook's time.
 
 Neither side starts a thread of its own or a JAX backend (a process may still fork after it).
@@ -29,12 +30,18 @@ _background: threading.Thread | None = None
 
 
 def kernel_side() -> None:
-    """What starting a kernel needs (jupyter_client, the kernelspec) and reading a notebook."""
-    import nbformat  # noqa: F401
+    """What starting a kernel needs (jupyter_client, the kernelspec)."""
     from jupyter_client.manager import AsyncKernelManager  # noqa: F401
 
-    for step in (_validator_ready, _kernelspec_ready):
-        _quietly(step)
+    _quietly(_kernelspec_ready)
+
+
+def notebook_side() -> None:
+    """What reading a notebook needs (nbformat, its schema's validator): a one-notebook command
+    imports it after its kernel has started (pipeline's read_notebook)."""
+    import nbformat  # noqa: F401
+
+    _quietly(_validator_ready)
 
 
 def grading_side() -> None:
