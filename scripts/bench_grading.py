@@ -33,9 +33,9 @@ NOTES = """Why the figures are what they are:
 - (a) compares two commands a learner could type, each a fresh process: the grader pays, once,
   Python's start-up, `import autograder`, the sandbox's probe (a contained Python started and
   checked), a grading process and the program runner (a contained Python that imports JAX, started
-  first, at a low priority, while the rest imports); it then starts the notebook's kernel first,
-  and imports nbgrader while the kernel boots (only the preprocessors it runs: nbgrader's and
-  nbconvert's packages import lazily) and JAX (for the judge) in a thread while the kernel runs
+  first, at a low priority, while the rest imports); it then starts the notebook's kernel first
+  (before nbformat: the file is read as JSON first) and imports nbformat and nbgrader while the
+  kernel boots (only the preprocessors it runs: nbgrader's and nbconvert's packages import lazily) and JAX (for the judge) in a thread while the kernel runs
   the notebook. The bare command pays start-up, nbclient and the kernel. Both then run the same
   notebook's cells, except the test cells: the bare command runs them in the kernel, the
   grader's judge decides each test from the learner's exported programs, run in the program
