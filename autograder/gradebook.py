@@ -23,8 +23,8 @@ STUDENT = "learner"
 # server extensions (formgrader, assignment and course lists: about half a second), the
 # preprocessors' packages every preprocessor, nbconvert's every exporter (Jinja2, Mistune,
 # Pygments...). Grading imports only a few of their submodules.
-LAZY_PACKAGES = ("nbgrader", "nbgrader.preprocessors", "nbconvert", "nbconvert.preprocessors",
-                 "nbconvert.exporters")
+LAZY_PACKAGES = ("nbgrader", "nbgrader.preprocessors", "nbgrader.auth", "nbconvert", "nbconvert.preprocessors",
+                 "nbconvert.exporters")  # nbgrader.auth: the gradebook needs its Authenticator, not requests
 
 
 def import_nbgrader() -> None:

@@ -1,9 +1,10 @@
 """A submission: read (any notebook format nbformat knows, junk rejected with a reason) and
 sanitized the way nbgrader's ``autograde`` does, before it runs.
 
-:func:`sanitize` runs ``ClearOutput`` -> ``DeduplicateIds`` -> (drop emptied nbgrader
-metadata) -> ``OverwriteKernelspec`` -> ``OverwriteCells`` (missing cells added back) ->
-``CheckCellMetadata``: edited, emptied, deleted, duplicated or retyped test cells are restored
+:func:`sanitize` sets the source notebook's kernelspec (what nbgrader's ``OverwriteKernelspec``
+sets, read from the same source, without opening the gradebook once more) and runs
+``ClearOutput`` -> ``DeduplicateIds`` -> (drop emptied nbgrader metadata) -> ``OverwriteCells``
+(missing cells added back) -> ``CheckCellMetadata``: edited, emptied, deleted, duplicated or retyped test cells are restored
 from the source notebook recorded in the gradebook (a deleted one wherever the cells around it
 were deleted too), and every cell's nbgrader metadata from the source notebook
 (:func:`_restoring_overwrite_cells`).
@@ -174,16 +175,18 @@ def sanitize(nb, res, released):
     """The submission as nbgrader's autograde would run it (see the module's docstring), with
     the released notebook's kernelspec. Raises GradingError for metadata nbgrader refuses."""
     import nbformat
-    from nbgrader.preprocessors import CheckCellMetadata, ClearOutput, DeduplicateIds, OverwriteKernelspec
+    from nbgrader.preprocessors import CheckCellMetadata, ClearOutput, DeduplicateIds
 
+    # nbgrader's OverwriteKernelspec sets the kernelspec the gradebook recorded from this same
+    # source notebook, and opens the gradebook for it (a twentieth of a second, before the kernel
+    # may start the notebook): set here from the source itself
     nb.metadata["kernelspec"] = copy.deepcopy(released.metadata.get("kernelspec", {}))
     trusted = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"] for c in released.cells
                if isinstance(c.metadata.get("nbgrader"), dict) and c.metadata["nbgrader"].get("grade_id")}
     overwrite = _restoring_overwrite_cells()(add_missing_cells=True)
     overwrite.trusted = trusted
     try:
-        for pp in (ClearOutput(), DeduplicateIds(), DropEmptyMetadata(), OverwriteKernelspec(),
-                   overwrite, CheckCellMetadata()):
+        for pp in (ClearOutput(), DeduplicateIds(), DropEmptyMetadata(), overwrite, CheckCellMetadata()):
             nb, res = pp.preprocess(nb, res)
     except Exception as exc:
         raise GradingError(f"the notebook's cell metadata is unusable: {exc}") from exc

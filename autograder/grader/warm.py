@@ -54,7 +54,7 @@ def grading_side() -> None:
     import nbgrader
     import nbgrader.api
     from nbgrader.preprocessors import (CheckCellMetadata, ClearOutput, DeduplicateIds, Execute,  # noqa: F401
-                                        OverwriteCells, OverwriteKernelspec, SaveAutoGrades)
+                                        OverwriteCells, SaveAutoGrades)
 
     nbgrader.__version__  # noqa: B018 - the gradebook cache's key (loaded on first use)
 
