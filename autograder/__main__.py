@@ -36,10 +36,25 @@ def build_parser() -> argparse.ArgumentParser:
     from .instructor import add_parsers
 
     add_parsers(sub)
-    from .review import add_parser as add_review_parser
-
     add_review_parser(sub)
     return parser
+
+
+def add_review_parser(sub):
+    """Add the ``review`` subcommand (:func:`autograder.review.review_command`): defined here, so
+    that building the parser does not import NumPy."""
+    rev = sub.add_parser("review", help="answer the code-review questions for a function",
+                         description="Ask the six review questions of MODULE:FUNCTION called at "
+                                     "the example arguments, and answer them from what JAX "
+                                     "observes (see autograder.review).")
+    rev.add_argument("target", metavar="MODULE:FUNCTION",
+                     help="e.g. mymodule:train (the module is imported from the current folder)")
+    rev.add_argument("--args", default="", help="example arguments as a Python expression, "
+                     "e.g. \"jax.random.key(0), jnp.ones(3), 5\" (jax, jnp, np and the "
+                     "module's names in scope)")
+    rev.add_argument("--static", default="", help="comma-separated static argument names")
+    rev.add_argument("--json", action="store_true", help="print the report as JSON")
+    return rev
 
 
 def _without_cwd_on_path() -> None:

@@ -930,22 +930,6 @@ def _findings(r: Review, *, static, values, call_error, eager_error, already_jit
 
 # ============================================================================ command line
 
-def add_parser(sub):
-    """Add the ``review`` subcommand to ``python -m autograder``'s subparsers."""
-    rev = sub.add_parser("review", help="answer the code-review questions for a function",
-                         description="Ask the six review questions of MODULE:FUNCTION called at "
-                                     "the example arguments, and answer them from what JAX "
-                                     "observes (see autograder.review).")
-    rev.add_argument("target", metavar="MODULE:FUNCTION",
-                     help="e.g. mymodule:train (the module is imported from the current folder)")
-    rev.add_argument("--args", default="", help="example arguments as a Python expression, "
-                     "e.g. \"jax.random.key(0), jnp.ones(3), 5\" (jax, jnp, np and the "
-                     "module's names in scope)")
-    rev.add_argument("--static", default="", help="comma-separated static argument names")
-    rev.add_argument("--json", action="store_true", help="print the report as JSON")
-    return rev
-
-
 def review_command(args) -> int:
     """``python -m autograder review MODULE:FUNCTION --args EXPR [--static a,b] [--json]``."""
     import importlib

@@ -301,7 +301,8 @@ def test_a_grading_process_of_a_parallel_batch_imports_nothing_on_its_first_note
 def test_one_grading_process_imports_nbgrader_and_jax_while_its_kernel_boots_and_runs(tmp_path):
     """A learner's one-notebook command (one grading process): the kernel is started before
     nbgrader and JAX are imported, so that their imports (about 2 s on a laptop core) happen
-    beside the kernel's own start and cells instead of before them; the grade is the same."""
+    beside the kernel's own start and cells instead of before them; NumPy (the judge's, the
+    package's checks) is not imported before the cells run either; the grade is the same."""
     import shutil
 
     nb = tmp_path / "01_phases" / "01_phases.ipynb"
@@ -319,12 +320,21 @@ def test_one_grading_process_imports_nbgrader_and_jax_while_its_kernel_boots_and
             print("kernel started:", km is not None and km.has_kernel, flush=True)
             return km
         pipeline.early_kernel = spy
+        from autograder.grader import warm
+        real_judge_side = warm.judge_side_in_background
+        def judge_side_spy():
+            print("as the cells start:", "numpy" in sys.modules, "autograder.judge.kernel" in sys.modules,
+                  flush=True)
+            real_judge_side()
+        warm.judge_side_in_background = judge_side_spy
         [result] = batch.grade_many([{str(nb)!r}], workers=1)
         print("score:", result.score, result.max_score)
     """)
-    lines = [l for l in out.splitlines() if l.startswith(("at the kernel", "kernel started", "score:"))]
-    assert lines[:2] == ["at the kernel's start: False False", "kernel started: True"], lines
-    score, top = lines[2].split()[1:]
+    lines = [l for l in out.splitlines() if l.startswith(("at the kernel", "kernel started", "as the cells",
+                                                          "score:"))]
+    assert lines[:3] == ["at the kernel's start: False False", "kernel started: True",
+                         "as the cells start: False False"], lines
+    score, top = lines[3].split()[1:]
     assert float(score) == float(top) > 0, lines
 
 

@@ -157,3 +157,42 @@ def test_fixtures_a_judge_names_are_the_agents_own():
     for name in ("reset_config", "jit_static", "os", *private):
         with pytest.raises(wire.WireError):
             wire.decode(wire.encode([wire.Fixture(name)]), markers=agent._markers())
+
+
+def test_the_packages_names_load_on_first_use_and_are_the_modules_own():
+    """``import autograder`` and ``autograder.judge`` import none of their checks (nor NumPy) until
+    a name is used (PEP 562): a grading process starts its kernel without them. Each name of
+    either ``__all__`` is then the object its module defines; ``ag.review`` stays the function
+    once the module ``autograder.review`` is imported; an unknown name is an AttributeError."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = """
+        import importlib, sys
+        import autograder as ag, autograder.judge as judge
+        print(sorted(m for m in ("numpy", "jax", "autograder.numerics", "autograder.feedback",
+                                 "autograder.judge.kernel", "autograder.wire") if m in sys.modules))
+        import autograder.review
+        print(ag.review is autograder.review is sys.modules["autograder.review"].review)
+        wrong = []
+        for pkg in (ag, judge):
+            for name in pkg.__all__:
+                obj = getattr(pkg, name)
+                home = getattr(obj, "__module__", None)
+                if home is not None and home.startswith("autograder") and getattr(sys.modules[home], name) is not obj:
+                    wrong.append(name)
+        print(wrong, set(ag.__all__) <= set(dir(ag)), ag.numerics.__name__)
+        try:
+            ag.no_such_name
+        except AttributeError as exc:
+            print("AttributeError", exc)
+    """
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "[]", lines[0]
+    assert lines[1] == "True"
+    assert lines[2] == "[] True autograder.numerics"
+    assert lines[3].startswith("AttributeError") and "no_such_name" in lines[3]

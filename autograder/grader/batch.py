@@ -42,6 +42,7 @@ def _warm(parallel: bool) -> None:
         warm.judge_side()
         from .. import allowlist, fixtures, judge, programs, runner, sandbox  # noqa: F401 - the judge's side
 
+        warm.package_side()
         judge.ensure_judge_devices()  # before JAX starts: a grading process judges every chapter
 
 

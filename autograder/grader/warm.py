@@ -8,7 +8,9 @@ Four sides, each needed at a later point of a notebook's grading:
 * :func:`grading_side` (nbgrader and its gradebook's ORM, about 0.8 s): to sanitize the
   submission and score it;
 * :func:`judge_side` (JAX, about 1.3 s): only once the notebook's cells have run, when the
-  judge reads and runs the learner's programs.
+  judge reads and runs the learner's programs; :func:`package_side` (the package's checks,
+  channel and Kernel, with NumPy) then too, imported by the judge's own thread where it is not
+  imported before a fork.
 
 A parallel batch imports them all in the parent before its grading processes fork (each
 inherits them, and their pages stay shared). With one grading process (a learner's
@@ -68,6 +70,17 @@ def judge_side() -> None:
     import jax.extend  # the judge reads programs' primitives with it (checkify, pallas)
     import jax.numpy  # noqa: F401
     from jaxlib.mlir.dialects import builtin, mhlo  # noqa: F401 - read with a learner's program
+
+
+def package_side() -> None:
+    """Every name of ``autograder``'s and ``autograder.judge``'s ``__all__`` (loaded on first use
+    otherwise, :mod:`autograder._lazy`): the checks, the channel and the Kernel a judge uses."""
+    import autograder
+    import autograder.judge
+
+    for package in (autograder, autograder.judge):
+        for name in package.__all__:
+            getattr(package, name)
 
 
 def judge_side_in_background() -> None:

@@ -17,7 +17,6 @@ import secrets
 import threading
 import time
 
-from .. import wire
 
 REQUEST_TIMEOUT = 120.0
 MAX_OUTPUT_BYTES = 256 * 2**20  # everything one request's messages may carry (prints included)
@@ -101,7 +100,9 @@ class Channel:
     """
 
     def __init__(self, client, *, timeout=REQUEST_TIMEOUT, deadline=None, alive=None, interrupt=None,
-                 limits=wire.DEFAULT_LIMITS, max_output=MAX_OUTPUT_BYTES):
+                 limits=None, max_output=MAX_OUTPUT_BYTES):
+        from .. import wire  # NumPy: imported when a judge first talks to a kernel, not with this module
+
         self._lock = threading.Lock()  # one request at a time, whichever test's thread sends it
         self._local = threading.local()
         self.client = client
@@ -110,7 +111,7 @@ class Channel:
         self.deadline = deadline
         self.alive = alive
         self.interrupt = interrupt
-        self.limits = limits
+        self.limits = wire.DEFAULT_LIMITS if limits is None else limits
         self.max_output = max_output
         self.broken = ""  # once set, every later request fails with it
         self.test_deadline = None  # set by run_judge: one test's requests share its time limit
@@ -157,6 +158,8 @@ class Channel:
             return self._request(payload)
 
     def _request(self, payload: dict) -> dict:
+        from .. import wire
+
         if self.broken:
             raise ChannelError(self.broken)
         nonce = secrets.token_hex(16)

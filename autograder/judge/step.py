@@ -9,14 +9,16 @@ import queue
 import time
 from pathlib import Path
 
-from .. import feedback, wire
-from ..feedback import ExerciseFailure, explain_error
+from typing import TYPE_CHECKING
+
 from ..grader.course import CHECK_TAG
 from .channel import REQUEST_TIMEOUT, Channel, ChannelError, LearnerError
-from .kernel import Kernel
 from .runner import DEVICES as RUNNER_DEVICES
 from .runner import ProgramFailure, ProgramRunner
 from .runner import extend as runner_extend
+
+if TYPE_CHECKING:  # NumPy and the feedback are imported by the judge's thread, when it runs
+    from .kernel import Kernel
 
 JUDGE_CPU_DEVICES = RUNNER_DEVICES  # the CPU devices of the program runner and of every grading process
 
@@ -86,6 +88,9 @@ NOT_DEFINED = ("{ename}: {evalue}. The exercise's function is not defined: run i
 
 def verdict(test, k: Kernel, grade_id: str) -> str:
     """Run one judge test; '' when it passes, else the learner-facing feedback."""
+    from .. import wire
+    from ..feedback import ExerciseFailure, explain_error
+
     try:
         test(k)
         return ""
@@ -125,6 +130,9 @@ def run_judge(assignment_dir, kernel_client=None, *, grade_ids=None, kernel: Ker
     limit and its own random draws (:meth:`Kernel.for_test`); the kernel answers one request
     at a time, whichever test sent it, so a request sees the kernel as a lone test would.
     """
+    from .. import feedback
+    from .kernel import Kernel
+
     try:
         tests = judge_tests(assignment_dir)
         serial = any(getattr(load_judge(p), "SERIAL_TESTS", False) for p in judge_paths(assignment_dir))
