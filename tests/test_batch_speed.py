@@ -302,7 +302,8 @@ def test_one_grading_process_imports_nbgrader_and_jax_while_its_kernel_boots_and
     """A learner's one-notebook command (one grading process): the kernel is started before
     nbgrader and JAX are imported, so that their imports (about 2 s on a laptop core) happen
     beside the kernel's own start and cells instead of before them; NumPy (the judge's, the
-    package's checks) is not imported before the cells run either; the grade is the same."""
+    package's checks) is not imported before the cells run either, nor IPython to find the
+    kernel's spec (sandbox.kernel_specs); the grade is the same."""
     import shutil
 
     nb = tmp_path / "01_phases" / "01_phases.ipynb"
@@ -315,7 +316,7 @@ def test_one_grading_process_imports_nbgrader_and_jax_while_its_kernel_boots_and
         real = execution.early_kernel
         def spy(*a, **k):
             print("at the kernel's start:", "nbgrader.preprocessors" in sys.modules, "jax" in sys.modules,
-                  flush=True)
+                  "IPython" in sys.modules, flush=True)
             km = real(*a, **k)
             print("kernel started:", km is not None and km.has_kernel, flush=True)
             return km
@@ -332,7 +333,7 @@ def test_one_grading_process_imports_nbgrader_and_jax_while_its_kernel_boots_and
     """)
     lines = [l for l in out.splitlines() if l.startswith(("at the kernel", "kernel started", "as the cells",
                                                           "score:"))]
-    assert lines[:3] == ["at the kernel's start: False False", "kernel started: True",
+    assert lines[:3] == ["at the kernel's start: False False False", "kernel started: True",
                          "as the cells start: False False"], lines
     score, top = lines[3].split()[1:]
     assert float(score) == float(top) > 0, lines

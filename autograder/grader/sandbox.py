@@ -560,6 +560,17 @@ def without_debugger(cmd: list) -> list:
     return list(cmd)
 
 
+def kernel_specs(**kw):
+    """jupyter_client's ``KernelSpecManager`` over Jupyter's kernel folders: its default searches
+    IPython's old folder (``~/.ipython/kernels``) too, after them, and finding that folder
+    imports IPython (about 50 ms before a kernel can start). Grading asks for ``python3``, which
+    ipykernel installs in the environment's Jupyter folder, found before that one."""
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_core.paths import jupyter_path
+
+    return KernelSpecManager(kernel_dirs=jupyter_path("kernels"), **kw)
+
+
 def kernel_manager_class(box: Sandbox | None, box_dir: Path | None, cpu_seconds: int):
     """A jupyter_client kernel manager whose kernel starts under :func:`limited`, with its
     connection file and its channels on Unix sockets in ``box_dir`` (``transport="ipc"``) when
@@ -569,10 +580,15 @@ def kernel_manager_class(box: Sandbox | None, box_dir: Path | None, cpu_seconds:
     issue 154). In a sandbox (``box`` with a uid) the kernel's command is wrapped too, and the
     kernel has no network: Unix sockets are its only channels."""
     from jupyter_client.manager import AsyncKernelManager
+    from traitlets import default
 
     contained = box is not None and box.uid is not None
 
     class LimitedKernelManager(AsyncKernelManager):
+        @default("kernel_spec_manager")
+        def _kernel_spec_manager_default(self):
+            return kernel_specs(data_dir=self.data_dir)
+
         def format_kernel_cmd(self, extra_arguments=None):
             cmd = without_debugger(super().format_kernel_cmd(extra_arguments))
             return limited(box.wrap(cmd) if contained else cmd, cpu_seconds, box)

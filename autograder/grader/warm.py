@@ -136,6 +136,6 @@ def _validator_ready():
 
 
 def _kernelspec_ready():
-    from jupyter_client.kernelspec import KernelSpecManager
+    from .sandbox import kernel_specs
 
-    KernelSpecManager().get_kernel_spec("python3")  # imports ipykernel's kernelspec (and IPython)
+    kernel_specs().get_kernel_spec("python3")  # imports ipykernel's kernelspec
