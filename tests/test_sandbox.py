@@ -653,3 +653,31 @@ def test_a_file_the_sandbox_uid_cannot_read_is_named(tmp_path, monkeypatch):
         assert "readable by other users" in refusal and "namespaces" not in refusal, refusal
     finally:
         shutil.rmtree(private, ignore_errors=True)
+
+
+@needs_root
+def test_kill_all_kills_every_process_of_the_sandbox_uid_and_no_other():
+    """``Sandbox.kill_all`` (``KILL_UID``, as that uid): a process of the uid in a session of
+    its own dies, one of another uid does not; with none left it still says the sandbox ended."""
+    from autograder.grader.sandbox import Sandbox
+
+    uid, other = 64993, 64992
+    mine = subprocess.Popen(["sleep", "60"], user=uid, group=uid, extra_groups=[], start_new_session=True)
+    theirs = subprocess.Popen(["sleep", "60"], user=other, group=other, extra_groups=[])
+    try:
+        time.sleep(0.2)
+        box = Sandbox("namespaces+uid", "", uid, None, None, ended=False)
+        box.kill_all()
+        assert mine.wait(timeout=10) == -9 and box.ended
+        assert theirs.poll() is None
+        again = Sandbox("namespaces+uid", "", uid, None, None, ended=False)
+        again.kill_all()
+        assert again.ended
+        for bad in (0, -1):  # never as root, never "every uid"
+            refused = Sandbox("namespaces+uid", "", bad, None, None, ended=False)
+            refused.kill_all()
+            assert not refused.ended and theirs.poll() is None
+    finally:
+        for p in (mine, theirs):
+            p.kill()
+            p.wait()

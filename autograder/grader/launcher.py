@@ -51,8 +51,8 @@ reachable by every uid (an empty tmpfs on each folder on the way that others can
 bound back), then execute ``CMD``: for a grader of older commits, whose sandbox had no view of
 its own (the test suite's control, tests/test_attacks_old_grader.py).
 
-``kill UID``: as root, become ``UID`` and kill every process of it (``kill(-1)`` from that uid
-reaches exactly its processes, in whatever session or namespace).
+Killing every process of a uid is not done here: ``sandbox.KILL_UID`` (a few lines run with
+``python -I -S -c``, where this script would be compiled on every start).
 """
 from __future__ import annotations
 
@@ -823,17 +823,6 @@ def limits(args) -> None:
     os.execvp(args.command[0], args.command)
 
 
-def kill(uid: int) -> None:
-    os.setgroups([])
-    os.setresgid(uid, uid, uid)
-    os.setresuid(uid, uid, uid)
-    if os.getuid() == uid != 0:
-        try:
-            os.kill(-1, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="launch.py")
     sub = parser.add_subparsers(dest="what", required=True)
@@ -859,8 +848,6 @@ def main(argv=None) -> int:
     e = sub.add_parser("expose")
     e.add_argument("--path", action="append", default=[])
     e.add_argument("command", nargs=argparse.REMAINDER)
-    k = sub.add_parser("kill")
-    k.add_argument("uid", type=int)
     args = parser.parse_args(argv)
     if args.what in ("run", "limits", "expose"):
         if args.command and args.command[0] == "--":
@@ -869,10 +856,7 @@ def main(argv=None) -> int:
             parser.error("no command to run")
         {"run": run, "limits": limits, "expose": expose_and_run}[args.what](args)
         return 0  # not reached: the command is executed
-    if args.what == "check":
-        return check(args)
-    kill(args.uid)
-    return 0
+    return check(args)
 
 
 if __name__ == "__main__":
