@@ -681,3 +681,33 @@ def test_kill_all_kills_every_process_of_the_sandbox_uid_and_no_other():
         for p in (mine, theirs):
             p.kill()
             p.wait()
+
+
+def test_a_script_run_from_its_cached_bytecode_runs_as_python_would_run_it(tmp_path):
+    """``python -I -S -c CACHED_SCRIPT SCRIPT ARGS`` (how the launcher and the program runner
+    start) runs SCRIPT as ``python SCRIPT ARGS`` would: as __main__, its own __file__ and argv,
+    an exception's exit status; its bytecode is written to __pycache__ and read from there."""
+    import importlib.util
+
+    from autograder.grader.sandbox import script
+
+    path = tmp_path / "tool.py"
+    path.write_text("import sys\nprint(__name__, __file__ == sys.argv[0], sys.argv[1:], 'sys' in dir())\n"
+                    "if sys.argv[1:] == ['fail']:\n    raise SystemExit(3)\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+    def run(how, *args):
+        return subprocess.run([sys.executable, "-I", "-S", *how, *args], capture_output=True, text=True,
+                              env=env, timeout=60)
+
+    plain, cached = run([str(path)], "a", "b"), run(script(path), "a", "b")
+    assert plain.returncode == cached.returncode == 0, cached.stderr
+    assert cached.stdout == plain.stdout == "__main__ True ['a', 'b'] True\n"
+    assert run(script(path), "fail").returncode == 3
+    pyc = Path(importlib.util.cache_from_source(str(path)))
+    assert pyc.is_file()
+    pyc.write_bytes(pyc.read_bytes()[:16] + b"\0")  # a cached entry that is not this source's code...
+    os.utime(pyc, None)
+    broken = run(script(path), "a")
+    # ...is read, not recompiled (the header still matches the source): the bytecode is the cache's
+    assert broken.returncode != 0 and "marshal data" in broken.stderr, broken.stderr[-500:]

@@ -53,6 +53,21 @@ _SYSTEM = {"/", "/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/p
            "/run", "/var", "/opt"}  # never hidden from a kernel (it could not start)
 _LAUNCH = Path(__file__).with_name("launcher.py")
 
+# ``python -I -S -c CACHED_SCRIPT SCRIPT ARGS...`` runs SCRIPT as ``python SCRIPT ARGS...`` would
+# (as __main__, with its own __file__ and sys.argv), from its bytecode in __pycache__ as an
+# imported module's (compiled, and written there where the folder is writable, when missing
+# or stale): a script given by path is compiled on every start, about 25 ms for the launcher,
+# which starts three to five times for each notebook (the kernel, the probe, the runner).
+CACHED_SCRIPT = ("import sys as _s\nfrom importlib.machinery import SourceFileLoader as _L\n"
+                 "_m = _s.modules['__main__']\n_m.__file__ = _s.argv[1]\ndel _s.argv[0]\n"
+                 "exec(_L('__main__', _m.__file__).get_code('__main__'), vars(_m))")
+
+
+def script(path) -> list:
+    """The arguments after ``python -I -S`` that run the script at ``path`` (from its cached
+    bytecode: :data:`CACHED_SCRIPT`)."""
+    return ["-c", CACHED_SCRIPT, str(path)]
+
 
 def sandbox_disabled() -> bool:
     """The operator asked to grade without a sandbox (``AUTOGRADER_SANDBOX=off``; ``--no-sandbox``
@@ -184,7 +199,7 @@ class Sandbox:
         self.ended = False
         keep_ro = kernel_paths()
         launch = [self.unshare, "--mount", "--propagation", "private", "--pid", "--net", "--fork",
-                  "--kill-child", "--ipc", "--", sys.executable, "-I", "-S", str(_LAUNCH), "run",
+                  "--kill-child", "--ipc", "--", sys.executable, "-I", "-S", *script(_LAUNCH), "run",
                   f"--uid={self.uid}"]
         if _ZYGOTE and _ZYGOTE[0].makes(cmd):
             launch.append(f"--zygote={_ZYGOTE[0].socket}")
@@ -305,7 +320,7 @@ def limited(cmd: list, cpu_seconds: int, box: Sandbox | None = None, nice: int =
     ``nice``: added to its nice value (the program runner starts at a lower priority than the
     kernel, whose time the learner waits for)."""
     contained = box is not None and box.uid is not None
-    prefix = [sys.executable, "-I", "-S", str(_LAUNCH), "limits", f"--cpu={cpu_seconds}",
+    prefix = [sys.executable, "-I", "-S", *script(_LAUNCH), "limits", f"--cpu={cpu_seconds}",
               f"--parent={os.getpid()}", *([f"--nice={nice}"] if nice else [])]
     if contained:
         prefix += [f"--nproc={nproc_limit()}",
@@ -853,7 +868,7 @@ def _probe_sandbox(box: Sandbox, home: Path, workdir: Path, secrets) -> str:
     # The launcher by path, not ``-m autograder.grader.launcher``: importing the package first
     # (NumPy, nbformat) cost the probe 0.2 s of CPU, beside the kernel's start; ``check`` itself
     # looks for the package on the kernel's path (PYTHONPATH) without importing it.
-    probe = box.wrap([sys.executable, str(_LAUNCH), "check", f"--home={home}",
+    probe = box.wrap([sys.executable, *script(_LAUNCH), "check", f"--home={home}",
                       f"--package={package_root() / 'autograder'}",
                       *[f"--secret={s}" for s in secrets]])
     env = kernel_env(home)

@@ -151,7 +151,7 @@ class ProgramRunner:
         if self.box.refused:
             raise ProgramFailure(f"The grader cannot run programs contained: {self.box.reason}")
         self.mode = self.box.mode
-        serve = [sys.executable, "-I", os.path.abspath(__file__), "serve"]
+        serve = [sys.executable, "-I", *sandbox.script(os.path.abspath(__file__)), "serve"]
         if self.box.contained:
             # It starts at a lower priority (importing JAX, beside the kernel that runs the
             # notebook, whose time the learner waits for), and is raised back once ready
@@ -159,7 +159,7 @@ class ProgramRunner:
             cmd = sandbox.limited(self.box.wrap(serve), self.cpu_seconds, self.box, nice=START_NICE)
         else:
             mb = self.memory_mb or sandbox.memory_limit_mb()
-            cmd = [sys.executable, "-I", "-S", str(sandbox._LAUNCH), "limits", f"--cpu={self.cpu_seconds}",
+            cmd = [sys.executable, "-I", "-S", *sandbox.script(sandbox._LAUNCH), "limits", f"--cpu={self.cpu_seconds}",
                    f"--parent={os.getpid()}", f"--memory={mb << 20}", "--", *serve]
         env = {k: os.environ[k] for k in _ENV_KEEP if k in os.environ}
         env.update({"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "TMPDIR": "/tmp", "JAX_PLATFORMS": "cpu",
