@@ -28,24 +28,6 @@ Every check raises :class:`ExerciseFailure`, whose message is learner-facing fee
 """
 from ._lazy import names_from as _names_from
 
-# Each name of __all__ and the module defining it, imported on first use (autograder._lazy):
-# ``import autograder as ag`` keeps every name, and loads NumPy and the checks only when one is used.
-__getattr__, __dir__ = _names_from(__name__, {
-    "feedback": ("ExerciseFailure", "call", "explained", "fail"),
-    "device": ("device_report", "honest_time", "problem_size", "use_virtual_cpu_devices"),
-    "numerics": ("check_close", "check_equal", "check_matches_reference", "tolerance"),
-    "compilation": ("Call", "CompileCounter", "check_compiles", "check_compiles_at_most", "count_compiles",
-                    "count_traces"),
-    "jaxprs": ("check_jaxpr_size_constant", "check_primitive_absent", "check_primitive_present",
-               "jaxpr_size", "primitives_in"),
-    "purity": ("check_input_unchanged", "check_no_tracer_leak", "check_pure"),
-    "transfers": ("check_no_host_transfer", "check_traceable"),
-    "randomness": ("check_no_key_reuse", "check_typed_key", "is_typed_key"),
-    "phases": ("captured_stdout", "check_prints_values"),
-    "sharding": ("check_sharding", "check_spec_in_type"),
-    "review": ("Review", "review"),
-    "selfcheck": ("check_my_answers", "passed"),
-})
 
 __all__ = [
     "ExerciseFailure",
@@ -88,5 +70,24 @@ __all__ = [
     "check_my_answers",
     "passed",
 ]
+
+# Each name of __all__ and the module defining it, imported on first use (autograder._lazy):
+# ``import autograder as ag`` keeps every name, and loads NumPy and the checks only when one is used.
+__getattr__, __dir__ = _names_from(__name__, {
+    "feedback": ("ExerciseFailure", "call", "explained", "fail"),
+    "device": ("device_report", "honest_time", "problem_size", "use_virtual_cpu_devices"),
+    "numerics": ("check_close", "check_equal", "check_matches_reference", "tolerance"),
+    "compilation": ("Call", "CompileCounter", "check_compiles", "check_compiles_at_most", "count_compiles",
+                    "count_traces"),
+    "jaxprs": ("check_jaxpr_size_constant", "check_primitive_absent", "check_primitive_present",
+               "jaxpr_size", "primitives_in"),
+    "purity": ("check_input_unchanged", "check_no_tracer_leak", "check_pure"),
+    "transfers": ("check_no_host_transfer", "check_traceable"),
+    "randomness": ("check_no_key_reuse", "check_typed_key", "is_typed_key"),
+    "phases": ("captured_stdout", "check_prints_values"),
+    "sharding": ("check_sharding", "check_spec_in_type"),
+    "review": ("Review", "review"),
+    "selfcheck": ("check_my_answers", "passed"),
+})
 
 __version__ = "0.1.0"

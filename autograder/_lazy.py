@@ -11,10 +11,14 @@ import types
 
 def names_from(package: str, homes: dict) -> tuple:
     """``(__getattr__, __dir__)`` for ``package``, whose names are ``homes``: ``{submodule:
-    (name, ...)}``. A name that is also a submodule's (``autograder.review``, the module, and
+    (name, ...)}``, exactly the names of its ``__all__`` (defined first: else ImportError). A name that is also a submodule's (``autograder.review``, the module, and
     ``review``, its function) stays the name when that submodule is imported."""
     where = {name: module for module, names in homes.items() for name in names}
     namespace = vars(sys.modules[package])
+    declared = namespace.get("__all__")
+    if declared is None or set(declared) != set(where) or len(declared) != len(where):
+        raise ImportError(f"{package}: its __all__ and the names it loads on first use differ: "
+                          f"{sorted(set(declared or ()) ^ set(where))}")
 
     def __getattr__(name):
         module = where.get(name)

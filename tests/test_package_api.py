@@ -196,3 +196,34 @@ def test_the_packages_names_load_on_first_use_and_are_the_modules_own():
     assert lines[1] == "True"
     assert lines[2] == "[] True autograder.numerics"
     assert lines[3].startswith("AttributeError") and "no_such_name" in lines[3]
+
+
+def test_a_package_whose_all_and_lazy_names_differ_does_not_import():
+    """``autograder._lazy.names_from`` refuses a package whose ``__all__`` is not exactly the
+    names it loads on first use (one source for them: a name left out of either is an error
+    at import, not a name that silently goes missing)."""
+    import sys
+    import types
+
+    import pytest
+
+    from autograder._lazy import names_from
+
+    for declared in (["a", "b"], ["a"], ["a", "a"], None):
+        module = types.ModuleType("_lazy_probe")
+        if declared is not None:
+            module.__all__ = declared
+        sys.modules["_lazy_probe"] = module
+        try:
+            with pytest.raises(ImportError):
+                names_from("_lazy_probe", {"x": ("a",)} if declared == ["a", "b"] else {"x": ("a", "b")})
+        finally:
+            del sys.modules["_lazy_probe"]
+    module = types.ModuleType("_lazy_probe")
+    module.__all__ = ["a", "b"]
+    sys.modules["_lazy_probe"] = module
+    try:
+        getattr_, _ = names_from("_lazy_probe", {"x": ("a", "b")})
+        assert callable(getattr_)
+    finally:
+        del sys.modules["_lazy_probe"]

@@ -46,15 +46,6 @@ Every name judges and the grader import from ``autograder.judge`` is here; the o
 """
 from .._lazy import names_from as _names_from
 
-# imported on first use (autograder._lazy): a grading process starts its kernel and prepares
-# this step without NumPy, which the channel's data and the Kernel need once the judge runs
-__getattr__, __dir__ = _names_from(__name__, {
-    "channel": ("MAX_OUTPUT_BYTES", "REQUEST_TIMEOUT", "Channel", "ChannelError", "LearnerError",
-                "learner_exception"),
-    "kernel": ("Exported", "Kernel", "RemoteFunction"),
-    "step": ("JUDGE_CPU_DEVICES", "JUDGE_THREADS", "NOT_DEFINED", "JudgeStep", "ensure_judge_devices",
-             "is_test_cell", "judge_path", "judge_paths", "judge_tests", "load_judge", "run_judge", "verdict"),
-})
 
 __all__ = [
     "MAX_OUTPUT_BYTES",
@@ -79,3 +70,13 @@ __all__ = [
     "run_judge",
     "verdict",
 ]
+
+# imported on first use (autograder._lazy): a grading process starts its kernel and prepares
+# this step without NumPy, which the channel's data and the Kernel need once the judge runs
+__getattr__, __dir__ = _names_from(__name__, {
+    "channel": ("MAX_OUTPUT_BYTES", "REQUEST_TIMEOUT", "Channel", "ChannelError", "LearnerError",
+                "learner_exception"),
+    "kernel": ("Exported", "Kernel", "RemoteFunction"),
+    "step": ("JUDGE_CPU_DEVICES", "JUDGE_THREADS", "NOT_DEFINED", "JudgeStep", "ensure_judge_devices",
+             "is_test_cell", "judge_path", "judge_paths", "judge_tests", "load_judge", "run_judge", "verdict"),
+})
