@@ -36,7 +36,7 @@ c.Execute.timeout = 120
 # the course's grader (`python -m autograder autograde` for that submission): the same grades,
 # graded notebook and feedback, never scores from the visible test cells alone.
 c.Autograde.sanitize_preprocessors = []  # the course's grader reads the submission itself
-c.Autograde.autograde_preprocessors = ["autograder.formgrader.CourseAutograde"]
+c.Autograde.autograde_preprocessors = ["autograder.instructor.formgrader.CourseAutograde"]
 # Releasing (the formgrader's Release button, `nbgrader release_assignment`) refuses an
 # exercises/<assignment>/ that is not exactly what `make release` generates from solutions/.
-c.ExchangeFactory.release_assignment = "autograder.formgrader.CheckedReleaseAssignment"
+c.ExchangeFactory.release_assignment = "autograder.instructor.formgrader.CheckedReleaseAssignment"

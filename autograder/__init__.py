@@ -16,13 +16,15 @@ One module per idea of the mental model:
 - :mod:`autograder.claims`: the verdict lines of the chapters' measured claims
 - :mod:`autograder.selfcheck`: the "check my answers" table
 
-Only graders run the rest, a folder by who runs it: :mod:`autograder.grader` (one notebook, a
-batch, the kernel's containment), :mod:`autograder.judge` (the channel, ``Kernel``, the judge's
-step, and the program side: :mod:`autograder.judge.programs`, :mod:`autograder.judge.allowlist`,
-:mod:`autograder.judge.runner`), the kernel-side agent :mod:`autograder.agent` (its dispatcher,
-:mod:`autograder.agent.config` and :mod:`autograder.agent.fixtures`) and
-:mod:`autograder.instructor` (a class). The old flat names (``autograder.runner``,
-``autograder.fixtures``, ``autograder.grading``...) are aliases of the moved modules.
+Only graders run the rest, in rooms whose imports go one way (instructor -> grader -> judge ->
+sandbox -> common): :mod:`autograder.instructor` (a class: collect, autograde, feedback, export,
+the Formgrader's buttons), :mod:`autograder.grader` (one notebook or a batch, the gradebook),
+:mod:`autograder.judge` (the channel, ``Kernel``, the judge's step, and the program side:
+:mod:`autograder.judge.programs`, :mod:`autograder.judge.allowlist`, :mod:`autograder.judge.runner`),
+:mod:`autograder.sandbox` (the containment of kernels and program runners) and
+:mod:`autograder.common` (course paths, settings, errors). The kernel-side agent
+:mod:`autograder.agent` answers the judge inside the learner's kernel; :mod:`autograder.wire` is
+the channel's data format, used by both sides.
 
 Every check raises :class:`ExerciseFailure`, whose message is learner-facing feedback.
 """

@@ -81,7 +81,7 @@ def main(argv=None) -> int:
 
         return grade_command(args)
     if args.command == "settings":
-        from .grader.settings import describe
+        from .common.settings import describe
 
         print(describe())
         return 0

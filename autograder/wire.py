@@ -15,7 +15,7 @@ Only data crosses the channel, as JSON text with tagged nodes; no pickle, no obj
   decoded as :class:`Opaque`: a comparison with it fails and names its type);
 - to the kernel only, *argument markers* that the agent turns into objects there: :class:`AsJax`
   (``jnp.asarray``), :class:`Key` (``jax.random.key(seed)``), :class:`Ref` (a name of the
-  notebook's namespace), :class:`Fixture` (a function of :mod:`autograder.fixtures`),
+  notebook's namespace), :class:`Fixture` (a function of :mod:`autograder.agent.fixtures`),
   :class:`Sharded` (``jax.device_put`` on the 1-D ``"data"`` mesh) and :class:`Spec` (an
   abstract argument for ``jax.export``).
 
@@ -112,7 +112,7 @@ class Ref:
 
 @dataclass(frozen=True)
 class Fixture:
-    """The function ``name`` of :mod:`autograder.fixtures`, for exercises that take functions."""
+    """The function ``name`` of :mod:`autograder.agent.fixtures`, for exercises that take functions."""
     name: str
 
 

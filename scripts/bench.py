@@ -3,6 +3,7 @@
     .venv/bin/python scripts/bench.py --out docs/bench-cpu.md            # everything but grading
     .venv/bin/python scripts/bench.py --out docs/bench-gpu.md --grading  # and the grader's figures
     .venv/bin/python scripts/bench.py --only 01 --out /tmp/b.md          # notebooks matching "01"
+    OUT=/tmp/gpu scripts/gpu_run.sh   # on a GPU machine without Jupyter: wheels, then this (docs/bench-gpu.md)
 
 Writes one markdown report: the machine; every notebook (``course/*.ipynb`` and
 ``solutions/*/*.ipynb``, whatever exists) executed with nbclient in a fresh kernel, one at
@@ -139,8 +140,11 @@ def _cell_seconds(cell) -> float:
         return 0.0
 
 
-def execute_notebook(path: Path, *, instrument=True, timeout=600) -> NotebookRun:
-    """Execute ``path`` in a fresh kernel the way the tests do; time it end to end."""
+def execute_notebook(path: Path, *, instrument=True, timeout=600, keep: Path | None = None) -> NotebookRun:
+    """Execute ``path`` in a fresh kernel the way the tests do; time it end to end.
+
+    ``timeout`` is nbclient's limit for one cell; ``keep``, a folder where the executed notebook
+    (outputs included, under its path with ``/`` as ``--``) is written, to read its outputs later."""
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
@@ -166,6 +170,9 @@ def execute_notebook(path: Path, *, instrument=True, timeout=600) -> NotebookRun
     except Exception as exc:  # noqa: BLE001 - a timeout or a dead kernel is a result too
         run.error = f"{type(exc).__name__}: {str(exc)[:200]}"
     run.wall_s = time.perf_counter() - t0
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, str(keep / run.path.replace("/", "--")))
     slowest = (0.0, "")
     for cell in nb.cells:
         if cell.cell_type != "code":
@@ -204,7 +211,7 @@ def measure_floors(repeats=2) -> dict:
 
 
 def find_notebooks(only: str | None) -> list[Path]:
-    from autograder.course import source_notebooks
+    from autograder.common.course import source_notebooks
 
     paths = sorted((ROOT / "course").glob("*.ipynb")) + source_notebooks(ROOT)
     paths = [p for p in paths if ".ipynb_checkpoints" not in p.parts]
@@ -545,7 +552,7 @@ def measure_kernels(backend: str, only: str | None = None) -> list[dict]:
 
 def measure_grading(only: str | None) -> list[dict]:
     rows = []
-    from autograder.course import released_notebook, source_notebooks
+    from autograder.common.course import released_notebook, source_notebooks
 
     for src in source_notebooks(ROOT):
         assignment = src.parent.name
@@ -798,6 +805,10 @@ def main(argv=None) -> int:
     parser.add_argument("--grading", action="store_true", help="also time the grader on every assignment")
     parser.add_argument("--no-notebooks", action="store_true", help="skip executing notebooks")
     parser.add_argument("--no-kernels", action="store_true", help="skip the headline kernels")
+    parser.add_argument("--cell-timeout", type=float, default=600,
+                        help="seconds one notebook cell may run before its notebook counts as failed")
+    parser.add_argument("--executed", type=Path, default=None,
+                        help="folder to write each executed notebook into, outputs included")
     args = parser.parse_args(argv)
     argv = list(sys.argv[1:] if argv is None else argv)
 
@@ -808,17 +819,14 @@ def main(argv=None) -> int:
     out = Path(args.out or ROOT / "docs" / f"bench-{info['backend']}.md")
     print(f"bench: {info['backend']} ({info['devices']}), {info['cpu']}, load {load_before}", file=sys.stderr)
 
-    floors, runs = {}, []
-    if not args.no_notebooks:
-        floors = measure_floors()
-        print(f"bench: floors {floors}", file=sys.stderr)
-        for path in find_notebooks(args.only):
-            run = execute_notebook(path)
-            runs.append(run)
-            print(f"bench: {run.path}: {run.wall_s:.2f} s, {run.stats.get('compile', '?')} compiles"
-                  f"{'' if run.ok else ' FAILED: ' + run.error}", file=sys.stderr)
+    floors, runs, kernels, peaks, dispatch, grading = {}, [], [], {}, 0.0, []
 
-    kernels, peaks, dispatch = [], {}, 0.0
+    def report():  # rewritten after every step: a run stopped early still leaves what it measured
+        write_report(out, info=info, floors=floors, runs=runs, kernels=kernels, peaks=peaks,
+                     dispatch=dispatch, grading=grading, argv=argv, load_before=load_before,
+                     load_after=load_average(), elapsed=time.perf_counter() - start)
+
+    # the kernels first: a minute or two, where the notebooks can take many
     if not args.no_kernels:
         dispatch = dispatch_floor()
         if info["backend"] != "cpu":
@@ -827,11 +835,20 @@ def main(argv=None) -> int:
         for k in kernels:
             print(f"bench: kernel {k['chapter']}: {k.get('error') or _rate(k['jax_rate'], k['unit'])}",
                   file=sys.stderr)
+        report()
 
-    grading = measure_grading(args.only) if args.grading else []
-    write_report(out, info=info, floors=floors, runs=runs, kernels=kernels, peaks=peaks, dispatch=dispatch,
-                 grading=grading, argv=argv, load_before=load_before, load_after=load_average(),
-                 elapsed=time.perf_counter() - start)
+    if not args.no_notebooks:
+        floors = measure_floors()
+        print(f"bench: floors {floors}", file=sys.stderr)
+        for path in find_notebooks(args.only):
+            runs.append(run := execute_notebook(path, timeout=args.cell_timeout, keep=args.executed))
+            print(f"bench: {run.path}: {run.wall_s:.2f} s, {run.stats.get('compile', '?')} compiles"
+                  f"{'' if run.ok else ' FAILED: ' + run.error}", file=sys.stderr)
+            report()
+
+    if args.grading:
+        grading = measure_grading(args.only)
+    report()
     print(f"bench: wrote {out}", file=sys.stderr)
     return 0
 

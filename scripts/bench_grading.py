@@ -262,7 +262,7 @@ def main(argv=None) -> int:
         tmp = Path(tmp)
         paths = _batch(tmp, args.assignment, args.n)
         ours(paths[:1], 1)  # warm the gradebook cache, as a second run would find it
-        from autograder.batch import default_workers
+        from autograder.grader.batch import default_workers
 
         jobs = args.jobs or default_workers(len(paths))
         par = f"autograder grade -j {jobs} (parallel)" if args.jobs else \

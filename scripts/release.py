@@ -5,7 +5,7 @@
     python scripts/release.py --check 03_purity   # only that assignment's exercises/03_purity
 
 Publishing checks it too: nbgrader's release_assignment (the formgrader's Release button) runs
-through nbgrader_config.py's CheckedReleaseAssignment (autograder/formgrader.py), which refuses
+through nbgrader_config.py's CheckedReleaseAssignment (autograder/instructor/formgrader.py), which refuses
 an exercises/<assignment>/ that is not what this script generates, naming the files.
 
 nbgrader's ``generate_assignment`` clears solutions and hidden tests; then every answer
@@ -51,7 +51,7 @@ JUDGE_IGNORE = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "judge
 
 
 def assignments(root: Path = ROOT) -> list[str]:
-    from autograder.course import assignments as course_assignments
+    from autograder.common.course import assignments as course_assignments
 
     return course_assignments(root)
 
@@ -116,7 +116,7 @@ def _generate_with_nbgrader(course: Path, names) -> None:
     from nbgrader.coursedir import CourseDirectory
     from traitlets.config import Config
 
-    from autograder.gradebook import ensure_tools_on_path, fast_alembic_version
+    from autograder.grader.gradebook import ensure_tools_on_path, fast_alembic_version
 
     config = Config()
     config.CourseDirectory.root = str(course)

@@ -106,7 +106,7 @@ def run_grader(paths, *extra, timeout=900, env=None, cwd=ROOT, prefix=()):
 _GRADE_SAVING = """\
 import json, sys
 from pathlib import Path
-from autograder.batch import grade_many
+from autograder.grader.batch import grade_many
 paths, saved, root, jobs, out = json.loads(sys.argv[1])
 results = grade_many(paths, workers=jobs, root=Path(root) if root else None,
                      per_job=lambda p: {"save_graded": saved[p]} if p in saved else {})

@@ -28,7 +28,7 @@ def _run(code: str) -> str:
 def test_nbgrader_imports_without_its_server_extensions_and_still_grades():
     out = _run("""
         import sys, importlib.metadata
-        from autograder.gradebook import import_nbgrader
+        from autograder.grader.gradebook import import_nbgrader
         import_nbgrader()
         import nbgrader, nbgrader.api, nbgrader.preprocessors
         from nbgrader.preprocessors import SaveAutoGrades, OverwriteCells, Execute
@@ -38,7 +38,7 @@ def test_nbgrader_imports_without_its_server_extensions_and_still_grades():
         # the gradebook works: a scratch one, with a student and an assignment
         import tempfile, os
         url = "sqlite:///" + os.path.join(tempfile.mkdtemp(), "gb.db")
-        from autograder.gradebook import ensure_tools_on_path
+        from autograder.grader.gradebook import ensure_tools_on_path
         ensure_tools_on_path()
         with nbgrader.api.Gradebook(url) as gb:
             gb.update_or_create_assignment("a")
@@ -51,7 +51,7 @@ def test_nbgrader_imports_without_its_server_extensions_and_still_grades():
 def test_nbgrader_utils_loads_no_setuptools_until_it_unzips():
     out = _run("""
         import sys, tempfile, zipfile, os
-        from autograder.gradebook import import_nbgrader
+        from autograder.grader.gradebook import import_nbgrader
         import_nbgrader()
         import nbgrader.utils, nbgrader.preprocessors, nbgrader.api
         print("pkg_resources" in sys.modules, "setuptools" in sys.modules)
@@ -71,7 +71,7 @@ def test_nbgrader_already_imported_in_full_is_left_alone():
     out = _run("""
         import nbgrader
         full = nbgrader
-        from autograder.gradebook import import_nbgrader
+        from autograder.grader.gradebook import import_nbgrader
         import_nbgrader()
         import sys
         assert sys.modules["nbgrader"] is full
@@ -83,7 +83,7 @@ def test_nbgrader_already_imported_in_full_is_left_alone():
 def test_nbgrader_and_nbconvert_packages_load_only_the_names_used():
     out = _run("""
         import sys
-        from autograder.gradebook import import_nbgrader
+        from autograder.grader.gradebook import import_nbgrader
         import_nbgrader()
         from nbgrader.preprocessors import OverwriteCells, SaveAutoGrades, Execute
         import nbgrader.api
@@ -118,7 +118,7 @@ def test_a_full_nbgrader_and_the_lazy_one_export_the_same_names():
             names = {p: list(importlib.import_module(p).__all__) if hasattr(importlib.import_module(p), "__all__")
                      else [] for p in packages}
         else:
-            from autograder.gradebook import import_nbgrader
+            from autograder.grader.gradebook import import_nbgrader
             import_nbgrader()
             names = json.loads(sys.stdin.read())
         out = {}
@@ -162,7 +162,7 @@ async def _printed_by(kc, code: str, timeout: float = 60) -> str:
 def _quick_manager():
     from jupyter_client.manager import AsyncKernelManager
 
-    from autograder.execution import quick_ready
+    from autograder.grader.execution import quick_ready
 
     return quick_ready(AsyncKernelManager)
 
@@ -220,7 +220,7 @@ def test_a_quick_ready_client_says_when_the_kernel_dies_or_never_answers(tmp_pat
 # --------------------------------------------------------------------------- the batch's size
 
 def test_one_grading_process_per_core_and_one_more_never_more_than_notebooks():
-    from autograder.batch import default_workers
+    from autograder.grader.batch import default_workers
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     assert default_workers(1000) == cores + 1
@@ -249,7 +249,7 @@ def test_a_judge_file_is_loaded_once_per_process_and_again_when_it_changes(tmp_p
 def test_a_batch_freezes_the_parent_for_its_fork_and_leaves_the_collector_as_it_found_it():
     out = _run("""
         import gc
-        from autograder import batch
+        from autograder.grader import batch
         seen = []
         real = batch._Worker.__init__
         def spy(self, ctx):  # the state the grading processes are forked in
@@ -281,7 +281,7 @@ def test_a_grading_process_of_a_parallel_batch_imports_nothing_on_its_first_note
         paths.append(str(nb))
     out = _run(f"""
         import sys
-        from autograder import batch
+        from autograder.grader import batch
         real = batch._grade_job
         def spy(job):
             before = set(sys.modules)
@@ -311,7 +311,7 @@ def test_one_grading_process_imports_nbgrader_and_jax_while_its_kernel_boots_and
     shutil.copy(solution_notebook("01_phases"), nb)
     out = _run(f"""
         import sys
-        from autograder import batch
+        from autograder.grader import batch
         from autograder.grader import execution, pipeline
         real = execution.early_kernel
         def spy(*a, **k):
@@ -367,10 +367,10 @@ def test_make_bench_grading_measures_its_three_figures_in_one_run(tmp_path):
 # --------------------------------------------------------------------------- a graded kernel starts without ipykernel's debugger
 
 def _with_graded_kernel(box_dir, body):
-    """``body(km, kc)`` (a coroutine) on a kernel of :func:`~autograder.grader.sandbox.kernel_manager_class`
+    """``body(km, kc)`` (a coroutine) on a kernel of :func:`~autograder.sandbox.containment.kernel_manager_class`
     (uncontained; ``box_dir`` as the grading gives it, or None), started and shut down here."""
     async def go():
-        from autograder.grader.sandbox import kernel_manager_class
+        from autograder.sandbox.containment.containment import kernel_manager_class
 
         km = kernel_manager_class(None, box_dir, 120)(kernel_name="python3")
         await km.start_kernel(env=dict(os.environ, PYTHONPATH=str(ROOT)))

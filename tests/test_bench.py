@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.grader.course import test_cells as source_tests
+from autograder.common.course import test_cells as source_tests
 from conftest import solution_notebook
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -19,7 +19,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.course import test_cells as source_tests
+from autograder.common.course import test_cells as source_tests
 from conftest import ROOT, fill_answers, grade_saving, printed, released_notebook, run_grader, solution_notebook
 
 pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("grading")]
@@ -177,7 +177,7 @@ def _grading_detector():
     return _with_answer(_released(), "primitive_names", (
         "import os, sys\n"
         "GRADING = (bool(os.environ.get('NBGRADER_EXECUTION')) or 'nbgrader' in sys.modules\n"
-        "           or 'autograder.grading' in sys.modules or 'autograder.grader' in sys.modules)\n" + SOLUTIONS["primitive_names"] + "\n"
+        "           or 'autograder.grader.pipeline' in sys.modules or 'autograder.grader' in sys.modules)\n" + SOLUTIONS["primitive_names"] + "\n"
         "if GRADING:\n    def primitive_names(f, *args):\n        return []\n"))
 
 
@@ -361,9 +361,9 @@ def test_a_program_the_judge_runs_cannot_take_the_machines_memory():
     code = (
         "import os, jax, jax.numpy as jnp\n"
         "os.environ['AUTOGRADER_JUDGE_MEMORY_MB'] = '1536'\n"
-        "from autograder.sandbox import limit_judge_memory\n"
+        "from autograder.sandbox.containment import limit_judge_memory\n"
         "from autograder.judge import ChannelError, Exported\n"
-        "from autograder.runner import ProgramFailure\n"
+        "from autograder.judge.runner import ProgramFailure\n"
         "limit_judge_memory()\n"
         "f = jax.jit(lambda x: jnp.zeros((30000, 30000), jnp.float32) + x[0])\n"
         "exp = jax.export.export(f)(jax.ShapeDtypeStruct((3,), jnp.float32))\n"
@@ -383,7 +383,7 @@ def test_grading_processes_have_the_judges_memory_cap_and_kernels_do_not(tmp_pat
     held to it (the limits launcher lifts it)."""
     # a grading process of a fresh command (this one has JAX's threads: it must not fork)
     code = ("import multiprocessing, resource\n"
-            "from autograder import batch\n"
+            "from autograder.grader import batch\n"
             "batch._grade_job = lambda job: {'data': resource.getrlimit(resource.RLIMIT_DATA)[0]}\n"
             "w = batch._Worker(multiprocessing.get_context('fork'))\n"
             "w.give(0, ('unused', {}))\n"
@@ -707,9 +707,9 @@ def test_results_say_how_the_kernel_was_contained(hostile_results):
 
 def test_every_setting_is_listed_with_its_default_and_read_checked(monkeypatch):
     """``python -m autograder settings`` lists every AUTOGRADER_* setting with its default and its
-    value; each is read through autograder.settings, which checks it."""
-    from autograder import settings
-    from autograder.course import GradingError
+    value; each is read through autograder.common.settings, which checks it."""
+    from autograder.common import settings
+    from autograder.common.course import GradingError
 
     env = {**os.environ, "AUTOGRADER_BOX_MB": "8"}
     out = subprocess.run([sys.executable, "-m", "autograder", "settings"], capture_output=True, text=True,

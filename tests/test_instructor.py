@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.course import test_cells as source_tests
+from autograder.common.course import test_cells as source_tests
 from conftest import ROOT, released_notebook, solution_notebook
 
 pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("instructor")]
@@ -143,7 +143,7 @@ def test_collect_never_reads_more_than_the_grader_would(tmp_path, monkeypatch, c
     into memory) and says so, and grading says the notebook is too large; a 3 MB notebook file
     is copied as it is (grading names its size); the corrupt zip is kept as is and graded as not
     a notebook."""
-    from autograder.grading import grade_notebook
+    from autograder.grader.pipeline import grade_notebook
     from autograder.instructor import Course, collect
 
     monkeypatch.setenv("AUTOGRADER_MAX_NOTEBOOK_MB", "1")
@@ -246,7 +246,7 @@ def test_nbgraders_autograde_first_then_ours_loses_no_grade(tmp_path):
         # notebook was (nbgrader's collect and formgrader make submissions early).
         from nbgrader.api import Gradebook
 
-        from autograder.gradebook import ensure_tools_on_path
+        from autograder.grader.gradebook import ensure_tools_on_path
 
         ensure_tools_on_path()  # nbgrader runs `alembic` for a new gradebook
         with Gradebook(f"sqlite:///{state / 'gradebook.db'}") as gb:

@@ -520,7 +520,7 @@ def test_the_correct_control_beside_the_program_attacks_keeps_full_marks(program
 
 
 def test_judge_files_are_not_released_and_not_copied_to_the_kernel():
-    from autograder.course import data_files
+    from autograder.common.course import data_files
 
     assert (ROOT / "solutions" / A / "judge.py").is_file()
     assert not (ROOT / "exercises" / A / "judge.py").exists()
@@ -641,7 +641,7 @@ def test_a_program_runs_in_the_runner_and_a_loop_that_never_ends_is_a_timeout():
     import jax.numpy as jnp
     from jax import export, lax
 
-    from autograder.runner import ProgramFailure, ProgramRunner
+    from autograder.judge.runner import ProgramFailure, ProgramRunner
 
     def program(f, r):
         exp = export.export(jax.jit(f), platforms=("cpu",))(jax.ShapeDtypeStruct((), jnp.float32))

@@ -7,7 +7,7 @@ import runpy
 
 import pytest
 
-from autograder.course import data_files
+from autograder.common.course import data_files
 from autograder.judge import judge_tests
 from conftest import ROOT
 

@@ -141,12 +141,13 @@ def test_the_kernels_request_goes_through_the_agent_packages_run(monkeypatch):
 
 def test_fixtures_a_judge_names_are_the_agents_own():
     """``wire.Fixture(name)``, decoded by the agent, is a function of ``autograder.agent.fixtures``,
-    the module judges import as ``autograder.fixtures``; a name that is not one of its functions
+    the module judges import as ``autograder.agent.fixtures``; a name that is not one of its functions
     is refused, and so are its private helpers."""
     import pytest
 
     import autograder.agent as agent
-    from autograder import fixtures, wire
+    from autograder.agent import fixtures
+    from autograder import wire
 
     assert fixtures is agent.fixtures and fixtures.__name__ == "autograder.agent.fixtures"
     got = wire.decode(wire.encode([wire.Fixture("jit_call")]), markers=agent._markers())

@@ -167,7 +167,7 @@ def test_a_kernel_that_imports_jax_gets_the_zygotes_modules_as_a_fresh_import_wo
     ("shadowed", "jax would be imported from /"),
 ])
 def test_a_kernel_whose_import_would_differ_stops_there_and_asks_for_a_fresh_kernel(results, case, why):
-    from autograder.grader import launcher
+    from autograder.sandbox import launcher
 
     r = results[0][case]
     assert r["status"] == launcher.FRESH_KERNEL_STATUS and "reached" not in r["out"], r  # stopped at the import

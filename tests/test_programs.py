@@ -1,10 +1,10 @@
-"""autograder.programs: exported programs read as parsed modules. What a learner names
+"""autograder.judge.programs: exported programs read as parsed modules. What a learner names
 (scopes, functions, arguments) never changes a fact; the operations do."""
 from __future__ import annotations
 
 import pytest
 
-from autograder import programs
+from autograder.judge import programs
 from autograder.judge import ensure_judge_devices
 
 ensure_judge_devices()  # before JAX starts (at collection): the shard_map test meshes 4 devices
@@ -55,7 +55,7 @@ import jax
 jax.config.update("jax_num_cpu_devices", 8)
 from jax import export
 from jax.sharding import PartitionSpec as P
-from autograder import programs
+from autograder.judge import programs
 
 mesh = jax.make_mesh((4,), ("d",), axis_types=(jax.sharding.AxisType.Auto,))
 

@@ -1,7 +1,7 @@
 """The program runner: learner programs run in a contained child process, never in the grader.
 
 Each test exports a small program here (exporting runs nothing) and runs it through
-:class:`autograder.runner.ProgramRunner`, or through the judge's :class:`Exported` (which checks
+:class:`autograder.judge.runner.ProgramRunner`, or through the judge's :class:`Exported` (which checks
 the allow-list first). A crash, a hang and a memory hog lose only their own call; the runner
 comes back for the next one.
 """
@@ -15,9 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autograder import judge, sandbox
+from autograder import judge
+from autograder.sandbox import containment as sandbox
 from autograder.feedback import ExerciseFailure
-from autograder.runner import ProgramFailure, ProgramRunner
+from autograder.judge.runner import ProgramFailure, ProgramRunner
 
 AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0 and bool(shutil.which("unshare"))
 
@@ -206,7 +207,7 @@ def test_a_grading_process_keeps_one_runner_warm_across_notebooks(tmp_path):
     the notebook, and leaves it running for the next notebook (a crash or a timeout restarts it)."""
     import nbformat
 
-    from autograder import runner as runner_mod
+    from autograder.judge import runner as runner_mod
 
     nb = nbformat.v4.new_notebook()
     first, second = judge.JudgeStep(tmp_path), judge.JudgeStep(tmp_path)

@@ -21,7 +21,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.course import test_cells as source_tests
+from autograder.common.course import test_cells as source_tests
 from conftest import (ROOT, course_in_0700, grade_saving, printed, released_notebook, run_grader,
                       solution_notebook)
 
@@ -504,7 +504,7 @@ LEARNER = [  # (case, environment): a learner's laptop is never refused, whateve
 
 @pytest.mark.parametrize("case,env", LEARNER, ids=[c[0] for c in LEARNER])
 def test_without_root_the_kernel_runs_in_a_process_group_as_before(monkeypatch, case, env):
-    from autograder import sandbox
+    from autograder.sandbox import containment as sandbox
 
     monkeypatch.delenv("AUTOGRADER_SANDBOX", raising=False)
     for k, v in env.items():
@@ -560,8 +560,8 @@ def test_a_temporary_folder_with_a_long_path_still_grades_contained(tmp_path):
 
 
 def test_no_short_temporary_folder_is_a_clear_message(monkeypatch):
-    from autograder import sandbox
-    from autograder.course import GradingError
+    from autograder.sandbox import containment as sandbox
+    from autograder.common.course import GradingError
 
     monkeypatch.setattr(sandbox.tempfile, "gettempdir", lambda: "/" + "d" * 120)
     monkeypatch.setattr(sandbox.os, "access", lambda *a, **k: False)
@@ -584,7 +584,7 @@ print(json.dumps({"root": sorted(os.listdir("/")), "env": sorted(os.environ),
 def _in_view(tmp_path, cmd, monkeypatch=None, extra_ro=()):
     """Run ``cmd`` the way a contained kernel starts (the sandbox's wrap, the kernel's environment),
     in a box under ``tmp_path`` (pytest's 0700 temporary folder)."""
-    from autograder import sandbox
+    from autograder.sandbox import containment as sandbox
 
     box = sandbox.open_sandbox(time.monotonic() + 60)
     assert box.contained, box.reason
@@ -610,8 +610,8 @@ def test_a_contained_kernel_sees_an_allow_list_of_files_and_variables(tmp_path, 
     its interpreter, the package and its box; its environment is KERNEL_ENV and its own HOME,
     TMPDIR and PATH. The same program run uncontained sees the course's solutions/ and the
     grader's variables (the control)."""
-    from autograder import sandbox
-    from autograder.grader.launcher import DEV, ETC, SYSTEM
+    from autograder.sandbox import containment as sandbox
+    from autograder.sandbox.containment.launcher import DEV, ETC, SYSTEM
 
     monkeypatch.setenv(SECRET_VAR, "s3cr3t")
     cmd = [sys.executable, "-c", _VIEW, str(ROOT / "solutions"), str(ROOT / "autograder")]
@@ -638,7 +638,7 @@ def test_a_contained_kernel_sees_an_allow_list_of_files_and_variables(tmp_path, 
 def test_a_file_the_sandbox_uid_cannot_read_is_named(tmp_path, monkeypatch):
     """Where the kernel's view cannot work (here a kept folder of mode 0700, as a Python installed
     with umask 077 would be), the launcher says which path, its mode and the fix, not 'namespaces'."""
-    from autograder import sandbox
+    from autograder.sandbox import containment as sandbox
 
     private = Path(tempfile.mkdtemp(prefix="private-python-", dir="/run" if os.access("/run", os.W_OK) else None))
     try:
@@ -659,7 +659,7 @@ def test_a_file_the_sandbox_uid_cannot_read_is_named(tmp_path, monkeypatch):
 def test_kill_all_kills_every_process_of_the_sandbox_uid_and_no_other():
     """``Sandbox.kill_all`` (``KILL_UID``, as that uid): a process of the uid in a session of
     its own dies, one of another uid does not; with none left it still says the sandbox ended."""
-    from autograder.grader.sandbox import Sandbox
+    from autograder.sandbox.containment.containment import Sandbox
 
     uid, other = 64993, 64992
     mine = subprocess.Popen(["sleep", "60"], user=uid, group=uid, extra_groups=[], start_new_session=True)
@@ -689,7 +689,7 @@ def test_a_script_run_from_its_cached_bytecode_runs_as_python_would_run_it(tmp_p
     an exception's exit status; its bytecode is written to __pycache__ and read from there."""
     import importlib.util
 
-    from autograder.grader.sandbox import script
+    from autograder.sandbox.containment.containment import script
 
     path = tmp_path / "tool.py"
     path.write_text("import sys\nprint(__name__, __file__ == sys.argv[0], sys.argv[1:], 'sys' in dir())\n"

@@ -15,7 +15,7 @@ import pytest
 
 from autograder import judge
 from autograder.judge import runner as runner_mod
-from autograder.runner import ProgramFailure
+from autograder.judge.runner import ProgramFailure
 
 # the forked processes use the runner's pipes only, never JAX
 pytestmark = pytest.mark.filterwarnings("ignore:.*fork.*:RuntimeWarning", "ignore:.*fork.*:DeprecationWarning")

@@ -1,4 +1,4 @@
-"""The kernel zygote (autograder.grader.sandbox.Zygote, launcher.py's "kernel zygote"): a batch's
+"""The kernel zygote (autograder.sandbox.containment.Zygote, launcher.py's "kernel zygote"): a batch's
 contained kernels are forks of one Python with ipykernel imported, and each is contained exactly
 as a kernel started fresh is; the zygote serves nothing but a sandbox's first process."""
 from __future__ import annotations
@@ -184,7 +184,7 @@ def _ask(zygote, request: dict, fds=(0, 1, 2)) -> dict:
 
 
 def test_the_zygote_serves_only_a_sandboxs_first_process():
-    from autograder.grader.sandbox import Zygote
+    from autograder.sandbox.containment.containment import Zygote
 
     zygote = Zygote.start()
     assert zygote is not None and zygote.ready()
@@ -216,7 +216,7 @@ def test_the_zygote_serves_only_a_sandboxs_first_process():
 
 
 def test_kernels_start_fresh_when_the_zygote_is_gone():
-    from autograder.grader import sandbox
+    from autograder.sandbox import containment as sandbox
 
     zygote = sandbox.Zygote.start()
     assert zygote is not None and zygote.ready()

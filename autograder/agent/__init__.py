@@ -2,8 +2,7 @@
 
 A package of three modules: this one (the dispatcher: :func:`serve`, :func:`handle`, ``_run``),
 :mod:`.config` (the JAX configuration requests run with) and :mod:`.fixtures` (the trusted
-functions a judge names with :class:`~autograder.wire.Fixture`). The old names
-``autograder.agent_config`` and ``autograder.fixtures`` are aliases of the last two.
+functions a judge names with :class:`~autograder.wire.Fixture`).
 
 The judge (:mod:`autograder.judge`) sends an ``execute_request`` of one fixed expression,
 ``__import__("autograder.agent").agent.serve(<JSON string literal>)``, and reads back one

@@ -3,7 +3,7 @@
 Each submission is graded by :func:`autograder.grader.pipeline.grade_notebook` in a grading process
 (forked from a warm parent: nbgrader imported once; each grades one notebook at a time), in its
 own temporary directory, with its own kernel under time, CPU and memory limits: as root, in the
-sandbox of :mod:`autograder.grader.sandbox`, otherwise in its own process group. A submission that crashes its
+sandbox of :mod:`autograder.sandbox.containment`, otherwise in its own process group. A submission that crashes its
 kernel, times out or cannot be read still gets a row (with the reason and zero for what could
 not be graded); one that kills its grading process is graded once more in a fresh one, and after
 a second death gets a row saying so: it never costs another notebook its grade, and no
@@ -14,13 +14,23 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from .course import GradingError
+from ..common.course import GradingError
 from .pipeline import DEFAULT_NOTEBOOK_TIMEOUT, grade_notebook
 from .result import Result, failed_result
-from .sandbox import (NAMESPACE, NONE, PROCESS_GROUP, check_once, check_settings, die_with_parent,
-                      limit_judge_memory, private_mounts, Zygote, use_zygote)
+from ..sandbox.containment import (
+    NAMESPACE,
+    NONE,
+    PROCESS_GROUP,
+    check_once,
+    check_settings,
+    die_with_parent,
+    limit_judge_memory,
+    private_mounts,
+    Zygote,
+    use_zygote,
+)
 from .submission import max_notebook_bytes
-from . import warm
+from . import startup
 
 
 def default_workers(n_jobs: int) -> int:
@@ -32,17 +42,20 @@ def default_workers(n_jobs: int) -> int:
 
 
 def _warm(parallel: bool) -> None:
-    """What a parallel batch imports once (:mod:`autograder.grader.warm`), before its grading
+    """What a parallel batch imports once (:mod:`autograder.grader.startup`), before its grading
     processes fork: each inherits it. One grading process (a learner's one-notebook command,
     ``--jobs 1``) imports nearly all of it itself, while its first kernel boots and runs."""
-    warm.kernel_side()
+    startup.kernel_side()
     if parallel:
-        warm.notebook_side()
-        warm.grading_side()
-        warm.judge_side()
-        from .. import allowlist, fixtures, judge, programs, runner, sandbox  # noqa: F401 - the judge's side
+        startup.notebook_side()
+        startup.grading_side()
+        startup.judge_side()
+        from .. import judge
+        from ..agent import fixtures  # noqa: F401 - the judge's side
+        from ..judge import allowlist, programs, runner  # noqa: F401
+        from ..sandbox import containment  # noqa: F401
 
-        warm.package_side()
+        startup.package_side()
         judge.ensure_judge_devices()  # before JAX starts: a grading process judges every chapter
 
 

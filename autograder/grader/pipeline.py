@@ -8,13 +8,13 @@ the checkout: each submission is graded in a temporary folder.
 
 ``BEFORE_RUN``, before a temporary folder exists:
 
-1. ``find_assignment`` (:mod:`~autograder.grader.course`): the assignment (the notebook's folder
+1. ``find_assignment`` (:mod:`~autograder.common.course`): the assignment (the notebook's folder
    name) and its source notebook (``solutions/<assignment>/``);
 2. ``read_json`` (:mod:`~autograder.grader.submission`): the file read (its size, its JSON).
 
 ``STEPS``, in this grading's temporary folder:
 
-3. ``open_box`` (:mod:`~autograder.grader.sandbox`): the kernel's containment (as root:
+3. ``open_box`` (:mod:`~autograder.sandbox.containment`): the kernel's containment (as root:
    namespaces, an allow-listed view and a uid of its own, or a refusal), its box and the
    assignment's data files in it;
 4. ``check_box``: the probe that a contained kernel can start in the box and cannot see the
@@ -22,7 +22,7 @@ the checkout: each submission is graded in a temporary folder.
 5. ``start_kernel`` (:mod:`~autograder.grader.execution`): the notebook's fresh kernel started,
    so that it boots while the next steps run (nothing is sent to it before ``execute``);
 6. ``read_notebook``: the JSON read as a notebook (nbformat: its schema, old formats upgraded);
-7. ``make_gradebook`` (:mod:`autograder.gradebook`): a scratch gradebook holding the source's
+7. ``make_gradebook`` (:mod:`autograder.grader.gradebook`): a scratch gradebook holding the source's
    cells (nbgrader's ``ClearSolutions`` -> ``ComputeChecksums`` -> ``SaveCells``, cached);
 8. ``sanitize_submission``: the submission sanitized as ``autograde`` does (edited, emptied,
    deleted, duplicated or retyped test cells restored from the source);
@@ -36,7 +36,7 @@ the checkout: each submission is graded in a temporary folder.
     (a variable they read set before their import) stops at that import, and the whole grading
     runs again on a fresh kernel (:class:`AgainFresh`);
 11. ``score``: each test's points from the judge's verdict alone (never from the kernel's replies
-    or outputs), through nbgrader's ``SaveAutoGrades`` (:func:`autograder.gradebook.save_autogrades`);
+    or outputs), through nbgrader's ``SaveAutoGrades`` (:func:`autograder.grader.gradebook.save_autogrades`);
 12. ``save_graded_copy``: the executed notebook, sanitized, for the formgrader (instructors only).
 
 The result (the JSON contract) and its human forms are :mod:`~autograder.grader.result`'s.
@@ -51,14 +51,24 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..gradebook import ensure_tools_on_path, import_nbgrader, nbgrader_resources, save_autogrades, scratch_gradebook
-from .course import GradingError, data_files, find_course_root, package_root, read_source, source_notebook
+from .gradebook import ensure_tools_on_path, import_nbgrader, nbgrader_resources, save_autogrades, scratch_gradebook
+from ..common.course import GradingError, data_files, find_course_root, package_root, read_source, source_notebook
 from .execution import early_kernel, kill_kernel, make_executor
 from .result import Result, zero_result
-from .sandbox import (DEFAULT_CPU_LIMIT, Sandbox, asks_fresh_kernel, check_sandbox, chown_tree,
-                      fresh_kernels, open_sandbox, probe_refusal, run_dir_base, zygote_in_use)
+from ..sandbox.containment import (
+    DEFAULT_CPU_LIMIT,
+    Sandbox,
+    asks_fresh_kernel,
+    check_sandbox,
+    chown_tree,
+    fresh_kernels,
+    open_sandbox,
+    probe_refusal,
+    run_dir_base,
+    zygote_in_use,
+)
 from .submission import read_json as read_json_of, read_submission, sanitize
-from . import warm
+from . import startup
 
 DEFAULT_CELL_TIMEOUT = 120
 DEFAULT_NOTEBOOK_TIMEOUT = 600
@@ -236,7 +246,7 @@ def box_checked(g: Grading) -> None:
 
 
 def execute(g: Grading) -> None:
-    warm.judge_side_in_background()  # the judge's JAX while the kernel runs (unless imported already)
+    startup.judge_side_in_background()  # the judge's JAX while the kernel runs (unless imported already)
     g.executor = make_executor(g.options.cell_timeout, g.deadline, g.options.cpu_limit, g.home, g.box,
                                g.box_dir, after_cells=[g.judge])  # f(live: execution.LiveKernel)
     g.nb, g.res = g.executor.preprocess(g.nb, g.res, km=g.kernel)

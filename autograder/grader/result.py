@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .course import find_course_root, source_notebook, test_cells
+from ..common.course import find_course_root, source_notebook, test_cells
 
 
 @dataclass

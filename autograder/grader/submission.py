@@ -17,10 +17,10 @@ import json
 import os
 from pathlib import Path
 
-from .course import GradingError
+from ..common.course import GradingError
 
 
-from . import settings
+from ..common import settings
 
 MAX_NOTEBOOK_MB = settings.BY_NAME["AUTOGRADER_MAX_NOTEBOOK_MB"].default  # larger is not read
 

@@ -18,7 +18,7 @@ One trusted file per assignment, ``solutions/<assignment>/judge.py``, holds one 
 
     import numpy as np
     import autograder as ag
-    from autograder.wire import AsJax
+    from autograder.judge import AsJax
 
     def test_double(k):
         double = k.fn("double")                      # a RemoteFunction
@@ -40,9 +40,8 @@ The package, by who uses what:
 - :mod:`.programs` (a program read as a parsed module), :mod:`.allowlist` (what a program
   may contain) and :mod:`.runner` (the contained process that runs it; also run as a script).
 
-Every name judges and the grader import from ``autograder.judge`` is here; the old names
-``autograder.runner``, ``autograder.programs``, ``autograder.allowlist`` and
-``autograder.channel`` are aliases of the modules.
+Every name a judge file imports is here: ``from autograder.judge import programs, Ref, Spec``
+(the channel's data markers of :mod:`autograder.wire` included).
 """
 from .._lazy import names_from as _names_from
 
@@ -69,6 +68,16 @@ __all__ = [
     "load_judge",
     "run_judge",
     "verdict",
+    "ProgramFailure",
+    "AsJax",
+    "Fixture",
+    "Key",
+    "Opaque",
+    "Ref",
+    "Sharded",
+    "Spec",
+    "as_jax",
+    "values",
 ]
 
 # imported on first use (autograder._lazy): a grading process starts its kernel and prepares
@@ -79,4 +88,6 @@ __getattr__, __dir__ = _names_from(__name__, {
     "kernel": ("Exported", "Kernel", "RemoteFunction"),
     "step": ("JUDGE_CPU_DEVICES", "JUDGE_THREADS", "NOT_DEFINED", "JudgeStep", "ensure_judge_devices",
              "is_test_cell", "judge_path", "judge_paths", "judge_tests", "load_judge", "run_judge", "verdict"),
+    "runner": ("ProgramFailure",),
+    ".wire": ("AsJax", "Fixture", "Key", "Opaque", "Ref", "Sharded", "Spec", "as_jax", "values"),  # autograder.wire
 })

@@ -10,10 +10,10 @@ its inputs on the program's mesh of virtual CPU devices (:data:`DEVICES`, the ju
 and runs it with JAX on CPU.
 
 Containment: as root, the child has the kernel's: its own uid from the sandbox's pool (a
-:class:`autograder.grader.sandbox.Sandbox` of its own), mount, PID and network namespaces, the
+:class:`autograder.sandbox.containment.Sandbox` of its own), mount, PID and network namespaces, the
 kernel's view of the files, a memory cap (a memory cgroup, else ``RLIMIT_DATA``), a CPU-time
 limit, death with the grading process; started by the same launcher as kernels
-(:meth:`Sandbox.wrap`, :func:`autograder.grader.sandbox.limited`). Without root, or where the operator
+(:meth:`Sandbox.wrap`, :func:`autograder.sandbox.containment.limited`). Without root, or where the operator
 turned the sandbox off, it is still a process of its own, with ``RLIMIT_DATA`` and the CPU-time
 limit. Every run has a wall-clock limit.
 
@@ -109,7 +109,7 @@ class ProgramRunner:
         self.box = None       # the child's Sandbox (a uid of its own), when contained
         self.proc = None
         self.info: dict = {}  # the child's ready message: pid, uid, devices
-        self.mode = ""        # the containment it runs with (autograder.grader.sandbox's words)
+        self.mode = ""        # the containment it runs with (autograder.sandbox.containment's words)
         self.starts = 0
         self._owner = os.getpid()  # a forked copy of this object never stops the original's child
         self._lock = threading.RLock()  # one run at a time, whichever test's thread asks
@@ -135,7 +135,7 @@ class ProgramRunner:
         """Start the child if none is running (returns at once: it gets ready on its own)."""
         import subprocess
 
-        from ..grader import sandbox
+        from ..sandbox import containment as sandbox
 
         if os.getpid() != self._owner:  # a copy from before a fork: this process's own is another
             raise ProgramFailure("The grader's program runner belongs to another process; please tell the "

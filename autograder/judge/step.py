@@ -11,7 +11,7 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
-from ..grader.course import CHECK_TAG
+from ..common.course import CHECK_TAG
 from .channel import REQUEST_TIMEOUT, Channel, ChannelError, LearnerError
 from .runner import DEVICES as RUNNER_DEVICES
 from .runner import ProgramFailure, ProgramRunner
@@ -276,7 +276,7 @@ class JudgeStep:
             try:
                 _iopub_ready(kc, time.monotonic() + 30)
                 from . import runner as runner_mod
-                from ..grader.warm import judge_side_ready
+                from ..grader.startup import judge_side_ready
 
                 judge_side_ready()  # JAX, imported while the kernel ran the notebook (one grading process)
                 ensure_judge_devices()  # before JAX starts (a no-op where it has)

@@ -2,7 +2,7 @@
 
 One ``test_<name>(k)`` per graded test cell; ``k`` is an :class:`autograder.judge.Kernel`.
 
-- ``primitive_names``: the learner's function is given functions of :mod:`autograder.fixtures`
+- ``primitive_names``: the learner's function is given functions of :mod:`autograder.agent.fixtures`
   (``Fixture`` markers: repeats, two arguments, a nested jit, ``cond``, ``scan``, captured
   constants) at arguments drawn from ``k.rng``; the reference is ``jax.make_jaxpr`` of the same
   fixture, traced here, compared in order.
@@ -23,10 +23,11 @@ import jax.numpy as jnp
 import numpy as np
 
 import autograder as ag
-from autograder import fixtures, programs
+from autograder.agent import fixtures
+from autograder.judge import programs
 from autograder.jaxprs import primitives_in
 from autograder.phases import numbers_in
-from autograder.wire import AsJax, Fixture, Ref, values
+from autograder.judge import AsJax, Fixture, Ref, values
 
 
 def _f32(x):

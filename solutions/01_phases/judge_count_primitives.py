@@ -1,7 +1,7 @@
 """The judge of 01_phases' ``count_primitives`` (trusted: runs in the grader, never in the kernel).
 
 ``count_primitives(f, *args)`` takes a function, so it cannot be exported: the learner's function
-is called in the kernel with functions of :mod:`autograder.fixtures` (``Fixture`` markers) that
+is called in the kernel with functions of :mod:`autograder.agent.fixtures` (``Fixture`` markers) that
 nest ``jit``, ``cond``, ``while_loop``, ``fori_loop``, ``scan`` and ``custom_jvp`` up to three
 levels deep, at arguments drawn from ``k.rng``. The reference is ``jax.make_jaxpr`` of the same
 fixture, traced here (the same JAX as the kernel), counted here. A wrong count is compared with
@@ -14,8 +14,8 @@ import jax
 import numpy as np
 
 import autograder as ag
-from autograder import fixtures
-from autograder.wire import AsJax, Fixture, values
+from autograder.agent import fixtures
+from autograder.judge import AsJax, Fixture, values
 
 try:
     from jax.extend import core as _core

@@ -8,16 +8,16 @@ as ``n``, and ``scale_by`` with ``factor`` traced accepts one (and scales by it)
 counts (one per distinct static value, none for new array values) and whether the name is a
 jitted function (it has ``lower``) are kernel-side claims: they can fail a test, never pass it.
 Every value that earns points comes from the learner's exported program (the configuration
-static, the data traced: :mod:`autograder.programs`), run here at float32, the exercises'
+static, the data traced: :mod:`autograder.judge.programs`), run here at float32, the exercises'
 dtype; the kernel's calls are fail-only checks beside them.
 """
 import jax
 import numpy as np
 
 import autograder as ag
-from autograder import programs
+from autograder.judge import programs
 from autograder.judge import LearnerError
-from autograder.wire import AsJax, Fixture, Ref
+from autograder.judge import AsJax, Fixture, Ref
 
 
 def _f32(x):

@@ -13,8 +13,8 @@ import jax
 import numpy as np
 
 import autograder as ag
-from autograder import programs
-from autograder.wire import AsJax, Fixture, Ref, Spec
+from autograder.judge import programs
+from autograder.judge import AsJax, Fixture, Ref, Spec
 
 ACTIVATIONS = ("relu", "tanh", "gelu")
 

@@ -2,7 +2,7 @@
 
 One ``test_<name>(k)`` per graded test cell; ``k`` is an :class:`autograder.judge.Kernel`.
 Every exercise here can be traced: the values that earn points come from the learner's
-exported program (one per input signature, :mod:`autograder.programs`), run by the judge on
+exported program (one per input signature, :mod:`autograder.judge.programs`), run by the judge on
 inputs drawn from ``k.rng`` (fresh at every grading) and compared with references computed
 here at the exercises' dtype, float32. Calls of the learner's Python in the kernel (eager) are
 kept where they see what a program cannot: an argument written in place, two calls that
@@ -12,9 +12,9 @@ What the kernel says can fail a test, never pass one: each such test also runs t
 import numpy as np
 
 import autograder as ag
-from autograder import programs
+from autograder.judge import programs
 from autograder.judge import LearnerError
-from autograder.wire import AsJax, Spec, values
+from autograder.judge import AsJax, Spec, values
 
 F32 = np.float32  # the exercises' dtype
 

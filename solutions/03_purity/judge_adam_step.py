@@ -1,7 +1,7 @@
 """The judge of 03_purity's ``adam_init``/``adam_step`` (trusted: runs in the grader, never in the kernel).
 
 The optimizer state is whatever ``adam_init`` returns (any pytree), so it never leaves the kernel:
-fixtures of :mod:`autograder.fixtures` chain it there.
+fixtures of :mod:`autograder.agent.fixtures` chain it there.
 
 - Values: all the steps, from ``adam_init``, are traced as ONE exported program
   (fixture ``adam_run``, ``adam_init`` and ``adam_step`` static, params, every step's grads and
@@ -20,8 +20,8 @@ import jax
 import numpy as np
 
 import autograder as ag
-from autograder import programs
-from autograder.wire import AsJax, Fixture, Ref, Spec
+from autograder.judge import programs
+from autograder.judge import AsJax, Fixture, Ref, Spec
 
 B1, B2, EPS = 0.9, 0.999, 1e-8
 RTOL, ATOL = 1e-4, 1e-6

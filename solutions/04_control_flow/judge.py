@@ -3,7 +3,7 @@
 One ``test_<name>(k)`` per graded test cell; ``k`` is an :class:`autograder.judge.Kernel`.
 Every exercise here can be traced, so every value compared and every fact about the program
 comes from the learner's exported program (``jax.export`` of ``jax.jit(f)``, one per input
-signature, :func:`autograder.programs.trace`), run by the judge on inputs drawn from ``k.rng``
+signature, :func:`autograder.judge.programs.trace`), run by the judge on inputs drawn from ``k.rng``
 (fresh at every grading) and read as a parsed module: ``collatz_steps``'s program must have a
 loop and take ``n`` as data, ``ema``'s must not grow with the length of ``xs`` (its operations
 counted at two lengths), ``piecewise``'s takes ``k`` as data (one program for every branch).
@@ -13,8 +13,8 @@ counts are kernel-side claims: they can fail a test, never pass one.
 import numpy as np
 
 import autograder as ag
-from autograder import programs
-from autograder.wire import Fixture, Ref, Spec
+from autograder.judge import programs
+from autograder.judge import Fixture, Ref, Spec
 
 
 F32 = np.float32  # the exercises' dtype
@@ -30,7 +30,7 @@ def _i32(n):
 
 def _jit_calls(name, arg_tuples):
     """``calls`` for a compile-count claim on ``jax.jit(name)`` (through the ``jit_call`` fixture)."""
-    from autograder.wire import as_jax
+    from autograder.judge import as_jax
 
     return [((Ref(name), *as_jax(args)), {}) for args in arg_tuples]
 

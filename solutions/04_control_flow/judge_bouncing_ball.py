@@ -4,15 +4,15 @@
 ``v0`` and ``dt`` float32 traced arguments); each exported program is run here on inputs drawn
 from ``k.rng`` and compared with a float64 NumPy reference (atol 1e-3), on inputs for which no
 bounce is decided within 1e-3 of the floor; the two programs, read as parsed modules
-(:mod:`autograder.programs`), must have the same number of operations. The compile count over
+(:mod:`autograder.judge.programs`), must have the same number of operations. The compile count over
 new values is a kernel-side claim: it can fail the test, never pass it.
 """
 import jax
 import numpy as np
 
 import autograder as ag
-from autograder import programs
-from autograder.wire import AsJax, Fixture, Ref, Spec
+from autograder.judge import programs
+from autograder.judge import AsJax, Fixture, Ref, Spec
 
 G, DAMPING, MARGIN, ATOL = 9.81, 0.8, 1e-3, 1e-3
 

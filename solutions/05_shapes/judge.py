@@ -2,7 +2,7 @@
 
 One ``test_<name>(k)`` per graded test cell; ``k`` is an :class:`autograder.judge.Kernel`.
 Every value and every shape judged for the traced exercises comes from the learner's program
-exported into the judge at abstract shapes (:mod:`autograder.programs`: a shape that depends on
+exported into the judge at abstract shapes (:mod:`autograder.judge.programs`: a shape that depends on
 the data cannot be exported, and the program's output shape must follow from the input shapes;
 one program per input shape, with the data traced, is one compile for any data of that shape),
 run here on inputs drawn from ``k.rng`` (fresh at every grading) against NumPy references, at
@@ -13,10 +13,10 @@ chapter's kernel over those lengths is a kernel-side claim, an extra only.
 import numpy as np
 
 import autograder as ag
-from autograder import programs
+from autograder.judge import programs
 from autograder.judge import LearnerError
 from autograder.shapes import _data_dependent_shape
-from autograder.wire import AsJax, Fixture, Ref, Spec
+from autograder.judge import AsJax, Fixture, Ref, Spec
 
 BUCKETS = (16, 32, 64, 128, 256)
 

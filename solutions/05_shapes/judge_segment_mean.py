@@ -10,9 +10,9 @@ is a kernel-side claim: it can fail the test, never pass it.
 import numpy as np
 
 import autograder as ag
-from autograder import programs
+from autograder.judge import programs
 from autograder.shapes import _data_dependent_shape
-from autograder.wire import AsJax, Fixture, Ref, Spec
+from autograder.judge import AsJax, Fixture, Ref, Spec
 
 
 def _reference(values, ids, num_segments):

@@ -2,7 +2,7 @@
 
 One ``test_<name>(k)`` per graded test cell; ``k`` is an :class:`autograder.judge.Kernel`.
 
-- ``honest_time`` takes a function, so the judge hands it fixtures of :mod:`autograder.fixtures`
+- ``honest_time`` takes a function, so the judge hands it fixtures of :mod:`autograder.agent.fixtures`
   whose true cost is known here: a function slow to trace under ``jax.jit`` (compilation must
   stay out of the number), and :class:`autograder.timing.SimulatedDevice` functions whose
   results are ready only some time after the call returns (the work must be counted, each
@@ -14,7 +14,7 @@ One ``test_<name>(k)`` per graded test cell; ``k`` is an :class:`autograder.judg
   program is exported with every argument traced (a learning rate marked static fails to
   trace: it would compile again for each value) and read here: the top level of the module's
   ``main`` is what one call dispatches (one ``call`` of a jitted function, or several, or
-  eager operations), read from the parsed module (:mod:`autograder.programs`); the values that
+  eager operations), read from the parsed module (:mod:`autograder.judge.programs`); the values that
   earn points are that same program's, run here on fresh inputs (float32, the exercise's dtype).
   Eager calls in the kernel stay as fail-only checks.
 """
@@ -25,8 +25,8 @@ import time
 import numpy as np
 
 import autograder as ag
-from autograder import programs
-from autograder.wire import AsJax, Opaque, Ref, Spec
+from autograder.judge import programs
+from autograder.judge import AsJax, Opaque, Ref, Spec
 
 # One test at a time (autograder.judge.run_judge): honest_time's test reads wall times around the
 # kernel's work, which another test's requests or programs beside it would lengthen.

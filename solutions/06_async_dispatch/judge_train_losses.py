@@ -5,7 +5,7 @@ values and the structure graded come from the learner's exported programs (``k.e
 under ``jax.jit``, so ``float()``, ``.item()`` or ``np.asarray`` of a traced loss fails there):
 one program per number of steps, each run here on the judge's own inputs (``loops=True``: the
 exercise needs a loop inside the program) and compared with the judge's float64 copy of the
-notebook's ``sgd_step``; the programs read as parsed modules (:mod:`autograder.programs`) have
+notebook's ``sgd_step``; the programs read as parsed modules (:mod:`autograder.judge.programs`) have
 the same number of operations at two step counts (the loop is inside, not unrolled). Kernel
 claims, which can only fail the test: one trace of ``jax.jit(train_losses)`` for new values of one
 shape (its outputs checked here), and no host transfer (the guard fires on GPU and TPU only).
@@ -14,9 +14,9 @@ The direct call must return a ``jax.Array`` of the right values.
 import numpy as np
 
 import autograder as ag
-from autograder import programs
+from autograder.judge import programs
 from autograder.feedback import explain_error
-from autograder.wire import Fixture, Ref, Spec, as_jax
+from autograder.judge import Fixture, Ref, Spec, as_jax
 
 LR = 0.1  # the notebook's sgd_step
 

@@ -10,7 +10,7 @@ structure) and the exported program is run here; its jitted traces over new valu
 learning rates are also counted by a fixture, with the outputs checked here.
 
 A ``Linear`` instance cannot cross the channel (a learner class), so fixtures of
-:mod:`autograder.fixtures` build the layers in the kernel from arrays drawn here and return
+:mod:`autograder.agent.fixtures` build the layers in the kernel from arrays drawn here and return
 data: outputs (direct, after a flatten/unflatten round trip, jitted), leaves (a string child
 comes back as a string, an unregistered layer as an opaque object), the gradient's leaves;
 all compared here with references computed here. Kernel-side observations: treedef equality
@@ -20,11 +20,11 @@ round trip's type.
 import numpy as np
 
 import autograder as ag
-from autograder import programs
+from autograder.judge import programs
 from autograder.feedback import explain_error
 from autograder.judge import LearnerError
 from autograder.pytrees import call_on_tree, describe
-from autograder.wire import AsJax, Opaque, Ref, values
+from autograder.judge import AsJax, Opaque, Ref, values
 
 
 def _f32(rng, *shape):

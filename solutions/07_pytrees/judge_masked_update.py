@@ -7,14 +7,14 @@ structure graded come from the learner's exported program (``k.export``, with ev
 structure), run here on the judge's inputs: frozen leaves must come back bit for bit (``-0.0``,
 ``inf`` and ``nan`` included, with gradients that are ``inf``, ``nan`` or negative), trainable
 ones as ``p - lr * g`` within float32's tolerance; the program has no loop and no callback
-(:mod:`autograder.programs`). The jitted function is also called in the kernel on new masks
+(:mod:`autograder.judge.programs`). The jitted function is also called in the kernel on new masks
 (the trace count, a claim, may only fail the test; its outputs are checked here too).
 """
 import numpy as np
 
 import autograder as ag
-from autograder import programs
-from autograder.wire import AsJax, Fixture, Ref, Spec
+from autograder.judge import programs
+from autograder.judge import AsJax, Fixture, Ref, Spec
 
 # Prefix masks over one parameter structure (a bool leaf stands for the subtree under it).
 _STRUCTURE = {"encoder": {"w": (3, 4), "b": (4,)}, "head": {"w": (4, 2), "b": (2,)}, "scale": (2,)}

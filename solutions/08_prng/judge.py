@@ -8,7 +8,7 @@ shapes, zero biases and per-layer scale, noisy_batch's rows keep their noise whe
 cut. Statistical checks use bounds that fail a correct answer with probability below 1e-11
 each (Hoeffding for a fraction, Laurent-Massart for a chi-square, a Gaussian tail for a mean),
 since the inputs are fresh at every grading. Every value judged comes from the learner's
-exported program (:mod:`autograder.programs`; the key as raw ``uint32[2]`` data, the judge's
+exported program (:mod:`autograder.judge.programs`; the key as raw ``uint32[2]`` data, the judge's
 own keys fed to it; ``rate`` and ``sizes`` static), run here; noisy_batch with
 ``jax_threefry_partitionable`` off too (the flag is read while tracing: that program is
 exported through the ``threefry_jit_call`` fixture, which turns it off). Kernel-side claims:
@@ -18,8 +18,8 @@ reuse also has an outside symptom, same-shaped layers with the same numbers, che
 import numpy as np
 
 import autograder as ag
-from autograder import programs
-from autograder.wire import AsJax, Fixture, Key, Ref, Spec
+from autograder.judge import programs
+from autograder.judge import AsJax, Fixture, Key, Ref, Spec
 
 _TAIL = float(np.log(1e11))  # each statistical bound fails a correct answer with p < 1e-11
 

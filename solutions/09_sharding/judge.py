@@ -2,14 +2,14 @@
 
 One ``test_<name>(k)`` per graded test cell; ``k`` is an :class:`autograder.judge.Kernel`.
 The exercises take kernel-side objects (a mesh, ``jax.set_mesh``), so the judge calls them
-through fixtures of :mod:`autograder.fixtures` (``k.call(Fixture(...), Ref(name), ...)``) that
+through fixtures of :mod:`autograder.agent.fixtures` (``k.call(Fixture(...), Ref(name), ...)``) that
 build those objects, call the learner's function and return data: the output's values, where
 its pieces live (device ids and index ranges), the spec in its type. Placements and values are
 checked here against references computed here, on inputs drawn from ``k.rng``.
 
 ``global_mean``'s and ``jax.jit(explicit_matmul)``'s traced programs also come out of the
 kernel through ``jax.export``: the judge reads the first as a parsed module (a ``shard_map``
-region, a collective: :mod:`autograder.programs`, never the printed text) and
+region, a collective: :mod:`autograder.judge.programs`, never the printed text) and
 runs both on its own devices on new values (the second on its own explicit mesh: the
 sharding in the output's type is seen here). Where an output's placement is known only from
 the kernel's data (``shard_rows``'s ``device_put``, the eager ``explicit_matmul``), it is a
@@ -23,9 +23,9 @@ devices, asked for when this file loads).
 import numpy as np
 
 import autograder as ag
-from autograder import programs
+from autograder.judge import programs
 from autograder.judge import JUDGE_CPU_DEVICES as DEVICES, ensure_judge_devices
-from autograder.wire import AsJax, Fixture, Ref, Sharded
+from autograder.judge import AsJax, Fixture, Ref, Sharded
 
 
 def _judge_devices():
@@ -233,7 +233,7 @@ def test_explicit_matmul(k):
 
 def _exported(data, what, idea="explicit_sharding"):
     """The learner's exported program (base64 of ``jax.export``'s bytes), read here as a parsed
-    module (:mod:`autograder.programs`; ``program.facts``); host callbacks are refused (no
+    module (:mod:`autograder.judge.programs`; ``program.facts``); host callbacks are refused (no
     learner Python ever runs in the judge)."""
     import base64
 

@@ -1,10 +1,10 @@
 """The judge of 09_sharding's ``tp_mlp`` (trusted: runs in the grader, never in the learner's kernel).
 
 ``tp_mlp(x, w1, w2, mesh)`` takes a mesh, a kernel-side object, so the fixture ``tp_mlp_on`` of
-:mod:`autograder.fixtures` builds the 2 x 4 mesh ``("data", "model")`` of automatic axes, places
+:mod:`autograder.agent.fixtures` builds the 2 x 4 mesh ``("data", "model")`` of automatic axes, places
 the judge's arrays on it, calls ``tp_mlp`` directly and exports ``jax.jit(lambda x, w1, w2:
 tp_mlp(x, w1, w2, mesh))``. Everything graded comes from that one exported program: its
-parsed module (:mod:`autograder.programs`: a manual region, i.e. ``shard_map``; no loop), and
+parsed module (:mod:`autograder.judge.programs`: a manual region, i.e. ``shard_map``; no loop), and
 the program compiled and run by the grader's contained program runner on a 2 x 4 mesh of CPU
 devices, on new inputs placed as the exercise lays them out: its values, and its collectives as
 XLA compiled them (by HLO opcode: exactly one all-reduce, no all-gather, reduce-scatter,
@@ -15,9 +15,9 @@ program's).
 import numpy as np
 
 import autograder as ag
-from autograder import programs
-from autograder.runner import ProgramFailure
-from autograder.wire import Ref
+from autograder.judge import programs
+from autograder.judge import ProgramFailure
+from autograder.judge import Ref
 
 
 def _reference(x, w1, w2):
@@ -34,7 +34,7 @@ def _tolerance(x, w1, w2):
 
 def _fixture(k, *args, what):
     from autograder.judge import ChannelError
-    from autograder.wire import Fixture
+    from autograder.judge import Fixture
 
     res = ag.call(lambda *a: k.call(Fixture("tp_mlp_on"), *a), *args, what=what)
     ok = isinstance(res, dict) and all(key in res for key in ("out", "placement", "mesh", "mesh_shape"))

@@ -8,7 +8,7 @@ same key giving the same values and different keys different ones, the losses go
 the final loss on all the data (computed here with the judge's own copy of the model) against
 plain minibatch SGD written out in NumPy here (within 1.5x + 1e-3 of the median of three runs).
 Every value judged comes from the learner's exported program (``steps`` static, the key, the
-parameters, the data and ``lr`` traced; :mod:`autograder.programs`), run here with the judge's
+parameters, the data and ``lr`` traced; :mod:`autograder.judge.programs`), run here with the judge's
 own keys; its operations, read from the parsed module at two values of ``steps``, must not grow
 (no unrolled Python loop), and it must trace without pulling a value to the host and contain no
 host callback. Kernel-side claims, fail-only: no key consumed twice (JAX's key-reuse checker)
@@ -17,8 +17,8 @@ and one trace for new keys and learning rates.
 import numpy as np
 
 import autograder as ag
-from autograder import programs
-from autograder.wire import AsJax, Fixture, Key, Ref, Spec
+from autograder.judge import programs
+from autograder.judge import AsJax, Fixture, Key, Ref, Spec
 
 BATCH = 32  # the notebook's given BATCH
 _STEPS, _LR = 60, 0.1

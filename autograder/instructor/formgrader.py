@@ -28,7 +28,7 @@ class CourseAutograde(Preprocessor):
     def preprocess(self, nb, resources):
         import nbformat
 
-        from .instructor import Course, autograde
+        from . import Course, autograde
 
         info = resources["nbgrader"]
         student, assignment = info["student"], info["assignment"]

@@ -115,3 +115,10 @@ def data_files(source: Path):
 def is_judge_file(name: str) -> bool:
     """``judge.py`` or ``judge_<exercise>.py``: trusted tests, never where a kernel can read them."""
     return name == JUDGE or (name.startswith("judge_") and name.endswith(".py"))
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    path = Path(base) / "jax-course-autograder"
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)  # template gradebooks hold hidden tests
+    return path

@@ -47,7 +47,7 @@ def notebook_side() -> None:
 
 
 def grading_side() -> None:
-    from ..gradebook import import_nbgrader
+    from .gradebook import import_nbgrader
 
     import_nbgrader()  # its packages' names load when first used: these, here, before a fork
     import nbformat  # noqa: F401
@@ -136,6 +136,6 @@ def _validator_ready():
 
 
 def _kernelspec_ready():
-    from .sandbox import kernel_specs
+    from ..sandbox.containment import kernel_specs
 
     kernel_specs().get_kernel_spec("python3")  # imports ipykernel's kernelspec

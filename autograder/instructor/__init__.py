@@ -41,9 +41,9 @@ import zipfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from .course import assignments, find_course_root, source_notebook
-from .gradebook import STUDENT, build_gradebook
-from .result import zero_result
+from ..common.course import assignments, find_course_root, source_notebook
+from ..grader.gradebook import STUDENT, build_gradebook
+from ..grader.result import zero_result
 
 
 class Course:
@@ -184,7 +184,7 @@ def course_gradebook(db_url: str):
     done under the lock too."""
     from nbgrader.api import Gradebook
 
-    from .gradebook import ensure_tools_on_path
+    from ..grader.gradebook import ensure_tools_on_path
 
     ensure_tools_on_path()
     _lazy_alembic_version()
@@ -287,7 +287,7 @@ def collect(folder, assignment: str, course: Course) -> list[tuple[str, Path]]:
     student id are reported on stderr and skipped."""
     if assignment not in course.assignments():
         raise SystemExit(f"unknown assignment {assignment!r}; known: {', '.join(course.assignments())}")
-    from .submission import max_notebook_bytes
+    from ..grader.submission import max_notebook_bytes
 
     limit = max_notebook_bytes()  # more is not read by the grader: never copied whole here
     collected = []
@@ -458,8 +458,8 @@ def _reusable(course: Course, student: str, assignment: str, fingerprint: str) -
 def _unusable(notebook: Path) -> str | None:
     """Why the submitted file is not a notebook the grader can read (a grade of zero: the
     submission's own fault), or None."""
-    from .course import GradingError
-    from .submission import read_submission
+    from ..common.course import GradingError
+    from ..grader.submission import read_submission
 
     try:
         read_submission(notebook)
@@ -505,9 +505,9 @@ def autograde(course: Course, assignments=None, workers=None, progress=True, reg
 
     Safe to run while other ``autograde``/``export`` runs use the same gradebook (see the module's
     docstring). A submission whose result is current is not graded again unless ``regrade``."""
-    from .batch import grade_many, summary
-    from .gradebook import ensure_tools_on_path
-    from .result import Result
+    from ..grader.batch import grade_many, summary
+    from ..grader.gradebook import ensure_tools_on_path
+    from ..grader.result import Result
 
     ensure_tools_on_path()
     check_gradebook(course.db_url)

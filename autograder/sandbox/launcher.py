@@ -1,7 +1,7 @@
 """The sandbox's launcher: run as root inside the kernel's new namespaces, it builds the kernel's
 view of the file system, drops to the sandbox uid and executes the kernel.
 
-Started by :meth:`autograder.sandbox.Sandbox.wrap` as ``unshare --mount --propagation private
+Started by :meth:`autograder.sandbox.containment.Sandbox.wrap` as ``unshare --mount --propagation private
 --pid --net --fork --kill-child -- python -I .../launch.py run [options] -- KERNEL...``; this
 file then runs as PID 1 of a new PID namespace, in a private mount namespace and a network
 namespace with nothing but a loopback interface that is down (the kernel talks to the grader
@@ -39,7 +39,7 @@ PID 1 of the namespace, passes on the signals it receives and exits with the ker
 "kernel"): it exits non-zero, saying why, unless ipykernel and the ``autograder`` package import,
 the home folder is writable, and the paths given cannot be read.
 
-``limits``: started by the grading process (see :func:`autograder.sandbox.limited`), before
+``limits``: started by the grading process (see :func:`autograder.sandbox.containment.limited`), before
 ``unshare`` or, without a sandbox, the kernel itself: it asks to die with that process
 (``PR_SET_PDEATHSIG``, kept across ``execve``), lifts the grading process's own soft limit on
 data memory, sets the CPU-time limit and no core dumps (and, with ``--nice``, a lower

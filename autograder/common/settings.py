@@ -1,9 +1,9 @@
 """Every ``AUTOGRADER_*`` setting, read here and nowhere else: its default and a line of help.
 
 An operator sets them in the grader's environment; ``python -m autograder settings`` lists them
-with their values. A setting that does not parse is a :class:`~autograder.grader.errors.GradingError`
+with their values. A setting that does not parse is a :class:`~autograder.common.errors.GradingError`
 naming it and what it must be (:func:`check`: once per command, before anything is graded).
-Kernels never see them (their environment is an allow-list: :data:`autograder.sandbox.KERNEL_ENV`),
+Kernels never see them (their environment is an allow-list: :data:`autograder.sandbox.containment.KERNEL_ENV`),
 except ``AUTOGRADER_KERNEL_TAG``.
 """
 from __future__ import annotations
@@ -66,7 +66,7 @@ BY_NAME = {s.name: s for s in SETTINGS}
 def raw(name: str) -> str:
     """The setting as the environment gives it, stripped ('' when unset)."""
     if name not in BY_NAME:
-        raise KeyError(f"{name} is not a setting of autograder.settings")
+        raise KeyError(f"{name} is not a setting of autograder.common.settings")
     return os.environ.get(name, "").strip()
 
 

@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .course import test_cells
+from ..common.course import cache_dir, test_cells
 
 STUDENT = "learner"
 
@@ -193,13 +193,6 @@ def build_gradebook(source_path: Path, assignment: str, db_url: str):
                SaveCells, ClearHiddenTests, ComputeChecksums):
         nb, res = pp().preprocess(nb, res)
     return nb
-
-
-def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    path = Path(base) / "jax-course-autograder"
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)  # template gradebooks hold hidden tests
-    return path
 
 
 def template_gradebook(source: Path, assignment: str) -> Path:

@@ -1,7 +1,7 @@
 """How a submission's kernel is contained.
 
 As root, each kernel is started by ``unshare --mount --propagation private --pid --net --fork
---kill-child`` running :mod:`autograder.grader.launcher`, which builds the kernel's view of the files from
+--kill-child`` running :mod:`autograder.sandbox.launcher`, which builds the kernel's view of the files from
 an empty root: an allow-list of the system's folders and a few files of ``/etc``, the interpreter
 (:func:`kernel_paths`: the venv and its base Python wherever they live, ``/root/.pyenv``, a conda
 environment or ``/usr``) and the ``autograder`` package read-only, and the submission's own box
@@ -33,9 +33,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .course import GradingError, package_root
+from ..common.course import GradingError, package_root
 
-from . import settings
+from ..common import settings
 
 DEFAULT_CPU_LIMIT = 1800      # CPU seconds for one kernel (all its threads)
 DEFAULT_MEMORY_MB = settings.BY_NAME["AUTOGRADER_MEMORY_MB"].default
@@ -76,7 +76,7 @@ def sandbox_disabled() -> bool:
 
 
 def setting(name: str, default=None, what: str = "", kind=int, minimum=None):
-    """The operator's setting ``name``, checked (:func:`autograder.settings.get`; the other
+    """The operator's setting ``name``, checked (:func:`autograder.common.settings.get`; the other
     arguments are kept for old callers: the settings module has each one's default)."""
     return settings.get(name)
 
@@ -293,7 +293,7 @@ def die_with_parent():
     a judge-side program would spin at full CPU). Prepared here, in the parent: the child loads
     nothing (an import in a forked child can wait forever on a lock another thread held at the
     fork), and it can tell whether this process ended before the request took effect. The same
-    request as the launcher's (:func:`autograder.grader.launcher.die_with_parent`), which kernels make
+    request as the launcher's (:func:`autograder.sandbox.launcher.die_with_parent`), which kernels make
     after their ``execve``. Elsewhere than Linux, a function that does nothing."""
     if not sys.platform.startswith("linux"):
         return lambda: None
@@ -747,7 +747,7 @@ def _hidden_paths(root: Path | None, submission: Path | None, extra=()) -> list[
     (the folders of a batch's other submissions). The kernel's view is an allow-list, so none of
     them is in it; one that lies inside a kept folder (a course inside a conda environment) is
     emptied there by the launcher."""
-    from ..gradebook import cache_dir
+    from ..common.course import cache_dir
 
     paths = [tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm", "/run/lock",
              "/dev/mqueue", cache_dir()]  # the template gradebooks hold the source's cells
@@ -865,7 +865,7 @@ def check_once(root: Path | None = None) -> None:
 def _probe_sandbox(box: Sandbox, home: Path, workdir: Path, secrets) -> str:
     import subprocess
 
-    # The launcher by path, not ``-m autograder.grader.launcher``: importing the package first
+    # The launcher by path, not ``-m autograder.sandbox.launcher``: importing the package first
     # (NumPy, nbformat) cost the probe 0.2 s of CPU, beside the kernel's start; ``check`` itself
     # looks for the package on the kernel's path (PYTHONPATH) without importing it.
     probe = box.wrap([sys.executable, *script(_LAUNCH), "check", f"--home={home}",
