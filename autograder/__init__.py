@@ -69,6 +69,7 @@ __all__ = [
     "check_spec_in_type",
     "Review",
     "review",
+    "show_phases",
     "check_my_answers",
     "passed",
 ]
@@ -89,6 +90,7 @@ __getattr__, __dir__ = _names_from(__name__, {
     "phases": ("captured_stdout", "check_prints_values"),
     "sharding": ("check_sharding", "check_spec_in_type"),
     "review": ("Review", "review"),
+    "show_phases": ("show_phases",),
     "selfcheck": ("check_my_answers", "passed"),
 })
 

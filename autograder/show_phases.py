@@ -1,0 +1,402 @@
+"""``show_phases(f, *args)``: what JAX did for one call of ``f``, phase by phase.
+
+JAX runs a jitted call in four phases: it *traces* the Python function to a jaxpr, *lowers* the
+jaxpr to StableHLO, *compiles* that with XLA, and *executes* the compiled program. Each of the
+first three is cached, keyed by the call's abstract signature (shapes, dtypes, weak types, the
+static arguments' values, the pytree structure). :func:`show_phases` runs the phases with JAX's
+own ahead-of-time stages, each timed::
+
+    traced = jax.jit(f).trace(*args)     # the jaxpr
+    lowered = traced.lower()             # StableHLO
+    compiled = lowered.compile()         # cost_analysis(), memory_analysis()
+    jax.jit(f)(*args)                    # the call, executed
+
+and shows what came out of each: the jaxpr, the StableHLO (collapsed), the compiled module's cost
+and memory analysis, and a timeline with a bar per phase. Which phases *ran* is JAX's own word:
+the events JAX records when it traces, lowers or compiles (``jax.monitoring``); a stage that
+records none was answered from JAX's cache. Called again for the same function, it says which
+phases ran again and why: the argument whose shape or dtype changed, the static argument whose
+value is new, compared with the previous call, and JAX's own explanation of the miss
+(``jax_explain_cache_misses``).
+
+In a notebook the result renders as an ipywidgets view (ipywidgets 7 and 8); elsewhere as text
+(``print(view)``) or HTML (a static page).
+"""
+from __future__ import annotations
+
+import html
+import inspect
+import threading
+import time
+import weakref
+from dataclasses import dataclass, field
+
+PHASES = ("trace", "lower", "compile", "execute")
+# the event JAX records when a phase really runs (jax.monitoring); none: the phase was a cache hit
+_EVENTS = {
+    "/jax/core/compile/jaxpr_trace_duration": "trace",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
+    "/jax/core/compile/backend_compile_duration": "compile",
+}
+_DOING = {"trace": "traced", "lower": "lowered", "compile": "compiled", "execute": "executed"}
+_COLOUR = {"trace": "#0969da", "lower": "#8250df", "compile": "#bf3989", "execute": "#1a7f37", "hit": "#afb8c1"}
+_WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+_recording = threading.local()
+
+
+def _listener(event, duration=None, *args, **kwargs):
+    for seen in getattr(_recording, "stack", ()):
+        phase = _EVENTS.get(event)
+        if phase is not None:
+            seen[phase] = seen.get(phase, 0.0) + float(duration or 0.0)
+
+
+def _ensure_listener():
+    # the mark lives on the function (as in autograder.compilation): a grader that restores
+    # module globals must not register it twice
+    if not getattr(_listener, "registered", False):
+        import jax.monitoring
+
+        jax.monitoring.register_event_duration_secs_listener(_listener)
+        _listener.registered = True
+
+
+class _Events:
+    """The phases JAX reported running (with JAX's own durations) while active, this thread."""
+
+    def __enter__(self):
+        _ensure_listener()
+        self.seen = {}
+        _recording.stack = [*getattr(_recording, "stack", ()), self.seen]
+        return self.seen
+
+    def __exit__(self, *exc):
+        _recording.stack = [s for s in _recording.stack if s is not self.seen]
+        return False
+
+
+@dataclass
+class _History:
+    """What :func:`show_phases` remembers of one function: its jit and the calls' signatures."""
+    jitted: object
+    signatures: list = field(default_factory=list)
+
+
+_HISTORY: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_STRONG: dict = {}  # functions that cannot be weakly referenced
+
+
+def _history(f, static_argnums, static_argnames) -> _History:
+    import jax
+
+    key = (static_argnums, static_argnames)
+    try:
+        per_f = _HISTORY.setdefault(f, {})
+    except TypeError:
+        per_f = _STRONG.setdefault(f, {})
+    if key not in per_f:
+        jitted = f if hasattr(f, "trace") and hasattr(f, "lower") else \
+            jax.jit(f, static_argnums=static_argnums, static_argnames=static_argnames)
+        per_f[key] = _History(jitted)
+    return per_f[key]
+
+
+def _parameters(f) -> list[str]:
+    """The names of ``f``'s positional parameters (empty where it has no signature)."""
+    try:
+        return [p.name for p in inspect.signature(f).parameters.values()
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return []
+
+
+def _type_of(leaf) -> str:
+    """A leaf's abstract type as jit keys its cache on it: ``float32[4,3]``, with
+    ``(weak)`` for a weakly typed value (a Python scalar)."""
+    import jax
+
+    try:
+        aval = jax.typeof(leaf) if hasattr(jax, "typeof") else jax.core.get_aval(leaf)
+        dtype, shape, weak = aval.dtype, aval.shape, getattr(aval, "weak_type", False)
+    except Exception:  # noqa: BLE001 - not an array: jit will say so when it traces
+        return f"{type(leaf).__name__} (not an array)"
+    text = f"{dtype}[{','.join(map(str, shape))}]"
+    return text + " (weak)" if weak else text
+
+
+def _signature(f, args, kwargs, static_argnums, static_argnames) -> dict:
+    """``{argument path: description}`` of one call, as jit's cache key sees it: a static
+    argument's value, or each array leaf's abstract type (``x``, ``params['w']``)."""
+    import jax
+
+    params = _parameters(f)
+    static = {params[i] for i in static_argnums if -len(params) <= i < len(params)} | set(static_argnames)
+    static_positions = {i % len(args) for i in static_argnums if -len(args) <= i < len(args)}
+    named = [(params[i] if i < len(params) else f"arg{i}", i in static_positions, value)
+             for i, value in enumerate(args)]
+    named += [(name, False, value) for name, value in kwargs.items()]
+    sig = {}
+    for name, is_static, value in named:
+        if is_static or name in static:
+            sig[name] = f"static {value!r}"
+            continue
+        leaves, tree = jax.tree_util.tree_flatten_with_path(value)
+        if not leaves:
+            sig[name] = f"empty {tree}"
+        for path, leaf in leaves:
+            sig[name + jax.tree_util.keystr(path)] = _type_of(leaf)
+    return sig
+
+
+def _parts(described: str) -> dict:
+    """``float32[4,3] (weak)`` -> its dtype, shape and weak type; a static value stays whole."""
+    if described.startswith("static ") or "[" not in described:
+        return {"value": described}
+    dtype, rest = described.split("[", 1)
+    shape, _, tail = rest.partition("]")
+    return {"dtype": dtype, "shape": f"({shape})", "weak type": "weak" in tail}
+
+
+def _differences(now: dict, before: dict) -> list[str]:
+    """What differs between two call signatures, in words."""
+    out = []
+    for name in now:
+        if name not in before:
+            out.append(f"{name} is new ({now[name]}): the arguments' pytree structure changed")
+        elif now[name] != before[name]:
+            old, new = _parts(before[name]), _parts(now[name])
+            if "value" in old and "value" in new and before[name].startswith("static "):
+                out.append(f"static argument {name} changed: {before[name][7:]} -> {now[name][7:]} "
+                           "(a static argument's value is part of the cache key)")
+                continue
+            changed = [k for k in ("dtype", "shape", "weak type") if old.get(k) != new.get(k)] or ["type"]
+            note = " (a Python scalar is weakly typed, an array is not)" if "weak type" in changed else ""
+            out.append(f"{name} changed {' and '.join(changed)}: {before[name]} -> {now[name]}{note}")
+    out += [f"{name} is gone (was {before[name]}): the arguments' pytree structure changed"
+            for name in before if name not in now]
+    return out
+
+
+def _cost(compiled) -> dict:
+    """``compiled.cost_analysis()`` as one dict (a list of dicts, one per program, before JAX
+    0.4.36; a dict since; None where the backend has none)."""
+    try:
+        cost = compiled.cost_analysis()
+    except Exception:  # noqa: BLE001 - a backend without cost analysis
+        return {}
+    if isinstance(cost, (list, tuple)):
+        cost = cost[0] if cost else {}
+    return {k: float(v) for k, v in (cost or {}).items() if "{" not in k}
+
+
+def _memory(compiled) -> dict:
+    """``compiled.memory_analysis()``'s byte counts, by name (``argument_size_in_bytes``...)."""
+    try:
+        stats = compiled.memory_analysis()
+    except Exception:  # noqa: BLE001 - a backend without memory analysis
+        return {}
+    if stats is None:
+        return {}
+    sizes = {name: int(getattr(stats, name)) for name in dir(stats)
+             if name.endswith("_in_bytes") and not name.startswith("_")}
+    return {k: v for k, v in sizes.items() if v or not k.startswith("host_")}
+
+
+@dataclass
+class Phases:
+    """One :func:`show_phases` call: what each phase produced, took, and whether it ran."""
+    function: str
+    call: int                                    # this function's call number (1, 2, ...)
+    ran: dict                                    # phase -> True (ran) / False (JAX's cache answered)
+    seconds: dict                                # phase -> wall seconds of its stage
+    why: list                                    # what changed since the previous call, in words
+    jax_says: list                               # JAX's own cache-miss explanations
+    signature: dict
+    jaxpr: str
+    stablehlo: str
+    cost: dict
+    memory: dict
+    result: object = field(repr=False, default=None)
+
+    # -- words
+    def summary(self) -> str:
+        """One line: which phases ran (and, on a later call, which were cache hits)."""
+        ran = [_DOING[p] for p in PHASES[:3] if self.ran[p]]
+        hits = [p for p in PHASES[:3] if not self.ran[p]]
+        again = " again" if self.call > 1 else ""
+        if not hits:
+            head = ", ".join(f"{p}{again}" for p in ran) + ", executed"
+        elif not ran:
+            head = "cache hit for trace, lower and compile: only executed"
+        else:
+            head = ", ".join(f"{p} again" for p in ran) + "; cache hit: " + ", ".join(hits) + "; executed"
+        return f"show_phases({self.function}), call {self.call}: {head}"
+
+    def reasons(self) -> list[str]:
+        """Why the phases ran (again), or did not, in words."""
+        return list(self.why)
+
+    def timeline_text(self, width: int = 30) -> list[str]:
+        top = max(self.seconds.values()) or 1.0
+        lines = []
+        for p in PHASES:
+            s = self.seconds[p]
+            bar = "#" * max(1, round(width * s / top))
+            state = "ran" if self.ran[p] else "cache hit"
+            lines.append(f"  {p:<8} {bar:<{width}} {s * 1e3:9.2f} ms  {state}")
+        return lines
+
+    def __str__(self) -> str:
+        lines = [self.summary(), "why:"] + [f"  {r}" for r in self.reasons()]
+        lines += [f"  JAX says: {m}" for m in self.jax_says]
+        lines += ["timeline (wall time of each stage):"] + self.timeline_text()
+        lines += ["jaxpr:"] + [f"  {ln}" for ln in self.jaxpr.splitlines()]
+        if self.cost:
+            lines.append("cost analysis: " + ", ".join(f"{k} {v:g}" for k, v in sorted(self.cost.items())))
+        if self.memory:
+            lines.append("memory analysis: " + ", ".join(f"{k.removesuffix('_in_bytes')} {v} B"
+                                                         for k, v in self.memory.items()))
+        lines.append(f"StableHLO: {len(self.stablehlo.splitlines())} lines (.stablehlo)")
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+    # -- HTML
+    def timeline_html(self) -> str:
+        top = max(self.seconds.values()) or 1.0
+        rows = []
+        for p in PHASES:
+            s, ran = self.seconds[p], self.ran[p]
+            pct = max(0.5, 100 * s / top)
+            colour = _COLOUR[p] if ran else _COLOUR["hit"]
+            state = "ran" if ran else "cache hit"
+            rows.append(
+                f'<div class="phase-row" style="display:flex;align-items:center;margin:2px 0">'
+                f'<span style="width:5.5em">{p}</span>'
+                f'<span style="flex:1;background:#f6f8fa"><span class="phase-bar" data-phase="{p}" '
+                f'style="display:block;height:1em;width:{pct:.1f}%;background:{colour}"></span></span>'
+                f'<span style="width:11em;text-align:right">{s * 1e3:.2f} ms, {state}</span></div>')
+        return '<div class="show-phases-timeline">' + "".join(rows) + "</div>"
+
+    def header_html(self) -> str:
+        why = "".join(f"<li>{html.escape(r)}</li>" for r in self.reasons())
+        why += "".join(f"<li>JAX says: <code>{html.escape(m)}</code></li>" for m in self.jax_says)
+        return f"<b>{html.escape(self.summary())}</b><ul style='margin:2px 0'>{why}</ul>"
+
+    def sections(self) -> list[tuple[str, str]]:
+        """(title, HTML) of the collapsible parts: the jaxpr, StableHLO, cost, memory."""
+        def pre(text):
+            return f'<pre style="max-height:24em;overflow:auto;margin:0">{html.escape(text)}</pre>'
+
+        def table(d, unit=""):
+            if not d:
+                return "<i>not available on this backend</i>"
+            rows = "".join(f"<tr><td>{html.escape(k)}</td><td style='text-align:right'>{v:g}{unit}</td></tr>"
+                           for k, v in d.items())
+            return f"<table>{rows}</table>"
+
+        return [("jaxpr (traced)", pre(self.jaxpr)),
+                (f"StableHLO (lowered, {len(self.stablehlo.splitlines())} lines)", pre(self.stablehlo)),
+                ("cost analysis (compiled)", table(self.cost)),
+                ("memory analysis (compiled)", table(self.memory, " B"))]
+
+    def _repr_html_(self) -> str:
+        parts = "".join(f"<details{' open' if i == 0 else ''}><summary>{html.escape(t)}</summary>{body}</details>"
+                        for i, (t, body) in enumerate(self.sections()))
+        return f'<div class="show-phases">{self.header_html()}{self.timeline_html()}{parts}</div>'
+
+    # -- widget
+    def widget(self):
+        """The ipywidgets view (ipywidgets 7 and 8): header, timeline, and an Accordion with the
+        jaxpr open; None without ipywidgets."""
+        try:
+            import ipywidgets as w
+        except ImportError:
+            return None
+        sections = self.sections()
+        accordion = w.Accordion(children=[w.HTML(body) for _, body in sections])
+        for i, (title, _) in enumerate(sections):
+            accordion.set_title(i, title)   # ipywidgets 7 and 8 (8's titles= is not in 7)
+        accordion.selected_index = 0
+        view = w.VBox([w.HTML(self.header_html()), w.HTML(self.timeline_html()), accordion])
+        view.add_class("show-phases")
+        return view
+
+    def _ipython_display_(self):
+        from IPython import get_ipython
+        from IPython.display import display
+
+        data = {"text/plain": str(self), "text/html": self._repr_html_()}
+        view = self.widget() if getattr(get_ipython(), "kernel", None) is not None else None
+        if view is not None:
+            # the widget where a widget manager renders it (JupyterLab, Colab), the HTML on a
+            # static page, the text in a terminal
+            data[_WIDGET_VIEW] = {"version_major": 2, "version_minor": 0, "model_id": view.model_id}
+        display(data, raw=True)
+
+
+def show_phases(f, *args, static_argnums=(), static_argnames=(), **kwargs) -> Phases:
+    """Run ``jax.jit(f)(*args, **kwargs)`` phase by phase and show what each phase did.
+
+    ``f``: a function, or an already jitted one (its own static arguments then apply).
+    ``static_argnums``/``static_argnames``: as for ``jax.jit``. The view lists the jaxpr, the
+    StableHLO, the compiled module's cost and memory analysis, and a timeline of the trace,
+    lower, compile and execute stages; a phase that JAX answered from its cache is marked
+    "cache hit". Called again for the same ``f``, it says which phases ran again and why.
+    ``.result`` is the call's output.
+    """
+    import jax
+
+    from .review import _condense_miss, capture_cache_misses
+
+    if isinstance(static_argnums, int):
+        static_argnums = (static_argnums,)
+    if isinstance(static_argnames, str):
+        static_argnames = (static_argnames,)
+    static_argnums, static_argnames = tuple(static_argnums), tuple(static_argnames)
+    history = _history(f, static_argnums, static_argnames)
+    jitted, fun = history.jitted, f
+    if jitted is f:  # already jitted: its own static arguments (JAX's PjitInfo, where it has one)
+        info = getattr(f, "_jit_info", None)
+        fun = getattr(f, "_fun", f)
+        static_argnums += tuple(getattr(info, "static_argnums", ()))
+        static_argnames += tuple(getattr(info, "static_argnames", ()))
+    sig = _signature(fun, args, kwargs, static_argnums, static_argnames)
+
+    seconds = {}
+    with capture_cache_misses() as misses, _Events() as events:
+        start = time.perf_counter()
+        traced = jitted.trace(*args, **kwargs)
+        seconds["trace"] = time.perf_counter() - start
+        start = time.perf_counter()
+        lowered = traced.lower()
+        seconds["lower"] = time.perf_counter() - start
+        start = time.perf_counter()
+        compiled = lowered.compile()
+        seconds["compile"] = time.perf_counter() - start
+        ran = {p: p in events for p in PHASES[:3]}
+        start = time.perf_counter()
+        result = jax.block_until_ready(jitted(*args, **kwargs))
+        seconds["execute"] = time.perf_counter() - start
+    ran["execute"] = True
+
+    before = history.signatures
+    if not before and any(ran[p] for p in PHASES[:3]):
+        why = ["first call seen here: JAX had nothing cached for this function and signature"]
+    elif not before:
+        why = ["first call seen here, yet a cache hit: JAX had compiled this call before (an earlier call "
+               "of the same jitted function)"]
+    elif any(ran[p] for p in PHASES[:3]):
+        why = _differences(sig, before[-1]) or [
+            "the signature is one seen before, yet JAX ran these phases again: its caches were cleared "
+            "(jax.clear_caches) or the function is a new object"]
+    else:
+        same = next(i for i in range(len(before), 0, -1) if before[i - 1] == sig) if sig in before else None
+        why = [f"same abstract signature as call {same}: " if same else "JAX found this call in its cache: "]
+        why[0] += "JAX reused the traced, lowered and compiled program (no trace, no compile)"
+    before.append(sig)
+    name = getattr(f, "__name__", None) or type(f).__name__
+    return Phases(function=name, call=len(before), ran=ran, seconds=seconds, why=why,
+                  jax_says=[_condense_miss(m) for m in misses if m.strip()], signature=sig,
+                  jaxpr=str(traced.jaxpr), stablehlo=lowered.as_text(), cost=_cost(compiled),
+                  memory=_memory(compiled), result=result)
