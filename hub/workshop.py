@@ -577,8 +577,10 @@ def serve() -> None:
 def release_feedback(assignment: str) -> None:
     """After `make autograde`: the project's feedback pages, then nbgrader's release_feedback.
 
-    nbgrader releases a page only beside the submission's timestamp.txt and submission_secret.txt;
-    `autograder feedback` copies both beside every page it writes."""
+    nbgrader releases a page only beside the submission's timestamp.txt and submission_secret.txt
+    (`autograder feedback` copies both beside every page it writes), and stops at the first page
+    without them: such a submission (and one without a page) is named and left out, everyone
+    else's feedback is released, and the exit status is then non-zero."""
     sys.path.insert(0, str(REPO))
     from autograder.instructor import Course
 
@@ -591,18 +593,35 @@ def release_feedback(assignment: str) -> None:
         raise SystemExit(f"release-feedback: nobody's {assignment} has been collected into "
                          f"{course.submitted} yet (collect it in the formgrader first)")
     python = sys.executable
-    subprocess.run([python, "-m", "autograder", "feedback"], check=True, cwd=REPO)
-    released = 0
+    subprocess.run([python, "-m", "autograder", "feedback"], cwd=REPO)  # names a page it cannot write
+    missing: dict[str, str] = {}
     for folder in submitted:
-        page = course.feedback / folder.parent.name / assignment / f"{assignment}.html"
-        if not page.exists():
-            print(f"release-feedback: {folder.parent.name} has no feedback page (not autograded?)",
-                  file=sys.stderr)
-            continue
-        released += 1
-    nbgrader = Path(python).parent / "nbgrader"
-    subprocess.run([str(nbgrader), "release_feedback", assignment], check=True, cwd=REPO)
-    print(f"release-feedback: released {released} feedback page(s) of {assignment}")
+        student = folder.parent.name
+        page = course.feedback / student / assignment / f"{assignment}.html"
+        lacking = [n for n in ("timestamp.txt", "submission_secret.txt") if not (page.parent / n).is_file()]
+        if not page.is_file():
+            missing[student] = "no feedback page (not autograded?)"
+        elif lacking:
+            missing[student] = (f"its submission has no {' or '.join(lacking)} (not submitted through "
+                                "nbgrader's exchange?), so nbgrader cannot release its page")
+    released = [f.parent.name for f in submitted if f.parent.name not in missing]
+    if released:
+        cmd = [str(Path(python).parent / "nbgrader"), "release_feedback", assignment]
+        # every page of the assignment's feedback folder but those: a stray one would stop nbgrader too
+        others = [d.name for d in course.feedback.glob("*") if d.name not in released]
+        if others:
+            cmd.append(f"--CourseDirectory.student_id_exclude={','.join(sorted(others))}")
+        proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+        if proc.returncode:
+            sys.stderr.write(proc.stdout + proc.stderr)
+            raise SystemExit(f"release-feedback: nbgrader release_feedback {assignment} failed "
+                             f"(exit {proc.returncode}); see above")
+    print(f"release-feedback: released {len(released)} feedback page(s) of {assignment}")
+    if missing:
+        for student, why in sorted(missing.items()):
+            print(f"release-feedback: NOT released for {student}: {why}", file=sys.stderr)
+        raise SystemExit(f"release-feedback: {len(missing)} submission(s) of {assignment} got no "
+                         f"feedback: {', '.join(sorted(missing))}")
 
 
 def main(argv: list[str]) -> None:

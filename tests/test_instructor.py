@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -45,21 +46,32 @@ def course(tmp_path_factory):
     # what nbgrader's exchange collect leaves beside a submission
     (state / "submitted" / "alice" / A / "timestamp.txt").write_text(TIMESTAMP)
     (state / "submitted" / "alice" / A / "submission_secret.txt").write_text("s3cret")
-    _cli("autograde", "--state", state)
+    graded = subprocess.run([sys.executable, "-m", "autograder", "autograde", "--state", state],
+                            capture_output=True, text=True, cwd=ROOT, timeout=900)
     _cli("feedback", "--state", state)
     _cli("export", "--state", state)
-    return state, collected
+    return state, collected, graded
+
+
+def test_autograde_exits_non_zero_naming_a_file_that_is_no_notebook(course):
+    """carol's file is not a notebook: she is recorded at zero, everyone else is graded, and the
+    exit status says not everything was graded, naming her and the reason."""
+    _, _, proc = course
+    assert proc.returncode == 1, proc.stdout + proc.stderr[-3000:]
+    assert f"not a notebook (zero): carol/{A}" in proc.stdout, proc.stdout
+    assert f"carol/{A}: " in proc.stderr and "not valid JSON" in proc.stderr, proc.stderr[-3000:]
+    assert "autograded 5 submission(s)" in proc.stdout and "alice" not in proc.stdout, proc.stdout
 
 
 def test_collect_uses_student_ids_and_skips_strangers(course):
-    state, proc = course
+    state, proc, _ = course
     students = sorted(p.name for p in (state / "submitted").iterdir())
     assert students == ["alice", "alicetwin", "bob", "carol", "dave"]
     assert "notes.txt" in proc.stderr
 
 
 def test_export_has_every_student_and_exercise(course):
-    state, _ = course
+    state, *_ = course
     rows = list(csv.DictReader((state / "grades.csv").open()))
     totals = {}
     for r in rows:
@@ -75,7 +87,7 @@ def test_export_has_every_student_and_exercise(course):
 def test_export_writes_a_summary_row_per_student(course):
     """grades-summary.csv beside grades.csv: one row per student, a column per assignment, a total,
     agreeing with the long form."""
-    state, _ = course
+    state, *_ = course
     long = list(csv.DictReader((state / "grades.csv").open()))
     with (state / "grades-summary.csv").open() as fh:
         reader = csv.DictReader(fh)
@@ -88,7 +100,7 @@ def test_export_writes_a_summary_row_per_student(course):
 
 
 def test_grading_is_deterministic(course):
-    state, _ = course
+    state, *_ = course
     import json
 
     a = json.loads((state / "autograded" / "alice" / A / "result.json").read_text())
@@ -97,7 +109,7 @@ def test_grading_is_deterministic(course):
 
 
 def test_feedback_pages_show_messages_not_hidden_tests(course):
-    state, _ = course
+    state, *_ = course
     page = (state / "feedback" / "bob" / A / f"{A}.html").read_text()
     assert "not answered yet" in page
     judge = (ROOT / "solutions" / A / "judge.py").read_text()  # the hidden tests: the trusted judge
@@ -107,7 +119,7 @@ def test_feedback_pages_show_messages_not_hidden_tests(course):
 
 
 def test_autograded_notebooks_for_the_formgrader(course):
-    state, _ = course
+    state, *_ = course
     assert (state / "autograded" / "alice" / A / f"{A}.ipynb").exists()
 
 
@@ -117,21 +129,21 @@ def test_gradebook_keeps_nbgraders_submission_timestamp(course):
     from nbgrader.api import Gradebook
     from nbgrader.utils import parse_utc
 
-    state, _ = course
+    state, *_ = course
     with Gradebook(f"sqlite:///{state / 'gradebook.db'}") as gb:
         stamp = gb.find_submission(A, "alice").timestamp
     assert stamp is not None and parse_utc(stamp) == parse_utc(TIMESTAMP)
 
 
 def test_feedback_pages_carry_what_release_feedback_needs(course):
-    state, _ = course
+    state, *_ = course
     folder = state / "feedback" / "alice" / A
     assert (folder / "timestamp.txt").read_text() == TIMESTAMP
     assert (folder / "submission_secret.txt").read_text() == "s3cret"
 
 
 def test_export_to_standard_output(course):
-    state, _ = course
+    state, *_ = course
     out = _cli("export", "--state", state, "--out", "/dev/stdout").stdout
     rows = list(csv.DictReader(out.splitlines()))
     assert {r["student"] for r in rows} == {"alice", "alicetwin", "bob", "carol", "dave"}
@@ -297,7 +309,7 @@ def test_autograde_that_cannot_grade_keeps_the_grade_and_exits_non_zero(course):
     """The grader fails for every submission (an operator setting it cannot use): nothing is
     written, the earlier grades stay in the gradebook and the results, the exit status is not
     zero and the summary names each submission."""
-    state, _ = course
+    state, *_ = course
     before = {p: p.read_bytes() for p in (state / "autograded").glob("*/*/result.json")}
     grades = _grades(state)
     proc = subprocess.run([sys.executable, "-m", "autograder", "autograde", "--state", state, "--regrade"],
@@ -360,7 +372,45 @@ def test_students_have_a_name_in_the_formgrader(course):
     """The formgrader lists students as 'last name, first name': never 'None, None'."""
     from nbgrader.api import Gradebook
 
-    state, _ = course
+    state, *_ = course
     with Gradebook(f"sqlite:///{state / 'gradebook.db'}") as gb:
         names = {s.id: (s.last_name, s.first_name) for s in gb.students}
     assert names["alice"] == ("alice", "") and all(None not in n for n in names.values()), names
+
+
+# --------------------------------------------------------------------------- nothing lost
+
+def test_release_feedback_goes_on_past_a_bad_submission(tmp_path):
+    """`python hub/workshop.py release-feedback A` with three collected submissions: alice's as
+    nbgrader's exchange leaves it, bob's without submission_secret.txt (nbgrader's
+    release_feedback stops at such a page), carol's result unreadable. alice's feedback is
+    released, the exit status is not zero and bob and carol are named with the reason."""
+    from nbgrader.utils import notebook_hash
+
+    from autograder.grader.result import zero_result
+
+    state = tmp_path / "state"
+    for student in ("alice", "bob", "carol"):
+        sub = state / "submitted" / student / A
+        sub.mkdir(parents=True)
+        shutil.copy(released_notebook(A), sub / f"{A}.ipynb")
+        (sub / "timestamp.txt").write_text(TIMESTAMP)
+        if student != "bob":
+            (sub / "submission_secret.txt").write_text(f"secret-of-{student}")
+        out = state / "autograded" / student / A
+        out.mkdir(parents=True)
+        result = zero_result(str(sub / f"{A}.ipynb"), A, solution_notebook(A), "not answered").as_dict()
+        (out / "result.json").write_text("{ truncated" if student == "carol" else json.dumps(result))
+    (state / "exchange").mkdir(mode=0o777)  # as `make hub` makes it
+    proc = subprocess.run([sys.executable, str(ROOT / "hub" / "workshop.py"), "release-feedback", A],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=600,
+                          env=dict(os.environ, COURSE_STATE=str(state)))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    assert "released 1 feedback page(s)" in out and "Traceback" not in out, out
+    assert re.search(r"NOT released for bob: .*submission_secret\.txt", out), out
+    assert re.search(rf"carol/{A}: no feedback page: .*result\.json", out), out
+    assert "got no feedback: bob, carol" in out, out
+    released = state / "exchange" / "jax-mental-model" / "feedback"
+    assert sorted(p.name for p in released.iterdir()) == [f"{notebook_hash(secret='secret-of-alice', notebook_id=A)}.html"]
+    assert "Student: <b>alice</b>" in next(released.iterdir()).read_text()

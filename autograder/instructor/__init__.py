@@ -520,6 +520,7 @@ def autograde(course: Course, assignments=None, workers=None, progress=True, reg
     reused = {} if regrade else {k: d for k, fp in fingerprints.items()
                                  if (d := _reusable(course, *k, fp)) is not None}
     not_graded: list[NotGraded] = []
+    unreadable: list[NotGraded] = []  # recorded as zero: no notebook the grader can read
     to_grade = []
     for s, a, p in found:
         if p is None or (s, a) in reused:
@@ -551,6 +552,7 @@ def autograde(course: Course, assignments=None, workers=None, progress=True, reg
         else:
             if p is None:
                 r = zero_result(str(course.submitted / s / a), a, src, "no notebook submitted")
+                unreadable.append(NotGraded(student=s, assignment=a, reason="no notebook submitted"))
             else:
                 r = by_path[str(p)]
                 if r.error:
@@ -560,6 +562,7 @@ def autograde(course: Course, assignments=None, workers=None, progress=True, reg
                         not_graded.append(NotGraded(student=s, assignment=a, reason=r.error))
                         continue
                     r = zero_result(r.notebook, a, src, why)  # the submission's own fault
+                    unreadable.append(NotGraded(student=s, assignment=a, reason=why))
             d = r.as_dict()
             d["student"] = s
             if p is not None:
@@ -584,26 +587,50 @@ def autograde(course: Course, assignments=None, workers=None, progress=True, reg
               "(a grade they had before is kept). Fix the cause and run autograde again:", file=sys.stderr)
         for n in not_graded:
             print(f"  {n['student']}/{n['assignment']}: {n['reason']}", file=sys.stderr)
+    if unreadable:
+        print(f"autograde: {len(unreadable)} submission(s) hold no notebook the grader can read; each "
+              "is recorded as zero (ask the learner to submit again):", file=sys.stderr)
+        for n in unreadable:
+            print(f"  {n['student']}/{n['assignment']}: {n['reason']}", file=sys.stderr)
     autograde.last_not_graded = not_graded
+    autograde.last_unreadable = unreadable
     return rows
 
 
 autograde.last_not_graded = []
+autograde.last_unreadable = []
 
 
 def feedback(course: Course) -> list[Path]:
-    """Write one HTML page per autograded submission; return their paths."""
-    pages = []
+    """Write one HTML page per autograded submission; return their paths. A submission whose page
+    cannot be written (its result unreadable, a folder that cannot be written) does not stop the
+    others: ``feedback.last_problems`` lists them (:class:`NotGraded`)."""
+    pages, problems = [], []
     for result_path in sorted(course.autograded.glob("*/*/result.json")):
-        r = json.loads(result_path.read_text())
         student, assignment = result_path.parent.parent.name, result_path.parent.name
-        rows = "".join(
-            f"<tr class='{'pass' if t['passed'] else 'fail'}'><td><code>{html.escape(t['exercise'])}</code></td>"
-            f"<td>{t['points']:g} / {t['max_points']:g}</td>"
-            f"<td>{html.escape(t['feedback']) if not t['passed'] else 'passed'}</td></tr>"
-            for t in r["tests"])
-        problem = f"<p class='fail'>{html.escape(r['error'])}</p>" if r.get("error") else ""
-        page = f"""<!doctype html><html><head><meta charset="utf-8">
+        try:
+            pages.append(_feedback_page(course, student, assignment, json.loads(result_path.read_text())))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            problems.append(NotGraded(student=student, assignment=assignment,
+                                      reason=f"no feedback page: {result_path} cannot be used "
+                                             f"({type(exc).__name__}: {exc})"))
+    for n in problems:
+        print(f"feedback: {n['student']}/{n['assignment']}: {n['reason']}", file=sys.stderr)
+    feedback.last_problems = problems
+    return pages
+
+
+feedback.last_problems = []
+
+
+def _feedback_page(course: Course, student: str, assignment: str, r: dict) -> Path:
+    rows = "".join(
+        f"<tr class='{'pass' if t['passed'] else 'fail'}'><td><code>{html.escape(t['exercise'])}</code></td>"
+        f"<td>{t['points']:g} / {t['max_points']:g}</td>"
+        f"<td>{html.escape(t['feedback']) if not t['passed'] else 'passed'}</td></tr>"
+        for t in r["tests"])
+    problem = f"<p class='fail'>{html.escape(r['error'])}</p>" if r.get("error") else ""
+    page = f"""<!doctype html><html><head><meta charset="utf-8">
 <title>{html.escape(assignment)}: feedback for {html.escape(student)}</title>
 <style>body{{font-family:sans-serif;max-width:60em;margin:2em auto}}td,th{{padding:.4em;vertical-align:top;
 text-align:left;border-bottom:1px solid #ddd}}.pass td:nth-child(2){{color:green}}.fail{{color:#b00020}}</style>
@@ -612,17 +639,18 @@ score <b>{r['score']:g} / {r['max_score']:g}</b></p>{problem}
 <table><tr><th>exercise</th><th>points</th><th>feedback</th></tr>{rows}</table>
 <p>Each message names the idea of JAX's mental model that the test found broken and the course
 section that teaches it.</p></body></html>"""
-        out = course.feedback / student / assignment / f"{assignment}.html"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(page, encoding="utf-8")
-        # nbgrader's release_feedback releases a page only beside the submission's timestamp and
-        # secret (its own generate_feedback copies them too)
-        for name in ("timestamp.txt", "submission_secret.txt"):
-            submitted = course.submitted / student / assignment / name
-            if submitted.is_file():
-                shutil.copyfile(submitted, out.parent / name)
-        pages.append(out)
-    return pages
+    out = course.feedback / student / assignment / f"{assignment}.html"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _write_atomic(out, page.encode("utf-8"))
+    # nbgrader's release_feedback releases a page only beside the submission's timestamp and
+    # secret (its own generate_feedback copies them too)
+    for name in ("timestamp.txt", "submission_secret.txt"):
+        submitted = course.submitted / student / assignment / name
+        if submitted.is_file():
+            shutil.copyfile(submitted, out.parent / name)
+        else:
+            (out.parent / name).unlink(missing_ok=True)  # never a stale one of an earlier submission
+    return out
 
 
 def export(course: Course, out: Path, summary: Path | None = None) -> Path:
@@ -730,15 +758,22 @@ def _run(args, course: Course) -> int:
         rows = autograde(course, args.assignments or None, workers=args.jobs,
                          progress=sys.stderr.isatty(), regrade=args.regrade,
                          cell_timeout=args.cell_timeout, notebook_timeout=args.notebook_timeout)
-        missed = autograde.last_not_graded
+        missed, unreadable = autograde.last_not_graded, autograde.last_unreadable
         print(f"autograded {len(rows)} submission(s) into {shown_url(course.db_url)}"
               + (f"; {len(missed)} NOT graded: " + ", ".join(f"{n['student']}/{n['assignment']}"
-                                                          for n in missed) if missed else ""))
-        if missed:
+                                                          for n in missed) if missed else "")
+              + (f"; {len(unreadable)} not a notebook (zero): " + ", ".join(
+                  f"{n['student']}/{n['assignment']}" for n in unreadable) if unreadable else ""))
+        if missed or unreadable:
             return 1
     elif args.command == "feedback":
         pages = feedback(course)
-        print(f"wrote {len(pages)} feedback page(s) under {course.feedback}")
+        problems = feedback.last_problems
+        print(f"wrote {len(pages)} feedback page(s) under {course.feedback}"
+              + (f"; {len(problems)} NOT written: " + ", ".join(f"{n['student']}/{n['assignment']}"
+                                                             for n in problems) if problems else ""))
+        if problems:
+            return 1
     elif args.command == "export":
         out = export(course, Path(args.out) if args.out else course.state / "grades.csv",
                      Path(args.summary) if args.summary else None)
