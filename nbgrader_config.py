@@ -40,3 +40,7 @@ c.Autograde.autograde_preprocessors = ["autograder.instructor.formgrader.CourseA
 # Releasing (the formgrader's Release button, `nbgrader release_assignment`) refuses an
 # exercises/<assignment>/ that is not exactly what `make release` generates from solutions/.
 c.ExchangeFactory.release_assignment = "autograder.instructor.formgrader.CheckedReleaseAssignment"
+# Collecting (the formgrader's Collect button, `nbgrader collect`) takes only submissions made by
+# the learner they name: the exchange's inbound is writable by every learner (nbgrader issue
+# 1225); a folder in another's name, a forged or truncated one is refused, named and set aside.
+c.ExchangeFactory.collect = "autograder.instructor.exchange.OwnedCollect"

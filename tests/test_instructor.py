@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import uuid
 import zipfile
 from pathlib import Path
 
@@ -414,3 +415,77 @@ def test_release_feedback_goes_on_past_a_bad_submission(tmp_path):
     released = state / "exchange" / "jax-mental-model" / "feedback"
     assert sorted(p.name for p in released.iterdir()) == [f"{notebook_hash(secret='secret-of-alice', notebook_id=A)}.html"]
     assert "Student: <b>alice</b>" in next(released.iterdir()).read_text()
+
+
+# --------------------------------------------------------------------------- submissions bound to their makers
+
+def _submission(inbound: Path, student: str, stamp: str, notebook: bytes, owner: str, *, name_stamp=None,
+                mode=0o755) -> Path:
+    """``inbound/<student>+A+<stamp>+<random>`` as nbgrader's submit leaves it, owned by ``owner``."""
+    folder = inbound / f"{student}+{A}+{name_stamp or stamp}+{uuid.uuid4().hex[:12]}"
+    folder.mkdir()
+    (folder / f"{A}.ipynb").write_bytes(notebook)
+    (folder / "timestamp.txt").write_text(stamp)
+    (folder / "submission_secret.txt").write_text(uuid.uuid4().hex)
+    subprocess.run(["chown", "-R", f"{owner}:{owner}", str(folder)], check=True)
+    os.chmod(folder, mode)
+    return folder
+
+
+def test_collect_takes_only_submissions_made_by_the_learner_they_name(tmp_path):
+    """nbgrader's collect through the course's configuration, run by an instructor who is not
+    root (uid 65534, owner of inbound, as after their release): daemon submitted twice and gets
+    the later; a folder in daemon's name with a future time, made by bin (mode 0700), is refused
+    (not collected, named with the reason) and set aside by the instructor; so are bin's own
+    truncated notebook, bin's submission with a time in the future and a file with no
+    submission name. Every other submission is collected."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("makes files of other users: needs root and setpriv")
+    if not _others_can_read(ROOT):
+        pytest.skip(f"{ROOT} cannot be read by other users (a private checkout)")
+    base = Path(tempfile.mkdtemp(prefix="owned-", dir="/tmp"))
+    try:
+        os.chmod(base, 0o755)
+        state, home = base / "state", base / "home"
+        inbound = state / "exchange" / "jax-mental-model" / "inbound"
+        inbound.mkdir(parents=True)
+        home.mkdir()
+        subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(state), str(home)], check=True)
+        os.chmod(state / "exchange", 0o777)
+        os.chmod(inbound, 0o2733)  # nbgrader's release makes it so
+        solved, started = solution_notebook(A).read_bytes(), released_notebook(A).read_bytes()
+        _submission(inbound, "daemon", "2026-11-30 10:00:00.000000 UTC", started, "daemon")
+        _submission(inbound, "daemon", "2026-11-30 11:00:00.000000 UTC", solved, "daemon")
+        planted = _submission(inbound, "daemon", "2099-01-01 00:00:00.000000 UTC", started, "bin", mode=0o700)
+        truncated = _submission(inbound, "bin", "2026-11-30 10:30:00.000000 UTC", solved[:200], "bin")
+        future = _submission(inbound, "bin", "2099-01-01 00:00:00.000000 UTC", solved, "bin")
+        stray = inbound / f"bin+{A}+not a time"
+        loose = inbound / f"bin+{A}+2026-11-30 10:40:00.000000 UTC+x"  # a file, not a folder
+        for path in (stray, loose):
+            path.write_text("hello")
+            subprocess.run(["chown", "bin:bin", str(path)], check=True)
+        python = _python_for_everyone(base)
+        env = {"COURSE_STATE": str(state), "PATH": f"{Path(python).parent}:/usr/bin:/bin"}  # nbgrader runs alembic
+        proc = _as_nobody([python, "-m", "nbgrader", "collect", A], home, env)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 0, out[-3000:]
+        got = state / "submitted" / "daemon" / A
+        assert (got / f"{A}.ipynb").read_bytes() == solved, "daemon's later submission was not the one collected"
+        assert (got / "timestamp.txt").read_text() == "2026-11-30 11:00:00.000000 UTC"
+        assert not (state / "submitted" / "bin").exists(), "a refused submission of bin's was collected"
+        for name, why in [(planted.name, "owned by bin, not by daemon"),
+                          (truncated.name, f"{A}.ipynb is not a whole notebook"),
+                          (future.name, "is in the future"),
+                          (stray.name, "its name is not nbgrader's"),
+                          (loose.name, "not a submission folder")]:
+            assert re.search(rf"Refused a submission of {A} for \w+ \({re.escape(name)}\): .*{why}", out), (name, out)
+            assert not (inbound / name).exists(), f"{name} was not set aside"
+        assert "5 submission(s) of 01_phases refused" in out, out
+        assert not list(inbound.glob(f"*+{A}+*")) or all(
+            p.name.startswith("daemon+") for p in inbound.glob(f"*+{A}+*")), list(inbound.iterdir())
+        # a second collect: nothing refused is there any more, daemon's stays collected
+        again = _as_nobody([python, "-m", "nbgrader", "collect", A], home, env)
+        assert again.returncode == 0 and "Refused" not in again.stdout + again.stderr, again.stderr[-3000:]
+        assert (got / f"{A}.ipynb").read_bytes() == solved
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
