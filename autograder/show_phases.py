@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import html
 import inspect
+import re
 import threading
 import time
 import weakref
@@ -42,6 +43,7 @@ _DOING = {"trace": "traced", "lower": "lowered", "compile": "compiled", "execute
 _COLOUR = {"trace": "#0969da", "lower": "#8250df", "compile": "#bf3989", "execute": "#1a7f37", "hit": "#afb8c1"}
 _WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 _recording = threading.local()
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")  # JAX colours a jaxpr printed in IPython
 
 
 def _listener(event, duration=None, *args, **kwargs):
@@ -380,23 +382,28 @@ def show_phases(f, *args, static_argnums=(), static_argnames=(), **kwargs) -> Ph
         seconds["execute"] = time.perf_counter() - start
     ran["execute"] = True
 
-    before = history.signatures
-    if not before and any(ran[p] for p in PHASES[:3]):
-        why = ["first call seen here: JAX had nothing cached for this function and signature"]
-    elif not before:
-        why = ["first call seen here, yet a cache hit: JAX had compiled this call before (an earlier call "
-               "of the same jitted function)"]
-    elif any(ran[p] for p in PHASES[:3]):
-        why = _differences(sig, before[-1]) or [
-            "the signature is one seen before, yet JAX ran these phases again: its caches were cleared "
-            "(jax.clear_caches) or the function is a new object"]
-    else:
-        same = next(i for i in range(len(before), 0, -1) if before[i - 1] == sig) if sig in before else None
-        why = [f"same abstract signature as call {same}: " if same else "JAX found this call in its cache: "]
-        why[0] += "JAX reused the traced, lowered and compiled program (no trace, no compile)"
-    before.append(sig)
-    name = getattr(f, "__name__", None) or type(f).__name__
-    return Phases(function=name, call=len(before), ran=ran, seconds=seconds, why=why,
-                  jax_says=[_condense_miss(m) for m in misses if m.strip()], signature=sig,
-                  jaxpr=str(traced.jaxpr), stablehlo=lowered.as_text(), cost=_cost(compiled),
-                  memory=_memory(compiled), result=result)
+    why = _why(sig, history.signatures, any(ran[p] for p in PHASES[:3]))
+    history.signatures.append(sig)
+    return Phases(function=getattr(f, "__name__", None) or type(f).__name__, call=len(history.signatures),
+                  ran=ran, seconds=seconds, why=why, signature=sig,
+                  jax_says=[re.sub(r" id=\d+", "", _condense_miss(m)) for m in misses if m.strip()],
+                  jaxpr=_ANSI.sub("", str(traced.jaxpr)), stablehlo=lowered.as_text(),
+                  cost=_cost(compiled), memory=_memory(compiled), result=result)
+
+
+def _why(sig: dict, before: list, ran: bool) -> list[str]:
+    """Why the phases ran (``ran``: trace, lower or compile did), or did not, given the
+    signatures of this function's earlier calls ``before``."""
+    seen = [i + 1 for i, old in enumerate(before) if old == sig]
+    if ran and not before:
+        return ["first call seen here: JAX had nothing cached for this function and signature"]
+    if not ran and not seen:
+        return ["first call of this signature seen here, yet a cache hit: JAX had compiled it before "
+                "(an earlier call of the same jitted function)"]
+    if not ran:
+        return [f"same abstract signature as call {seen[-1]}: JAX reused the traced, lowered and compiled "
+                "program (no trace, no compile)"]
+    if seen:
+        return [f"same abstract signature as call {seen[-1]}, yet JAX ran these phases again: its caches "
+                "were cleared (jax.clear_caches) or the entry was evicted"]
+    return _differences(sig, before[-1])
