@@ -95,3 +95,8 @@ export: env
 ## bench-grading: one notebook, serial and parallel grading vs bare execution, nbgrader autograde and the grader at issue 20's start (docs/bench-grading.md)
 bench-grading: env
 	$(BIN)/python scripts/bench_grading.py
+
+## site: the course as a static website in _site/html: chapters executed (cached between builds), exercises without solutions (docs/site.md)
+.PHONY: site
+site: env
+	$(BIN)/python scripts/site.py

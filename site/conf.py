@@ -1,0 +1,54 @@
+"""Sphinx configuration of the course's website (`make site`, scripts/site.py; docs/site.md).
+
+The stack JAX's own documentation uses: Sphinx, myst-nb (notebooks executed by the build, their
+outputs cached by jupyter-cache) and sphinx-book-theme. scripts/site.py lays the pages out in
+_site/src with the repository's paths (course/NN_slug.ipynb, exercises/NN_slug/NN_slug.ipynb), so
+a page's Colab link is its notebook's path in the repository.
+"""
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent / "_ext"))
+
+_course = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["course"]
+GITHUB, BRANCH = _course["github"], _course.get("branch", "main")  # as scripts/colab.py reads them
+
+project = "How JAX really runs your program"
+author = "the course's authors"
+copyright = "the course's authors"
+
+extensions = ["myst_nb", "claims_hold", "widget_pictures"]
+root_doc = "index"
+exclude_patterns = ["**.ipynb_checkpoints"]
+
+# Notebooks: executed by the build, each cell within a time limit (a stalled widget cell, nbclient
+# issue 312, fails the build instead of hanging it), outputs cached in _site/.jupyter_cache so an
+# unchanged chapter is not executed again. An error fails the build unless its cell is tagged
+# raises-exception. Exercise pages show the released notebook as a learner opens it: not executed.
+nb_execution_mode = "cache"
+nb_execution_timeout = 600
+nb_execution_raise_on_error = True
+nb_execution_show_tb = True
+nb_execution_excludepatterns = ["exercises/*/*.ipynb"]
+nb_merge_streams = True
+nb_render_error_lexer = "myst-ansi"  # tracebacks of %xmode Minimal are not ipythontb's format
+# Widgets get a static picture (widget_pictures), so no widget JavaScript is fetched from a CDN.
+nb_ipywidgets_js = {}
+myst_heading_anchors = 3
+
+html_theme = "sphinx_book_theme"
+html_title = project
+html_static_path = ["_static"]
+html_css_files = ["site.css"]
+html_sourcelink_suffix = ""  # the download button gives the notebook itself, not a .txt copy
+html_theme_options = {
+    "repository_url": f"https://github.com/{GITHUB}",
+    "repository_branch": BRANCH,
+    "path_to_docs": "",
+    "use_repository_button": True,
+    "use_download_button": True,
+    "launch_buttons": {"colab_url": "https://colab.research.google.com"},
+    "show_toc_level": 2,
+}
