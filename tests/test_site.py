@@ -1,0 +1,363 @@
+"""`make site` end to end (issue 37): the course built as a website from a clean clone of the
+repository, then read in Chromium (Debian's, driven by Playwright; tests/browser_setup.sh installs
+it). Built once per session: executing every chapter takes minutes.
+
+Checked from what the build produced: every chapter page shows its plots (loaded images), its
+Colab and download links, its intentional errors and a static picture of each widget; every
+exercise page shows the released notebook; no internal link or anchor is broken; the search page
+finds a chapter by a word of its title; no line of a solution or of a hidden test (solutions/)
+appears anywhere in the site; a second build executes nothing; and a chapter with an untagged
+error or a claim that does not hold fails the build."""
+from __future__ import annotations
+
+import html
+import http.server
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import tomllib
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from conftest import ROOT
+from test_browser import ARGS, CHROMIUM, _ensure_browser, _playwright
+
+pytestmark = [pytest.mark.slow, pytest.mark.slow_env, pytest.mark.xdist_group("site")]
+BUILD_TIMEOUT = 3600
+TIMEOUT_MS = 120_000
+_course = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["course"]
+COLAB = f"https://colab.research.google.com/github/{_course['github']}/blob/{_course.get('branch', 'main')}/"
+
+
+@dataclass
+class Site:
+    checkout: Path
+    html: Path
+    first: str                 # what the first build printed
+    second: str                # and the second, with nothing changed
+    records: list              # jupyter-cache's records after the first build
+    records_again: list        # and after the second
+
+    def chapters(self) -> list[Path]:
+        return sorted((self.checkout / "course").glob("*.ipynb"))
+
+    def exercises(self) -> list[Path]:
+        return sorted((self.checkout / "exercises").glob("*/*.ipynb"))
+
+
+def build(checkout: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "scripts/site.py"], cwd=checkout, capture_output=True,
+                          text=True, timeout=BUILD_TIMEOUT)
+
+
+def built_ok(checkout: Path) -> str:
+    proc = build(checkout)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"the site's build failed:\n{out[-6000:]}"
+    return out
+
+
+def cache_records(checkout: Path) -> list:
+    from jupyter_cache import get_cache
+
+    records = get_cache(str(checkout / "_site" / ".jupyter_cache")).list_cache_records()
+    return sorted((r.pk, r.hashkey, r.created) for r in records)
+
+
+def clone(dest: Path) -> Path:
+    """A clean checkout: what is committed, nothing built."""
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(dest)], check=True, timeout=300)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Site:
+    checkout = clone(tmp_path_factory.mktemp("site") / "course")
+    first = built_ok(checkout)
+    records = cache_records(checkout)
+    second = built_ok(checkout)
+    return Site(checkout, checkout / "_site" / "html", first, second, records, cache_records(checkout))
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def server(site):
+    """The site served over HTTP, as GitHub Pages or `python -m http.server` would."""
+    handler = lambda *a, **k: _Quiet(*a, directory=str(site.html), **k)  # noqa: E731
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/"
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def page():
+    sync_api = _playwright()
+    _ensure_browser()
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        try:
+            pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+            pg.set_default_timeout(TIMEOUT_MS)
+            yield pg
+        finally:
+            browser.close()
+
+
+def html_page(notebook: Path, checkout: Path) -> str:
+    return notebook.relative_to(checkout).with_suffix(".html").as_posix()
+
+
+def test_build_says_where_to_open_it(site):
+    index = site.html / "index.html"
+    assert index.is_file()
+    for out in (site.first, site.second):
+        assert f"file://{index}" in out and "-m http.server -d _site/html" in out, out[-2000:]
+
+
+def test_second_build_executes_nothing(site):
+    chapters = len(site.chapters())
+    assert site.first.count("Executing notebook") == chapters, "the first build must execute every chapter"
+    assert len(site.records) == chapters
+    assert "Executing notebook" not in site.second, site.second[-4000:]
+    assert site.records_again == site.records, "the second build changed jupyter-cache's records"
+    assert re.search(r"0 added, 0 changed, 0 removed", site.second), site.second[-4000:]
+
+
+def _images_loaded(page) -> list[bool]:
+    return page.eval_on_selector_all(
+        "article img[src*='_images/']", "imgs => imgs.map(i => i.complete && i.naturalWidth > 0)")
+
+
+def _notebook_links(page, server, rel: str, source: Path) -> list[str]:
+    """Problems with the page's Colab link and its notebook download (empty when fine)."""
+    problems = []
+    if not page.locator(f"a[href='{COLAB}{rel}']").count():
+        problems.append(f"{rel}: no link to {COLAB}{rel}")
+    download = page.locator(f"a[href$='_sources/{rel}']")
+    if not download.count():
+        return [*problems, f"{rel}: no download link for its notebook"]
+    url = urllib.parse.urljoin(page.url, download.first.get_attribute("href"))
+    with urllib.request.urlopen(url, timeout=60) as r:
+        got = nbformat.reads(r.read().decode(), as_version=4)
+    want = nbformat.read(str(source), as_version=4)
+    if [c.source for c in got.cells] != [c.source for c in want.cells]:
+        problems.append(f"{rel}: the downloaded notebook is not the repository's")
+    return problems
+
+
+def test_chapter_pages_render_with_plots_errors_and_widgets(site, server, page):
+    problems = []
+    for chapter in site.chapters():
+        rel = chapter.relative_to(site.checkout).as_posix()
+        page.goto(server + html_page(chapter, site.checkout), wait_until="load")
+        title = nbformat.read(str(chapter), as_version=4)
+        heading = next(line for c in title.cells if c.cell_type == "markdown"
+                       for line in c.source.splitlines() if line.startswith("# "))
+        if heading.removeprefix("# ").replace("`", "") not in page.locator("article h1").first.inner_text():
+            problems.append(f"{rel}: its title is not the page's heading")
+        loaded = _images_loaded(page)
+        if not loaded or not all(loaded):
+            problems.append(f"{rel}: plots {loaded} (none, or not loaded)")
+        problems += _notebook_links(page, server, rel, chapter)
+        tagged = [c for c in title.cells if "raises-exception" in c.metadata.get("tags", [])]
+        shown = page.locator("div.cell.tag_raises-exception:has(.output.traceback)").count()
+        if shown != len(tagged) or page.locator(".output.traceback").count() != len(tagged):
+            problems.append(f"{rel}: {len(tagged)} cells raise on purpose, the page shows {shown} of their errors")
+        if "ipywidgets" in "".join(c.source for c in title.cells if c.cell_type == "code"):
+            pictures = page.locator(".widget-picture pre, .widget-picture img").count()
+            if not pictures:
+                problems.append(f"{rel}: its widgets show no static picture")
+        if page.locator("script[type*='jupyter.widget']").count():
+            problems.append(f"{rel}: the page embeds widget scripts, which need a kernel or a CDN")
+    assert not problems, "\n".join(problems)
+
+
+def test_exercise_pages_show_the_released_notebook(site, server, page):
+    problems = []
+    for exercise in site.exercises():
+        rel = exercise.relative_to(site.checkout).as_posix()
+        page.goto(server + html_page(exercise, site.checkout), wait_until="load")
+        nb = nbformat.read(str(exercise), as_version=4)
+        shown = page.locator("div.cell").count()
+        code = sum(c.cell_type == "code" for c in nb.cells)
+        if shown != code:
+            problems.append(f"{rel}: {code} code cells, the page shows {shown}")
+        problems += _notebook_links(page, server, rel, exercise)
+    assert not problems, "\n".join(problems)
+
+
+class _Links(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.links, self.ids = [], set()
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if attrs.get("id"):
+            self.ids.add(attrs["id"])
+        if tag == "a" and attrs.get("name"):
+            self.ids.add(attrs["name"])
+        for key in ("href", "src"):
+            if attrs.get(key):
+                self.links.append(attrs[key])
+
+
+def _parse(path: Path) -> _Links:
+    parser = _Links()
+    parser.feed(path.read_text(encoding="utf-8"))
+    return parser
+
+
+def test_no_internal_link_is_broken_and_every_page_is_reachable(site):
+    pages = {p: _parse(p) for p in site.html.rglob("*.html") if "_static" not in p.parts}  # not the theme's templates
+    broken, reached, todo = [], set(), [site.html / "index.html"]
+    for page_path, parsed in pages.items():
+        for link in parsed.links:
+            url = urllib.parse.urlsplit(link)
+            if url.scheme or url.netloc or link.startswith("#") and not url.fragment:
+                continue
+            target = (page_path.parent / urllib.parse.unquote(url.path)).resolve() if url.path else page_path
+            if target.is_dir():
+                target = target / "index.html"
+            if not target.is_file():
+                broken.append(f"{page_path.relative_to(site.html)}: {link}")
+            elif url.fragment and target.suffix == ".html" and url.fragment not in pages[target].ids:
+                broken.append(f"{page_path.relative_to(site.html)}: {link} (no such anchor)")
+    assert not broken, "broken internal links:\n" + "\n".join(broken)
+    while todo:  # every chapter, exercise and the guide can be reached from the home page
+        current = todo.pop()
+        if current in reached:
+            continue
+        reached.add(current)
+        for link in pages[current].links:
+            url = urllib.parse.urlsplit(link)
+            target = (current.parent / url.path).resolve() if url.path and not url.scheme else None
+            if target is not None and target.suffix == ".html" and target in pages:
+                todo.append(target)
+    expected = {site.html / html_page(p, site.checkout) for p in site.chapters() + site.exercises()}
+    expected.add(site.html / "instructor-guide.html")
+    assert not expected - reached, f"pages not reachable from the home page: {sorted(expected - reached)}"
+
+
+def test_search_finds_a_chapter_by_a_word_of_its_title(site, server, page):
+    chapter = site.chapters()[3]
+    nb = nbformat.read(str(chapter), as_version=4)
+    heading = next(line for c in nb.cells if c.cell_type == "markdown"
+                   for line in c.source.splitlines() if line.startswith("# "))
+    word = max(re.findall(r"[A-Za-z]+", heading.split(":", 1)[-1]), key=len)
+    page.goto(f"{server}search.html?q={word}", wait_until="load")
+    hit = page.locator(f"ul.search li a[href*='{html_page(chapter, site.checkout)}']")
+    hit.first.wait_for(state="attached", timeout=TIMEOUT_MS)
+    assert hit.count() >= 1
+
+
+SOLUTION = re.compile(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", re.S)
+HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.S)
+MIN_LINE = 20  # shorter lines (``return x``) also appear in what is published on purpose
+
+
+def _cell_text(path: Path) -> str:
+    return "\n".join(c.source for c in nbformat.read(str(path), as_version=4).cells)
+
+
+def _published(checkout: Path) -> str:
+    """Everything the site's pages are made of: what may appear in the site."""
+    texts = [_cell_text(p) for p in sorted(checkout.glob("course/*.ipynb")) + sorted(checkout.glob("exercises/*/*.ipynb"))]
+    texts += [p.read_text() for p in sorted(checkout.glob("site/*.md"))]
+    texts.append((checkout / "docs" / "instructor-guide.md").read_text())
+    return "\n".join(texts)
+
+
+def _secrets(checkout: Path) -> set[str]:
+    """Lines of solution code and hidden tests (solutions/: the notebooks' marked regions and the
+    judge files) that nothing published contains."""
+    lines = []
+    for nb in sorted(checkout.glob("solutions/*/*.ipynb")):
+        text = _cell_text(nb)
+        lines += [line for block in SOLUTION.findall(text) + HIDDEN.findall(text) for line in block.splitlines()]
+    for judge in sorted(checkout.glob("solutions/*/*.py")):
+        lines += judge.read_text().splitlines()
+    published = _published(checkout)
+    return {s for line in lines if len(s := line.strip()) >= MIN_LINE and s not in published}
+
+
+def _visible_text(markup: str) -> str:
+    """An HTML page's text with the markup gone (highlighted code is split into many spans)."""
+    return html.unescape(re.sub(r"<[^>]+>", "", markup))
+
+
+def test_no_solution_or_hidden_test_appears_anywhere(site):
+    secrets = _secrets(site.checkout)
+    assert len(secrets) >= 10 * len(site.exercises()) // 2, f"too few solution lines to check: {len(secrets)}"
+    # the check below finds code as a page shows it: the first code line of an exercise is found
+    exercise = site.exercises()[0]
+    first_line = next(line.strip() for c in nbformat.read(str(exercise), as_version=4).cells
+                      if c.cell_type == "code" and "colab-setup" not in c.metadata.get("tags", [])
+                      for line in c.source.splitlines() if len(line.strip()) >= MIN_LINE)
+    shown = _visible_text((site.html / html_page(exercise, site.checkout)).read_text())
+    assert first_line in shown
+    found = []
+    for path in sorted(site.checkout.joinpath("_site").rglob("*")):
+        if not path.is_file() or path.suffix in (".png", ".jpg", ".gif", ".woff", ".woff2", ".ttf", ".db"):
+            continue
+        try:
+            raw = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+        text = raw + "\n" + _visible_text(raw) if path.suffix == ".html" else raw
+        found += [f"{path.relative_to(site.checkout)}: {s}" for s in secrets if s in text]
+    assert not found, "solution or hidden-test lines in the site:\n" + "\n".join(found[:40])
+
+
+# The build's failures, on a clone whose only chapter is a small notebook made for the purpose.
+ON_PURPOSE = 'raise ValueError("an error on purpose")'
+
+
+def _only_chapter(checkout: Path, cells) -> None:
+    for path in [*checkout.glob("course/*.ipynb"), *checkout.glob("exercises/*/*.ipynb")]:
+        path.unlink()
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Chapter 01: a test"), *cells])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, str(checkout / "course" / "01_test.ipynb"))
+
+
+def test_build_fails_on_an_untagged_error_and_a_claim_that_does_not_hold(tmp_path):
+    checkout = clone(tmp_path / "course")
+    tagged = nbformat.v4.new_code_cell(ON_PURPOSE, metadata={"tags": ["raises-exception"]})
+
+    _only_chapter(checkout, [nbformat.v4.new_code_cell(ON_PURPOSE)])
+    proc = build(checkout)
+    assert proc.returncode != 0, "an untagged error must fail the build"
+    assert "01_test.ipynb" in proc.stdout + proc.stderr
+
+    claim = nbformat.v4.new_code_cell('print("claim: a test claim: does not hold (on purpose)")')
+    _only_chapter(checkout, [tagged, claim])
+    for attempt in ("first", "again"):
+        proc = build(checkout)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode != 0, f"a claim that does not hold must fail the build ({attempt})"
+        assert "measured claims that do not hold" in out and "a test claim" in out, out[-3000:]
+        assert "Executing notebook" in out, f"the failed chapter must be executed again ({attempt})"
+
+    claim.source = 'print("claim: a test claim: holds (on purpose)")'
+    _only_chapter(checkout, [tagged, claim])
+    built_ok(checkout)
+    shown = _visible_text((checkout / "_site" / "html" / "course" / "01_test.html").read_text())
+    assert "an error on purpose" in shown and "claim: a test claim: holds" in shown
+    shutil.rmtree(checkout, ignore_errors=True)
