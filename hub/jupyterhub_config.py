@@ -46,7 +46,8 @@ def _instructor_env(spawner):
     """An instructor's server: the checkout as its root (the formgrader needs the course root
     inside it), the course's nbgrader configuration, and the shared course state."""
     spawner.notebook_dir = str(workshop.REPO)
-    _set_env(spawner, JUPYTER_CONFIG_PATH=str(p["instructor_config"]))
+    _set_env(spawner, JUPYTER_CONFIG_PATH=str(p["instructor_config"]),
+             COURSE_REPORTS=str(workshop.reports_dir()))  # grade CSVs, class report: in JupyterLab
 
 
 def _set_env(spawner, **values):

@@ -510,6 +510,22 @@ def give_chapters(user: str) -> Path:
     return dest
 
 
+def reports_dir() -> Path:
+    """Where an instructor's grade CSVs and class report go (COURSE_REPORTS of their server): a
+    folder of the checkout, which their JupyterLab shows (the course state is hidden in .hub/)."""
+    return REPO / "reports"
+
+
+def make_reports(gid: int | None) -> Path:
+    """The reports folder: in a room the instructor group's alone (mode 2770), git-ignored."""
+    folder = reports_dir()
+    _mkdir(folder, 0o2770 if gid is not None else 0o755, gid)
+    ignore = folder / ".gitignore"
+    if not ignore.exists():
+        _write(ignore, "# grades and reports: never committed\n*\n")
+    return folder
+
+
 def prepare(course: dict) -> dict[str, Path]:
     """Folders, users and configuration for ``course``; returns the paths."""
     p = paths()
@@ -530,6 +546,7 @@ def prepare(course: dict) -> dict[str, Path]:
             gradebook.touch()
             os.chown(gradebook, 0, gid)
             os.chmod(gradebook, 0o660)
+        make_reports(gid)
         venv = server_venv(p)
         check_learners_reach(venv)
         check_learners_run(venv)
@@ -538,6 +555,7 @@ def prepare(course: dict) -> dict[str, Path]:
                   file=sys.stderr)
     else:
         venv = Path(sys.prefix)
+        make_reports(None)
     (p["private"] / "server-venv").write_text(str(venv))
     if course["mode"] == "alone":
         exchange = REPO / ".course" / "exchange"  # where `make lab` keeps it

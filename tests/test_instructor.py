@@ -489,3 +489,59 @@ def test_collect_takes_only_submissions_made_by_the_learner_they_name(tmp_path):
         assert (got / f"{A}.ipynb").read_bytes() == solved
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- what the instructor sees
+
+def test_failed_tests_show_their_feedback_in_the_formgrader(course):
+    """bob's graded notebook: each failed test cell's error output has a traceback holding its
+    feedback (the formgrader shows an error by its traceback), and the formgrader's list of
+    submissions says his tests failed and alice's did not."""
+    import nbformat
+    from nbgrader.api import Gradebook
+
+    state, *_ = course
+    result = json.loads((state / "autograded" / "bob" / A / "result.json").read_text())
+    feedback = {t["grade_id"]: t["feedback"] for t in result["tests"] if not t["passed"]}
+    nb = nbformat.read(str(state / "autograded" / "bob" / A / f"{A}.ipynb"), as_version=4)
+    shown = {c.metadata["nbgrader"]["grade_id"]: "\n".join(o.traceback) for c in nb.cells
+             if c.metadata.get("nbgrader", {}).get("grade") for o in c.get("outputs", []) if o.output_type == "error"}
+    assert feedback and set(shown) == set(feedback), (shown, feedback)
+    for gid, text in feedback.items():
+        assert text in shown[gid], (gid, shown[gid])
+    with Gradebook(f"sqlite:///{state / 'gradebook.db'}") as gb:
+        failed = {d["student"]: d["failed_tests"] for d in gb.notebook_submission_dicts(A, A)}
+    assert failed["bob"] and not failed["alice"], failed
+
+
+def test_export_and_report_go_where_the_instructor_opens_them(course, tmp_path):
+    """With COURSE_REPORTS set (the hub sets it to a folder of the instructor's JupyterLab), export
+    writes its CSVs there and `report` writes one HTML page: pass rate per exercise, learners per
+    idea they tripped on, progress per learner, each with a PNG plot inside the page."""
+    import base64
+    import html
+
+    state, *_ = course
+    reports = tmp_path / "reports"
+    env = dict(os.environ, COURSE_REPORTS=str(reports))
+    for verb in ("export", "report"):
+        proc = subprocess.run([sys.executable, "-m", "autograder", verb, "--state", state], capture_output=True,
+                              text=True, cwd=ROOT, timeout=600, env=env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    assert sorted(p.name for p in reports.iterdir()) == ["class-report.html", "grades-summary.csv", "grades.csv"]
+    rows = list(csv.DictReader((reports / "grades.csv").open()))
+    page = html.unescape((reports / "class-report.html").read_text())
+    students = {r["student"] for r in rows}
+    for exercise in {r["exercise"] for r in rows}:
+        mine = [r for r in rows if r["exercise"] == exercise]
+        passed = sum(float(r["points"]) >= float(r["max_points"]) for r in mine)
+        assert f"<td>{A}</td><td>{exercise}</td><td>{passed} / {len(mine)}</td>" in page, exercise
+    for student in students:
+        got = sum(float(r["points"]) for r in rows if r["student"] == student)
+        full = sum(float(r["max_points"]) for r in rows if r["student"] == student)
+        assert re.search(rf"<td>{student}</td><td>{got:g} / {full:g}</td>", page), student
+    # bob left every stub: he tripped on 'unanswered'; carol's file was not graded: no idea tested
+    unanswered = re.search(r"<td>unanswered</td><td></td><td>(\d+)</td><td>([^<]*)</td>", page)
+    assert unanswered and unanswered.group(2) == "bob", page[-3000:]
+    images = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
+    assert len(images) == 3 and all(base64.b64decode(i).startswith(b"\x89PNG") for i in images)

@@ -49,7 +49,7 @@ from ..grader.result import zero_result
 class Course:
     """Paths of one course: its root (holding solutions/) and its state folder."""
 
-    def __init__(self, root=None, state=None, db_url=None):
+    def __init__(self, root=None, state=None, db_url=None, reports=None):
         self.root = Path(root).resolve() if root else find_course_root()
         self.state = Path(state or os.environ.get("COURSE_STATE") or self.root / ".course").resolve()
         self.db_url = gradebook_url(db_url or os.environ.get("COURSE_DB_URL")
@@ -57,6 +57,8 @@ class Course:
         self.submitted = self.state / "submitted"
         self.autograded = self.state / "autograded"
         self.feedback = self.state / "feedback"
+        # what the instructor opens (grade CSVs, the class report): a folder their JupyterLab shows
+        self.reports = Path(reports or os.environ.get("COURSE_REPORTS") or self.state).resolve()
 
     def assignments(self):
         return assignments(self.root)
@@ -487,6 +489,23 @@ def _prepare_output(folder: Path) -> str | None:
     return None
 
 
+def show_failures(notebook: Path) -> int:
+    """Give every error output of the graded ``notebook`` that has an empty traceback (a failed
+    test's: its feedback is in ``evalue``) a traceback of ``ename: evalue``: the formgrader (and
+    nbconvert's HTML) shows an error by its traceback, and showed an empty grey box. Returns the
+    number of outputs changed; the file is rewritten only when there are some."""
+    nb = json.loads(Path(notebook).read_text(encoding="utf-8"))
+    changed = 0
+    for cell in nb.get("cells", []):
+        for out in cell.get("outputs", []) if isinstance(cell, dict) else []:
+            if isinstance(out, dict) and out.get("output_type") == "error" and not out.get("traceback"):
+                out["traceback"] = [f"{out.get('ename') or 'Error'}: {out.get('evalue') or ''}"]
+                changed += 1
+    if changed:
+        _write_atomic(Path(notebook), (json.dumps(nb, indent=1, ensure_ascii=False) + "\n").encode("utf-8"))
+    return changed
+
+
 class NotGraded(dict):
     """A submission this run could not grade: ``{student, assignment, reason}``. Its previous
     grade (gradebook, result, graded notebook) is left as it was."""
@@ -569,6 +588,7 @@ def autograde(course: Course, assignments=None, workers=None, progress=True, reg
                 d["fingerprint"] = fingerprints[(s, a)]
             try:
                 if saved(s, a).exists():
+                    show_failures(saved(s, a))
                     os.replace(saved(s, a), out / f"{a}.ipynb")  # over a read-only one too
                 d["graded_notebook"] = _digest(out / f"{a}.ipynb") if not r.error else None
                 _write_atomic(out / "result.json", json.dumps(d, indent=2).encode())
@@ -714,6 +734,8 @@ def add_parsers(sub) -> None:
         p.add_argument("--state", help="course-state folder (default: .course/ in the course root)")
         p.add_argument("--db-url", help="gradebook SQLAlchemy URL, e.g. postgresql://user:pw@host/db "
                                         "(default: $COURSE_DB_URL, else sqlite in the state folder)")
+        p.add_argument("--reports", help="folder of the grade CSVs and the class report (default: "
+                                         "$COURSE_REPORTS, else the state folder)")
         return p
 
     p = common(sub.add_parser("collect", help="collect downloaded submissions into nbgrader's layout"))
@@ -729,23 +751,29 @@ def add_parsers(sub) -> None:
     common(sub.add_parser("feedback", help="one HTML feedback page per graded submission"))
     p = common(sub.add_parser("export", help="CSV of points per student, assignment and exercise, "
                                              "and a summary CSV: one row per student"))
-    p.add_argument("--out", default=None, help="CSV path (default: <state>/grades.csv)")
+    p.add_argument("--out", default=None, help="CSV path (default: <reports>/grades.csv)")
     p.add_argument("--summary", default=None, help="the per-student summary CSV (default: beside --out, "
                                                    "named <out>-summary.csv)")
+    p = common(sub.add_parser("report", help="the class report: one HTML page with plots (pass rate per "
+                                            "exercise, learners per idea they tripped on, progress per learner)"))
+    p.add_argument("--out", default=None, help="HTML path (default: <reports>/class-report.html)")
+    # `python -m autograder` hands run() the verbs collect, autograde, feedback and export: the
+    # report travels under export's name, and run() reads its own verb
+    p.set_defaults(command="export", verb="report")
 
 
 def run(args) -> int:
-    course = Course(args.root, args.state, args.db_url)
+    course = Course(args.root, args.state, args.db_url, args.reports)
     try:
         return _run(args, course)
     except GradebookError as exc:
-        print(f"{args.command}: {exc}", file=sys.stderr)
+        print(f"{getattr(args, 'verb', None) or args.command}: {exc}", file=sys.stderr)
     except Exception as exc:  # the database went away mid-run: say so, without a traceback
         from sqlalchemy.exc import DBAPIError
 
         if not isinstance(exc, DBAPIError):
             raise
-        print(f"{args.command}: the gradebook {shown_url(course.db_url)} failed: "
+        print(f"{getattr(args, 'verb', None) or args.command}: the gradebook {shown_url(course.db_url)} failed: "
               f"{_one_line(exc, course.db_url)}", file=sys.stderr)
     return 2
 
@@ -774,8 +802,13 @@ def _run(args, course: Course) -> int:
                                                              for n in problems) if problems else ""))
         if problems:
             return 1
-    elif args.command == "export":
-        out = export(course, Path(args.out) if args.out else course.state / "grades.csv",
+    elif args.command == "export" and getattr(args, "verb", None) != "report":
+        out = export(course, Path(args.out) if args.out else course.reports / "grades.csv",
                      Path(args.summary) if args.summary else None)
         print(f"wrote {out}", file=sys.stderr)  # stdout may be the CSV itself (--out /dev/stdout)
+    elif getattr(args, "verb", None) == "report":
+        from .report import class_report
+
+        out = class_report(course, Path(args.out) if args.out else course.reports / "class-report.html")
+        print(f"wrote {out}")
     return 0
