@@ -57,7 +57,7 @@ def test_tests_are_judged_two_at_a_time_with_their_own_verdicts_and_draws(tmp_pa
     verdicts, module = _judge(tmp_path, serial=False, seed=7)
     assert module.PEAK[0] == 2
     assert list(verdicts) == ["test_a", "test_b", "test_c"]
-    assert verdicts["test_a"] == verdicts["test_c"] == "" and "b is wrong" in verdicts["test_b"]
+    assert verdicts["test_a"].passed and verdicts["test_c"].passed and "b is wrong" in verdicts["test_b"].feedback
     draws = dict(module.DRAWS)
     assert len(set(draws.values())) == 3  # each test its own generator
     again, module2 = _judge(tmp_path / "again", serial=False, seed=7)
@@ -67,7 +67,7 @@ def test_tests_are_judged_two_at_a_time_with_their_own_verdicts_and_draws(tmp_pa
 def test_a_judge_that_asks_for_it_is_run_one_test_at_a_time(tmp_path):
     verdicts, module = _judge(tmp_path, serial=True, seed=7)
     assert module.PEAK[0] == 1
-    assert verdicts["test_a"] == verdicts["test_c"] == "" and "b is wrong" in verdicts["test_b"]
+    assert verdicts["test_a"].passed and verdicts["test_c"].passed and "b is wrong" in verdicts["test_b"].feedback
 
 
 # --------------------------------------------------------------------------- one test's hang is not the other's time
@@ -104,5 +104,5 @@ def test_a_test_whose_code_hangs_costs_the_test_beside_it_none_of_its_time(tmp_p
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
-    assert "time limit" in verdicts["test_hangs"], verdicts
-    assert verdicts["test_steady"] == "", verdicts
+    assert not verdicts["test_hangs"].passed and "time limit" in verdicts["test_hangs"].feedback, verdicts
+    assert verdicts["test_steady"].passed, verdicts

@@ -28,7 +28,7 @@ One trusted file per assignment, ``solutions/<assignment>/judge.py``, holds one 
             rng.normal(size=5).astype(np.float32)),), seed=k.seed(), jit=True)
 
 :func:`run_judge` loads that file by path (never from a folder the kernel can write) and turns
-each test's outcome into feedback; :class:`JudgeStep` plugs it into grading.
+each test's outcome into a :class:`Verdict`; :class:`JudgeStep` plugs it into grading.
 
 The package, by who uses what:
 
@@ -37,6 +37,8 @@ The package, by who uses what:
 - :mod:`.kernel`: :class:`Kernel`, :class:`RemoteFunction`, :class:`Exported`;
 - :mod:`.step`: judge files found and loaded, :func:`verdict`, :func:`run_judge`,
   :class:`JudgeStep`;
+- :mod:`.outcome`: a test's :class:`Verdict` (typed: passed, or failed with the judge's
+  message), and :func:`learner_text` (the learner's text made safe to show);
 - :mod:`.programs` (a program read as a parsed module), :mod:`.allowlist` (what a program
   may contain) and :mod:`.runner` (the contained process that runs it; also run as a script).
 
@@ -69,6 +71,9 @@ __all__ = [
     "run_judge",
     "verdict",
     "ProgramFailure",
+    "PASSED",
+    "Verdict",
+    "learner_text",
     "AsJax",
     "Fixture",
     "Key",
@@ -89,5 +94,6 @@ __getattr__, __dir__ = _names_from(__name__, {
     "step": ("JUDGE_CPU_DEVICES", "JUDGE_THREADS", "NOT_DEFINED", "JudgeStep", "ensure_judge_devices",
              "is_test_cell", "judge_path", "judge_paths", "judge_tests", "load_judge", "run_judge", "verdict"),
     "runner": ("ProgramFailure",),
+    "outcome": ("PASSED", "Verdict", "learner_text"),
     ".wire": ("AsJax", "Fixture", "Key", "Opaque", "Ref", "Sharded", "Spec", "as_jax", "values"),  # autograder.wire
 })

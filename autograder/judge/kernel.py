@@ -12,7 +12,7 @@ import threading
 import numpy as np
 
 from .. import wire
-from ..feedback import TAUGHT_IN, ExerciseFailure
+from ..feedback import TAUGHT_IN, ExerciseFailure, where
 from .channel import Channel, ChannelError, LearnerError, learner_exception
 
 
@@ -198,6 +198,7 @@ class Kernel:
         self.runner = runner  # the ProgramRunner of this grading (None: autograder.judge.runner.current())
         self._programs: dict = {}
         self._programs_lock = threading.Lock()
+        self.failed_claims: list = []  # the current test's failed claims (Verdicts), see claim
 
     def for_test(self) -> "Kernel":
         """A view of this kernel for one test judged beside others: the same channel, runner and
@@ -206,6 +207,7 @@ class Kernel:
         view = object.__new__(Kernel)
         view.__dict__.update(self.__dict__)
         view.rng = np.random.default_rng(int(self.rng.integers(0, 2**63 - 1)))
+        view.failed_claims = []
         return view
 
     def seed(self) -> int:
@@ -314,8 +316,12 @@ class Kernel:
             return self._programs[key]
 
     def claim(self, check: str, name: str, *args, **options) -> None:
-        """Run ``ag.<check>(name, *args, **options)`` in the kernel; a failing claim raises its
-        :class:`ExerciseFailure` (a passing one earns nothing by itself)."""
+        """Run ``ag.<check>(name, *args, **options)`` in the kernel. A failing claim is applied
+        after the evidence: it is kept in :attr:`failed_claims` and fails the test once its
+        judge has returned (:func:`autograder.judge.step.verdict`); a passing one earns nothing.
+        Its message is the judge's, the kernel's detail after it (made safe)."""
+        from .outcome import failed
+
         reply = self._reply({"op": "claim", "check": check, "name": name, "args": tuple(args),
                              "kwargs": dict(options)}, f"`{name}`")
         claim = reply.get("claim")
@@ -323,4 +329,8 @@ class Kernel:
             raise ChannelError("The kernel's claim is malformed.")
         if claim.get("ok") is not True:
             idea = claim.get("idea") if claim.get("idea") in TAUGHT_IN else "numerics"
-            raise ExerciseFailure(idea, str(claim.get("detail") or "a kernel-side check failed")[:2000])
+            pointer = where(idea) if idea != "numerics" else ""
+            what = options.get("what") if isinstance(options.get("what"), str) else name
+            what = what if isinstance(what, str) else "the exercise"
+            self.failed_claims.append(failed(f"A check made in the kernel on {what[:200]} failed"
+                                             f"{f' ({pointer})' if pointer else ''}", str(claim.get("detail") or "")))

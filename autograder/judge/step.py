@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from ..common.course import CHECK_TAG
 from .channel import REQUEST_TIMEOUT, Channel, ChannelError, LearnerError
+from .outcome import PASSED, Verdict, failed, learner_text, not_graded
 from .runner import DEVICES as RUNNER_DEVICES
 from .runner import ProgramFailure, ProgramRunner
 from .runner import extend as runner_extend
@@ -86,29 +87,43 @@ NOT_DEFINED = ("{ename}: {evalue}. The exercise's function is not defined: run i
                "and keep the function's name as given.")
 
 
-def verdict(test, k: Kernel, grade_id: str) -> str:
-    """Run one judge test; '' when it passes, else the learner-facing feedback."""
+def verdict(test, k: Kernel, grade_id: str) -> Verdict:
+    """Run one judge test: :data:`~.outcome.PASSED` only when ``test(k)`` returned normally
+    (having checked all its evidence) and no claim of the kernel failed; claims are applied
+    after the evidence (:meth:`Kernel.claim` keeps a failing one in ``k.failed_claims``), so
+    a test that fails on its evidence says so first. Every failure carries a fixed message
+    of the judge's, the learner's text after it made safe (:mod:`.outcome`)."""
     from .. import wire
     from ..feedback import ExerciseFailure, explain_error
 
+    if hasattr(k, "failed_claims"):
+        k.failed_claims = []  # this test's own (a serial judge passes one Kernel to every test)
     try:
         test(k)
-        return ""
     except ExerciseFailure as exc:
-        return str(exc)
+        return _failed(str(exc), "This test's check failed.")
     except ChannelError as exc:
-        return str(exc)
+        return _failed(str(exc), "The grader could not use the kernel's reply.")
     except ProgramFailure as exc:
-        return str(exc)
+        return _failed(str(exc), "The program could not be run by the grader.")
     except LearnerError as exc:
         if isinstance(exc, NameError):
-            return NOT_DEFINED.format(ename=type(exc).__name__, evalue=str(exc))
-        return str(explain_error(exc.kernel_mro or [type(exc).__name__], str(exc), exc.label))
+            return failed(NOT_DEFINED.format(ename=type(exc).__name__, evalue=learner_text(exc, 300)))
+        return _failed(str(explain_error(exc.kernel_mro or [type(exc).__name__], str(exc), exc.label)),
+                       "The code under test raised an error.")
     except wire.WireError as exc:
-        return f"The value could not be sent to the kernel: {exc}."
-    except Exception as exc:  # noqa: BLE001 - a bug in the judge: zero, said plainly
-        return (f"Not graded: the grader's own check for {grade_id} failed ({type(exc).__name__}: "
-                f"{str(exc)[:300]}); please tell the course staff.")
+        return failed("The value could not be sent to the kernel", str(exc))
+    except Exception as exc:  # noqa: BLE001 - a bug in the judge: not graded, said plainly
+        return not_graded(f"Not graded: the grader's own check for {grade_id} failed ({type(exc).__name__}: "
+                          f"{str(exc)[:300]}); please tell the course staff.")
+    claims = getattr(k, "failed_claims", None) or []
+    return claims[0] if claims else PASSED
+
+
+def _failed(message: str, fallback: str) -> Verdict:
+    """A failure with the judge's ``message`` (trusted code wrote it, though learner text may be
+    quoted in it: made safe), or ``fallback`` where nothing is left of it."""
+    return failed(message if learner_text(message) else fallback)
 
 
 JUDGE_THREADS = 2  # tests judged side by side (see run_judge)
@@ -116,11 +131,11 @@ JUDGE_THREADS = 2  # tests judged side by side (see run_judge)
 
 def run_judge(assignment_dir, kernel_client=None, *, grade_ids=None, kernel: Kernel | None = None,
               runner: ProgramRunner | None = None, threads: int | None = None, **channel_kw) -> dict:
-    """``{grade_id: feedback or ""}`` for the judge file of ``assignment_dir`` (the trusted
+    """``{grade_id: Verdict}`` (:mod:`.outcome`) for the judge file of ``assignment_dir`` (the trusted
     ``solutions/<assignment>/``), run against a live kernel.
 
     ``grade_ids`` (default: the file's ``test_*`` functions) are the test cells to judge; one
-    the file has no function for scores zero with a message. ``runner``: the program runner of
+    the file has no function is not graded, with a message. ``runner``: the program runner of
     this grading (default: :func:`autograder.judge.runner.current`).
 
     Tests are judged ``threads`` at a time (default :data:`JUDGE_THREADS`; 1 where a judge file
@@ -137,7 +152,7 @@ def run_judge(assignment_dir, kernel_client=None, *, grade_ids=None, kernel: Ker
         tests = judge_tests(assignment_dir)
         serial = any(getattr(load_judge(p), "SERIAL_TESTS", False) for p in judge_paths(assignment_dir))
     except Exception as exc:  # noqa: BLE001
-        msg = f"Not graded: the grader's judge file cannot be loaded ({type(exc).__name__}: {exc})."
+        msg = not_graded(f"Not graded: the grader's judge file cannot be loaded ({type(exc).__name__}: {exc}).")
         return {g: msg for g in (grade_ids or [])}
     k = kernel or Kernel(kernel_client, runner=runner, **channel_kw)
     ids = list(grade_ids if grade_ids is not None else tests)
@@ -154,7 +169,7 @@ def run_judge(assignment_dir, kernel_client=None, *, grade_ids=None, kernel: Ker
                 channel.on_wait = functools.partial(runner_extend, runner)
                 runner.on_wait = channel.extend
         return (verdict(test, kk, gid) if test is not None else
-                f"Not graded: the grader's judge has no check for {gid}; please tell the course staff.")
+                not_graded(f"Not graded: the grader's judge has no check for {gid}; please tell the course staff."))
 
     # learner errors are explained for this assignment's chapter, wherever they surface
     with feedback.chapter(Path(assignment_dir).name):
@@ -204,7 +219,8 @@ class JudgeStep:
     def __init__(self, assignment_dir: Path, cell_timeout: float = REQUEST_TIMEOUT):
         self.assignment_dir = Path(assignment_dir)
         self.cell_timeout = cell_timeout
-        self.verdicts: dict | None = None  # None: the judge did not run
+        self.verdicts: dict | None = None  # {grade_id: Verdict}; None: the judge did not run
+        self.ungraded: dict = {}  # {grade_id: why} of the tests not graded (see write_verdicts)
         self.grade_ids: list = []
         self._hidden: list = []
         self.runner: ProgramRunner | None = None  # this notebook's program runner (see prepare)
@@ -292,22 +308,28 @@ class JudgeStep:
             # the blocking client's thread must not inherit
             self.verdicts = await loop.run_in_executor(None, contextvars.Context().run, judge)
         except Exception as exc:  # noqa: BLE001 - the grader's fault: zero, said plainly
-            msg = f"Not graded: the grader could not reach the kernel ({type(exc).__name__}: {exc})."
+            msg = not_graded(f"Not graded: the grader could not reach the kernel ({type(exc).__name__}: {exc}).")
             self.verdicts = {g: msg for g in self.grade_ids}
 
     def write_verdicts(self, nb, not_judged: str) -> dict:
-        """Write each test cell's verdict as its outputs; ``{grade_id: feedback}``. Tests the
-        judge did not decide (the kernel died, the time ran out) get ``not_judged``."""
+        """Write each test cell's verdict as its outputs; ``{grade_id: feedback}`` ('' exactly
+        for a passed test). Tests the judge did not decide (the kernel died, the time ran out)
+        fail with ``not_judged``. :attr:`ungraded` is then ``{grade_id: why}`` of the tests that
+        could not be graded (the grader's fault or the machine's: an error, not a zero)."""
         from nbformat.v4 import new_output
 
         self.close()  # the judge is done: no more programs to run
-        feedback = {}
+        undecided = failed(not_judged or "Not run to completion.")
+        feedback, self.ungraded = {}, {}
         for cell in nb.cells:
             if not is_test_cell(cell):
                 continue
             gid = cell.metadata["nbgrader"]["grade_id"]
-            fb = (self.verdicts or {}).get(gid, not_judged) if self.verdicts is not None else not_judged
-            feedback[gid] = fb
-            cell.outputs = [] if not fb else [new_output("error", ename="Failed", evalue=fb, traceback=[])]
+            v = (self.verdicts or {}).get(gid)
+            v = v if isinstance(v, Verdict) else undecided
+            feedback[gid] = v.feedback
+            if not v.graded:
+                self.ungraded[gid] = v.feedback
+            cell.outputs = [] if v.passed else [new_output("error", ename="Failed", evalue=v.feedback, traceback=[])]
             cell.execution_count = None
         return feedback

@@ -1,0 +1,96 @@
+"""A verdict is typed (issue 33, item 1): a test passes only when its judge returned normally and
+no claim failed; every failure carries a fixed, non-empty message of the judge's; the learner's
+text after it is made safe; claims are applied after the evidence and can only fail."""
+from __future__ import annotations
+
+import pytest
+
+from autograder import judge
+from autograder.judge.outcome import PASSED, Verdict, failed, learner_text, not_graded
+
+
+class ForgedChannel:
+    """A channel whose every claim is answered by ``answer`` (what a forged agent can send)."""
+
+    def __init__(self, answer):
+        self.answer = answer
+        self.requests = []
+
+    def request(self, payload):
+        self.requests.append(payload)
+        return {"claim": self.answer}
+
+
+BLANK_FAILURES = [
+    {"ok": False, "idea": "tampering", "detail": " "},
+    {"ok": False, "idea": "tampering", "detail": ""},
+    {"ok": False, "idea": "numerics", "detail": "\x1b[2K\x1b[1A\r"},
+    {"ok": False, "idea": "", "detail": None},
+    {"ok": "yes", "idea": "tampering", "detail": " "},
+]
+
+
+@pytest.mark.parametrize("answer", BLANK_FAILURES)
+def test_a_failing_claim_with_a_blank_detail_fails_with_the_judges_message(answer):
+    k = judge.Kernel(channel=ForgedChannel(answer))
+    v = judge.verdict(lambda k: k.claim("check_pure", "step", 1, what="`step`"), k, "test_step")
+    assert isinstance(v, Verdict) and not v.passed and v.graded
+    assert v.feedback.startswith("A check made in the kernel on `step` failed"), v
+
+
+def test_claims_are_applied_after_the_evidence_and_can_only_fail():
+    k = judge.Kernel(channel=ForgedChannel({"ok": False, "idea": "purity", "detail": "changed G"}))
+    seen = []
+
+    def evidence_fails(k):
+        k.claim("check_pure", "step", 1)
+        seen.append("evidence checked")  # the claim did not end the test
+        import autograder as ag
+
+        ag.fail("state", "the state was not threaded")
+
+    v = judge.verdict(evidence_fails, k, "test_step")
+    assert seen == ["evidence checked"]
+    assert not v.passed and v.feedback.startswith("the state was not threaded"), v  # the evidence's, first
+    v = judge.verdict(lambda k: k.claim("check_pure", "step", 1), k, "test_step")
+    assert not v.passed and "changed G" in v.feedback and "course/03_purity.ipynb" in v.feedback
+    holds = judge.Kernel(channel=ForgedChannel({"ok": True, "idea": "", "detail": ""}))
+    assert judge.verdict(lambda k: k.claim("check_pure", "step", 1), holds, "test_step") == PASSED
+    # a serial judge hands one Kernel to every test: a claim failed in one is not the next one's
+    assert judge.verdict(lambda k: None, k, "test_next") == PASSED
+    # a test judged beside others has its own list of failed claims
+    view = k.for_test()
+    view.claim("check_pure", "step", 1)
+    assert len(view.failed_claims) == 1 and k.failed_claims is not view.failed_claims
+
+
+def test_an_exercise_failure_with_nothing_to_say_is_still_a_failure():
+    import autograder as ag
+
+    def blank(k):
+        raise ag.ExerciseFailure("tampering", " \x1b[0m ")
+
+    v = judge.verdict(blank, judge.Kernel(channel=ForgedChannel({})), "test_x")
+    assert not v.passed and v.feedback.strip(), v
+
+
+def test_a_verdict_cannot_pass_with_a_message_or_fail_without_one():
+    with pytest.raises(ValueError):
+        Verdict(False, "  ")
+    with pytest.raises(ValueError):
+        Verdict(True, "feedback")
+    with pytest.raises(ValueError):
+        Verdict(True, graded=False)
+    with pytest.raises(ValueError):
+        failed("\x1b[31m\x1b[0m", "learner text")
+    assert failed("The value is wrong", "\x1b]0;title\x07got 3\x1b[2J") == Verdict(False, "The value is wrong: got 3")
+    assert not not_graded("Not graded: starved").graded
+
+
+def test_learner_text_loses_terminal_control_and_keeps_its_words():
+    assert learner_text("\x1b[1;31mred\x1b[0m and \x9b2Jplain") == "red and plain"
+    assert learner_text("bell\x07 back\x08 bidi\u202e") == "bell\\x07 back\\x08 bidi\\u202e"
+    assert learner_text("two\nlines\tand a tab") == "two\nlines\tand a tab"
+    assert learner_text("  \n\t ") == ""
+    assert learner_text("over\rwritten") == "over\\rwritten"
+    assert len(learner_text("x" * 10_000, 100)) == 100
