@@ -366,6 +366,7 @@ def test_release_refuses_a_tampered_exercises_folder(tmp_path):
     shutil.copytree(ROOT / "exercises" / A, root / "exercises" / A)
     proc = _nbgrader_release(root, state)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    assert "CRITICAL" not in proc.stdout + proc.stderr, (proc.stdout + proc.stderr)[-3000:]  # nothing alarming
     assert (outbound / f"{A}.ipynb").read_bytes() == (ROOT / "exercises" / A / f"{A}.ipynb").read_bytes()
 
 

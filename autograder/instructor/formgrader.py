@@ -56,11 +56,18 @@ def release_differences(root, assignment: str) -> list[str]:
     from its solutions/ now (scripts/release.py's check)."""
     import importlib.util
 
-    script = Path(__file__).resolve().parent.parent / "scripts" / "release.py"
+    script = Path(__file__).resolve().parents[2] / "scripts" / "release.py"  # the checkout's
     spec = importlib.util.spec_from_file_location("_course_release", script)
     release = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(release)
     return release.check(Path(root), [assignment])
+
+
+class _Silence:
+    """A logging filter that drops every record."""
+
+    def filter(self, record) -> bool:
+        return False
 
 
 def _checked_release_class():
@@ -74,7 +81,15 @@ def _checked_release_class():
         def init_src(self):
             super().init_src()
             assignment = self.coursedir.assignment_id
-            diffs = release_differences(self.coursedir.root, assignment)
+            # The check generates the assignment afresh with an nbgrader of its own, whose log is
+            # this one: its lines (a temporary folder's conversions, and a "[CRITICAL] Unwritable
+            # directory" about nbgrader's default exchange, which it never uses) are not the release's.
+            quiet = _Silence()
+            self.log.addFilter(quiet)
+            try:
+                diffs = release_differences(self.coursedir.root, assignment)
+            finally:
+                self.log.removeFilter(quiet)
             if diffs:
                 self.fail(f"not releasing {assignment}: exercises/{assignment} is not what `make release` "
                           "generates from solutions/ (run `make release`, never edit exercises/ by hand): "
