@@ -1,4 +1,12 @@
-"""Traces and compilations, counted over a sequence of calls."""
+"""Traces and compilations, counted over a sequence of calls.
+
+A thin layer over JAX's own instrument: :mod:`jax.monitoring` reports the duration of every
+trace (``/jax/core/compile/jaxpr_trace_duration``) and every XLA compile
+(``/jax/core/compile/backend_compile_duration``), the moments ``jax_log_compiles`` logs
+"Finished tracing" and "Finished XLA compilation"; :class:`CompileCounter` listens to those two
+events and counts them. Why a call missed the caches is ``jax_explain_cache_misses``'s job
+(:func:`autograder.review.capture_cache_misses`).
+"""
 from __future__ import annotations
 
 import functools
@@ -37,7 +45,9 @@ def _ensure_listener():
 
 
 class CompileCounter:
-    """Counts XLA compilations (and jit traces) while active.
+    """Counts XLA compilations (and jit traces) while active: JAX's ``jax.monitoring`` events
+    ``/jax/core/compile/backend_compile_duration`` and ``.../jaxpr_trace_duration``, one each per
+    compile and per trace, counted on this thread.
 
     Use as a context manager::
 

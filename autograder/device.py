@@ -71,6 +71,10 @@ class Timing(dict):
 def honest_time(f, *args, repeats: int = 5, warmup: int = 1) -> Timing:
     """Time ``f(*args)`` honestly: untimed warm-up, every call blocked, the median reported.
 
+    Nothing but ``jax.block_until_ready(f(*args))`` between two ``time.perf_counter()`` calls,
+    repeated: what ``%timeit f(x).block_until_ready()`` measures in IPython. For where the time
+    goes, use ``jax.profiler.trace`` (chapter 06).
+
     The first warm-up call includes tracing and compilation; it is reported
     separately as ``compile_s`` (its time minus the median), never mixed into
     the run time.
