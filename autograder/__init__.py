@@ -95,3 +95,7 @@ __getattr__, __dir__ = _names_from(__name__, {
 })
 
 __version__ = "0.1.0"
+
+from .hints import register as _register_hints  # noqa: E402
+
+_register_hints()  # in an IPython kernel: a failed test offers the exercise's next hint (autograder.hints)

@@ -37,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_parsers(sub)
     add_review_parser(sub)
+    from .hints import add_parser as add_hint_parser
+
+    add_hint_parser(sub)
     return parser
 
 
@@ -89,6 +92,10 @@ def main(argv=None) -> int:
         from .instructor import run
 
         return run(args)
+    if args.command == "hint":
+        from .hints import hint_command
+
+        return hint_command(args)
     if args.command == "review":
         from .review import review_command
 
