@@ -55,12 +55,8 @@ NOTES = """Why the figures are what they are:
 - (c) in parallel, the imports are paid once, in the parent, before the grading processes fork;
   its objects are frozen out of the garbage collector's reach first (`gc.freeze()`), so their
   pages stay shared. Each grading process grades one notebook at a time (a process a submission
-  kills costs only that notebook); there is one grading process per core and one more. Their
-  contained kernels are forks of the batch's kernel zygote (a Python with ipykernel and JAX
-  imported, started once beside the parent's imports: about 1.1 s of CPU less per kernel than a
-  fresh Python importing both), placed in their sandboxes by the launcher; a kernel finds JAX
-  imported at its first `import jax` (graded again on a fresh kernel where a variable JAX
-  reads at import was set before: none here). The grader at this issue's start ran exported programs
+  kills costs only that notebook); there is one grading process per core and one more. Each
+  contained kernel is a fresh Python, placed in its sandbox by the launcher. The grader at this issue's start ran exported programs
   in the grading process itself; this one runs them in one contained program runner shared by
   the command's grading processes (a Python that imports JAX: about 1.3 s of CPU, once per
   command, 0.2 s per submission in a batch of 6; the batch is CPU-bound on 2 cores, so that CPU
@@ -74,8 +70,8 @@ NOTES = """Why the figures are what they are:
   graceful kernel shutdown.
 - The package's modules run from bytecode (compiled first, as pip does for an installed package
   and a checkout's first run does unless PYTHONDONTWRITEBYTECODE is set), as the bare command's
-  nbclient and Jupyter do; so does the launcher, which starts several times a notebook
-  (`sandbox.CACHED_SCRIPT`), and the kill of a sandbox's processes is a few lines of Python.
+  nbclient and Jupyter do; so does the launcher (`python -I -m autograder.sandbox.launcher`),
+  which starts several times a notebook.
 - Wall times on a machine shared with other work swing by 50% or more between runs; CPU seconds
   hardly do. Each way runs several times, interleaved, and its median round is reported; (a)'s
   two commands run in pairs, back to back (three pairs a round), and its figure is the median of

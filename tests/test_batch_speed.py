@@ -370,7 +370,7 @@ def _with_graded_kernel(box_dir, body):
     """``body(km, kc)`` (a coroutine) on a kernel of :func:`~autograder.sandbox.containment.kernel_manager_class`
     (uncontained; ``box_dir`` as the grading gives it, or None), started and shut down here."""
     async def go():
-        from autograder.sandbox.containment.containment import kernel_manager_class
+        from autograder.sandbox.containment import kernel_manager_class
 
         km = kernel_manager_class(None, box_dir, 120)(kernel_name="python3")
         await km.start_kernel(env=dict(os.environ, PYTHONPATH=str(ROOT)))

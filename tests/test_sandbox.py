@@ -42,10 +42,10 @@ def _grade(paths, *extra, env=None, cwd=ROOT, timeout=900):
 
 
 def test_the_limits_launcher_sets_its_limits_and_refuses_an_orphan():
-    """``launcher.py limits`` (how every kernel starts): the CPU-time limit and no core dumps are
+    """``launcher limits`` (how every kernel starts): the CPU-time limit and no core dumps are
     set before the command runs; started for a parent that is not its own (that parent ended
     before the death signal was asked for), it runs nothing."""
-    launch = [sys.executable, "-I", "-S", str(ROOT / "autograder" / "grader" / "launcher.py"), "limits", "--cpu=7"]
+    launch = [sys.executable, "-m", "autograder.sandbox.launcher", "limits", "--cpu=7"]
     show = [sys.executable, "-c", "import resource as r; "
             "print(r.getrlimit(r.RLIMIT_CPU), r.getrlimit(r.RLIMIT_CORE))"]
     ran = subprocess.run([*launch, f"--parent={os.getpid()}", "--", *show], capture_output=True,
@@ -611,7 +611,7 @@ def test_a_contained_kernel_sees_an_allow_list_of_files_and_variables(tmp_path, 
     TMPDIR and PATH. The same program run uncontained sees the course's solutions/ and the
     grader's variables (the control)."""
     from autograder.sandbox import containment as sandbox
-    from autograder.sandbox.containment.launcher import DEV, ETC, SYSTEM
+    from autograder.sandbox.launcher import DEV, ETC, SYSTEM
 
     monkeypatch.setenv(SECRET_VAR, "s3cr3t")
     cmd = [sys.executable, "-c", _VIEW, str(ROOT / "solutions"), str(ROOT / "autograder")]
@@ -657,9 +657,9 @@ def test_a_file_the_sandbox_uid_cannot_read_is_named(tmp_path, monkeypatch):
 
 @needs_root
 def test_kill_all_kills_every_process_of_the_sandbox_uid_and_no_other():
-    """``Sandbox.kill_all`` (``KILL_UID``, as that uid): a process of the uid in a session of
+    """``Sandbox.kill_all`` (``launcher kill``, as that uid): a process of the uid in a session of
     its own dies, one of another uid does not; with none left it still says the sandbox ended."""
-    from autograder.sandbox.containment.containment import Sandbox
+    from autograder.sandbox.containment import Sandbox
 
     uid, other = 64993, 64992
     mine = subprocess.Popen(["sleep", "60"], user=uid, group=uid, extra_groups=[], start_new_session=True)
@@ -681,33 +681,3 @@ def test_kill_all_kills_every_process_of_the_sandbox_uid_and_no_other():
         for p in (mine, theirs):
             p.kill()
             p.wait()
-
-
-def test_a_script_run_from_its_cached_bytecode_runs_as_python_would_run_it(tmp_path):
-    """``python -I -S -c CACHED_SCRIPT SCRIPT ARGS`` (how the launcher and the program runner
-    start) runs SCRIPT as ``python SCRIPT ARGS`` would: as __main__, its own __file__ and argv,
-    an exception's exit status; its bytecode is written to __pycache__ and read from there."""
-    import importlib.util
-
-    from autograder.sandbox.containment.containment import script
-
-    path = tmp_path / "tool.py"
-    path.write_text("import sys\nprint(__name__, __file__ == sys.argv[0], sys.argv[1:], 'sys' in dir())\n"
-                    "if sys.argv[1:] == ['fail']:\n    raise SystemExit(3)\n")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-
-    def run(how, *args):
-        return subprocess.run([sys.executable, "-I", "-S", *how, *args], capture_output=True, text=True,
-                              env=env, timeout=60)
-
-    plain, cached = run([str(path)], "a", "b"), run(script(path), "a", "b")
-    assert plain.returncode == cached.returncode == 0, cached.stderr
-    assert cached.stdout == plain.stdout == "__main__ True ['a', 'b'] True\n"
-    assert run(script(path), "fail").returncode == 3
-    pyc = Path(importlib.util.cache_from_source(str(path)))
-    assert pyc.is_file()
-    pyc.write_bytes(pyc.read_bytes()[:16] + b"\0")  # a cached entry that is not this source's code...
-    os.utime(pyc, None)
-    broken = run(script(path), "a")
-    # ...is read, not recompiled (the header still matches the source): the bytecode is the cache's
-    assert broken.returncode != 0 and "marshal data" in broken.stderr, broken.stderr[-500:]

@@ -194,10 +194,10 @@ def _runners_while(cmd, **kw):
                     line = p.cmdline()
                 except psutil.Error:
                     continue
-                # the runner itself (``python -I .../runner.py serve``), not the sandbox's launcher
-                # or unshare before it, whose command lines end the same way
-                if line[-2:-1] and line[-2].endswith("runner.py") and line[-1] == "serve" and \
-                        not any(a.endswith(("launcher.py", "unshare")) for a in line):
+                # the runner itself (``python -I -m autograder.judge.runner serve``), not the
+                # sandbox's launcher or unshare before it, whose command lines end the same way
+                if line[-2:] == ["autograder.judge.runner", "serve"] and \
+                        not any(a == "autograder.sandbox.launcher" or a.endswith("unshare") for a in line):
                     seen.add(p.pid)
             time.sleep(0.02)
         code = proc.wait()

@@ -50,13 +50,6 @@ SETTINGS = [
             "is not found from the notebook's folder, the current one or the package's", "path"),
     Setting("AUTOGRADER_HIDE", "", "more folders no kernel may see, separated by ':' (the kernel's "
             "view is an allow-list: needed only for a folder inside the interpreter's)", "paths"),
-    Setting("AUTOGRADER_KERNEL_ZYGOTE", "on", "'off' starts each contained kernel of a batch as a "
-            "fresh Python instead of a fork of the batch's kernel zygote (ipykernel imported once)",
-            "flag"),
-    Setting("AUTOGRADER_KERNEL_PRELOAD", "jax", "modules the kernel zygote imports once for its "
-            "kernels, separated by ','; a kernel finds them imported at its first import of one, unless "
-            "a variable they read changed before (its notebook is then graded again, on a fresh kernel); "
-            "'none': none", "names", what="module names separated by ',', or 'none'"),
     Setting("AUTOGRADER_KERNEL_TAG", "", "a string put in every contained kernel's environment, to "
             "find its processes (ps e)", "text"),
 ]

@@ -26,8 +26,6 @@ from ..sandbox.containment import (
     die_with_parent,
     limit_judge_memory,
     private_mounts,
-    Zygote,
-    use_zygote,
 )
 from .submission import max_notebook_bytes
 from . import startup
@@ -174,9 +172,6 @@ def grade_many(paths, *, workers: int | None = None, progress: bool = False, per
     # on another core while this process imports and probes (runner_mod.SharedRunner); none
     # where no notebook exists (nothing will be judged).
     shared = runner_mod.share() if any(Path(p).is_file() for p in paths) else None
-    # and, for several grading processes, the kernel zygote: their kernels are its forks, with
-    # ipykernel imported (sandbox.Zygote); it imports while this process does
-    zygote = Zygote.start() if workers > 1 and shared is not None else None
     probe = threading.Thread(target=check_once, args=(grade_kwargs.get("root"),), daemon=True)
     if workers > 1:
         probe.start()
@@ -184,15 +179,10 @@ def grade_many(paths, *, workers: int | None = None, progress: bool = False, per
         _warm(parallel=workers > 1)
     except BaseException:
         runner_mod.unshare(shared)
-        if zygote is not None:
-            zygote.stop()
         raise
     finally:
         if workers > 1:
             probe.join()  # no thread may be running when the processes fork
-    if zygote is not None and not zygote.ready():
-        zygote = None  # kernels start as always
-    use_zygote(zygote)
     # What the parent holds now is shared with every grading process, page for page, until one
     # writes to it, and a collection of the cyclic garbage collector writes to every object it
     # visits: frozen (moved out of its reach, as the gc module's documentation advises before a
@@ -266,9 +256,6 @@ def grade_many(paths, *, workers: int | None = None, progress: bool = False, per
         for w in pool:
             w.stop()
         runner_mod.unshare(shared)
-        use_zygote(None)
-        if zygote is not None:
-            zygote.stop()
         if thaw:
             gc.unfreeze()
     bar and bar.close()

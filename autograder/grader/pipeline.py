@@ -31,10 +31,7 @@ the checkout: each submission is graded in a temporary folder.
    ``box_checked``: the probe's verdict; a refusal ends the grading before any cell is sent;
 10. ``execute`` (:mod:`~autograder.grader.execution`): the kernel runs the notebook's own cells
     under a per-cell and a per-notebook time limit; then, with the kernel alive, the judge
-    calls the learner's functions and takes their programs and values out as data; a kernel
-    of a batch's zygote whose preloaded modules (JAX) were not what it would have imported itself
-    (a variable they read set before their import) stops at that import, and the whole grading
-    runs again on a fresh kernel (:class:`AgainFresh`);
+    calls the learner's functions and takes their programs and values out as data;
 11. ``score``: each test's points from the judge's verdict alone (never from the kernel's replies
     or outputs), through nbgrader's ``SaveAutoGrades`` (:func:`autograder.grader.gradebook.save_autogrades`);
 12. ``save_graded_copy``: the executed notebook, sanitized, for the formgrader (instructors only).
@@ -44,7 +41,6 @@ The result (the JSON contract) and its human forms are :mod:`~autograder.grader.
 from __future__ import annotations
 
 import os
-import sys
 import tempfile
 import time
 import warnings
@@ -58,14 +54,11 @@ from .result import Result, zero_result
 from ..sandbox.containment import (
     DEFAULT_CPU_LIMIT,
     Sandbox,
-    asks_fresh_kernel,
     check_sandbox,
     chown_tree,
-    fresh_kernels,
     open_sandbox,
     probe_refusal,
     run_dir_base,
-    zygote_in_use,
 )
 from .submission import read_json as read_json_of, read_submission, sanitize
 from . import startup
@@ -119,12 +112,6 @@ class Grading:
     def zero(self, why: str) -> Done:
         """End the grading: every test of the source at zero, with ``why``."""
         return Done(zero_result(self.given, self.assignment, self.source, why))
-
-
-class AgainFresh(Exception):
-    """The kernel, a fork of the batch's zygote, stopped at the import of a preloaded module
-    that was not what a fresh kernel would import (launcher.py's "preloaded modules"): the
-    notebook is graded again, on a fresh kernel."""
 
 
 class Done(Exception):
@@ -251,10 +238,7 @@ def execute(g: Grading) -> None:
                                g.box_dir, after_cells=[g.judge])  # f(live: execution.LiveKernel)
     g.nb, g.res = g.executor.preprocess(g.nb, g.res, km=g.kernel)
     g.kernel = None  # the executor's now: killed by it
-    again = asks_fresh_kernel(g.home) if zygote_in_use() else ""
     g.box.close()  # every process of its uid killed, its box unmounted
-    if again:
-        raise AgainFresh(again)
 
 
 def score(g: Grading) -> None:
@@ -291,12 +275,7 @@ def grade_notebook(path, *, root: Path | None = None, cell_timeout: int = DEFAUL
 
     ``hide``: more folders its kernel must not see (a batch's other submissions)."""
     options = Options(root, cell_timeout, notebook_timeout, cpu_limit, save_graded, tuple(hide))
-    try:
-        return _grade(Grading(str(path), Path(path), options))
-    except AgainFresh as why:
-        print(f"autograder: {path}: graded again on a fresh kernel: {why}", file=sys.stderr)
-        with fresh_kernels():
-            return _grade(Grading(str(path), Path(path), options))
+    return _grade(Grading(str(path), Path(path), options))
 
 
 def _grade(g: Grading) -> Result:

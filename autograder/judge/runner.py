@@ -2,7 +2,7 @@
 
 The judge (:mod:`autograder.judge`) takes the learner's program as a ``jax.export`` artifact;
 this module (``autograder/judge/runner.py``) runs it. :class:`ProgramRunner`, in the grading process, starts a child process
-(this file, run as ``python -I runner.py``) and talks to it over its standard input and output
+(this module, run as ``python -s -P -m autograder.judge.runner serve``) and talks to it over its standard input and output
 (a private pair of pipes): each request holds the serialized program (``Exported.serialize()``)
 and its inputs as flat arrays, each reply the output arrays only, both :mod:`autograder.wire`
 data framed by their length; nothing is pickled. The child deserializes the program, places
@@ -22,7 +22,7 @@ its first notebook is prepared, while the kernel runs the notebook, and kept for
 notebooks); a program that crashes it or runs past its time loses only its own call
 (:class:`ProgramFailure`, learner-facing), and the next call starts a fresh child.
 
-This file runs as a script in the child (``python -I <package>/judge/runner.py serve``): it
+This module runs in the child (``python -s -P -m autograder.judge.runner serve``): it
 imports only the standard library at the top, and loads :mod:`autograder.wire` by path there
 (``<package>/wire.py``).
 """
@@ -151,7 +151,7 @@ class ProgramRunner:
         if self.box.refused:
             raise ProgramFailure(f"The grader cannot run programs contained: {self.box.reason}")
         self.mode = self.box.mode
-        serve = [sys.executable, "-I", *sandbox.script(os.path.abspath(__file__)), "serve"]
+        serve = [*sandbox.package_module("autograder.judge.runner"), "serve"]
         if self.box.contained:
             # It starts at a lower priority (importing JAX, beside the kernel that runs the
             # notebook, whose time the learner waits for), and is raised back once ready
@@ -159,11 +159,12 @@ class ProgramRunner:
             cmd = sandbox.limited(self.box.wrap(serve), self.cpu_seconds, self.box, nice=START_NICE)
         else:
             mb = self.memory_mb or sandbox.memory_limit_mb()
-            cmd = [sys.executable, "-I", "-S", *sandbox.script(sandbox._LAUNCH), "limits", f"--cpu={self.cpu_seconds}",
+            cmd = [*sandbox.LAUNCHER, "limits", f"--cpu={self.cpu_seconds}",
                    f"--parent={os.getpid()}", f"--memory={mb << 20}", "--", *serve]
         env = {k: os.environ[k] for k in _ENV_KEEP if k in os.environ}
         env.update({"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "TMPDIR": "/tmp", "JAX_PLATFORMS": "cpu",
                     "PYTHONDONTWRITEBYTECODE": "1", "TF_CPP_MIN_LOG_LEVEL": "3", "XLA_FLAGS": XLA_FLAGS})
+        env = sandbox.with_package(env)
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, cwd="/", env=env, close_fds=True)
         self.starts += 1

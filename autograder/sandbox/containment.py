@@ -23,10 +23,8 @@ with the grader's uid in its own process group (``PROCESS_GROUP``), as it always
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import stat
 import sys
 import tempfile
 import time
@@ -38,11 +36,7 @@ from ..common.course import GradingError, package_root
 from ..common import settings
 
 DEFAULT_CPU_LIMIT = 1800      # CPU seconds for one kernel (all its threads)
-DEFAULT_MEMORY_MB = settings.BY_NAME["AUTOGRADER_MEMORY_MB"].default
-SANDBOX_NPROC = settings.BY_NAME["AUTOGRADER_NPROC"].default
 SANDBOX_UIDS = range(61000, 61184)  # AUTOGRADER_SANDBOX_UIDS's default: above login.defs' UID_MAX
-DEFAULT_BOX_MB = settings.BY_NAME["AUTOGRADER_BOX_MB"].default
-DEFAULT_JUDGE_MEMORY_MB = settings.BY_NAME["AUTOGRADER_JUDGE_MEMORY_MB"].default
 
 NAMESPACE = "namespaces+uid"    # ``containment``: own mount, PID and network namespaces and uid
 PROCESS_GROUP = "process-group"  # ... the grader's uid, the kernel in its own process group
@@ -51,34 +45,27 @@ REFUSED = "refused"              # (never in a result: the notebook is not run)
 
 _SYSTEM = {"/", "/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/sys", "/dev",
            "/run", "/var", "/opt"}  # never hidden from a kernel (it could not start)
-_LAUNCH = Path(__file__).with_name("launcher.py")
-
-# ``python -I -S -c CACHED_SCRIPT SCRIPT ARGS...`` runs SCRIPT as ``python SCRIPT ARGS...`` would
-# (as __main__, with its own __file__ and sys.argv), from its bytecode in __pycache__ as an
-# imported module's (compiled, and written there where the folder is writable, when missing
-# or stale): a script given by path is compiled on every start, about 25 ms for the launcher,
-# which starts three to five times for each notebook (the kernel, the probe, the runner).
-CACHED_SCRIPT = ("import sys as _s\nfrom importlib.machinery import SourceFileLoader as _L\n"
-                 "_m = _s.modules['__main__']\n_m.__file__ = _s.argv[1]\ndel _s.argv[0]\n"
-                 "exec(_L('__main__', _m.__file__).get_code('__main__'), vars(_m))")
+def package_module(module: str) -> list:
+    """The command that runs ``module``, a module of this package, as root or in a sandbox:
+    ``python -s -P -m MODULE`` (no user site, not the current folder: nothing a submission
+    wrote can stand in for a module), with an environment of :func:`with_package`."""
+    return [sys.executable, "-s", "-P", "-m", module]
 
 
-def script(path) -> list:
-    """The arguments after ``python -I -S`` that run the script at ``path`` (from its cached
-    bytecode: :data:`CACHED_SCRIPT`)."""
-    return ["-c", CACHED_SCRIPT, str(path)]
+def with_package(env: dict) -> dict:
+    """``env`` with the folder holding this package first on ``PYTHONPATH``: a process it starts
+    imports this package, wherever this process found it (a checkout, a venv, a wheel)."""
+    rest = env.get("PYTHONPATH")
+    return {**env, "PYTHONPATH": str(package_root()) + (os.pathsep + rest if rest else "")}
+
+
+LAUNCHER = package_module("autograder.sandbox.launcher")
 
 
 def sandbox_disabled() -> bool:
     """The operator asked to grade without a sandbox (``AUTOGRADER_SANDBOX=off``; ``--no-sandbox``
     sets it)."""
     return not settings.get("AUTOGRADER_SANDBOX")
-
-
-def setting(name: str, default=None, what: str = "", kind=int, minimum=None):
-    """The operator's setting ``name``, checked (:func:`autograder.common.settings.get`; the other
-    arguments are kept for old callers: the settings module has each one's default)."""
-    return settings.get(name)
 
 
 def memory_limit_mb() -> int:
@@ -149,25 +136,6 @@ def private_mounts() -> bool:
     return True
 
 
-# kill(-1, SIGKILL) as the uid given, from a Python started as root (-I -S, about 15 ms: the
-# launcher, a script compiled on every start, takes about 50): its groups dropped, then its
-# gid and uid set for good, so that only that uid's processes can be signalled
-KILL_UID = """import os, sys
-uid = int(sys.argv[1])
-if uid <= 0:
-    sys.exit(2)
-os.setgroups([])
-os.setresgid(uid, uid, uid)
-os.setresuid(uid, uid, uid)
-if os.getuid() != uid:
-    sys.exit(2)
-try:
-    os.kill(-1, 9)
-except ProcessLookupError:
-    pass
-"""
-
-
 @dataclass
 class Sandbox:
     """How one submission's kernel is contained (see the module's docstring)."""
@@ -192,17 +160,13 @@ class Sandbox:
         return self.uid is not None
 
     def wrap(self, cmd: list) -> list:
-        """The kernel command, run inside the sandbox (a kernel of the command's zygote, where
-        it has one and ``cmd`` is the kernel it makes: see :class:`Zygote`)."""
+        """The kernel command, run inside the sandbox."""
         if self.uid is None:
             return cmd
         self.ended = False
         keep_ro = kernel_paths()
         launch = [self.unshare, "--mount", "--propagation", "private", "--pid", "--net", "--fork",
-                  "--kill-child", "--ipc", "--", sys.executable, "-I", "-S", *script(_LAUNCH), "run",
-                  f"--uid={self.uid}"]
-        if _ZYGOTE and _ZYGOTE[0].makes(cmd):
-            launch.append(f"--zygote={_ZYGOTE[0].socket}")
+                  "--kill-child", "--ipc", "--", *LAUNCHER, "run", f"--uid={self.uid}"]
         launch += [f"--ro={p}" for p in keep_ro]
         launch += [f"--rw={p}" for p in self.keep_rw]
         launch += [f"--hide={p}" for p in self.hide]
@@ -210,13 +174,13 @@ class Sandbox:
 
     def kill_all(self) -> None:
         """Kill every process of the sandbox's uid (whatever session or namespace it is in):
-        ``kill(-1, SIGKILL)`` as that uid (:data:`KILL_UID`)."""
+        ``kill(-1, SIGKILL)`` as that uid (``launcher kill``)."""
         if self.uid is None:
             return
         import subprocess
 
         try:
-            subprocess.run([sys.executable, "-I", "-S", "-c", KILL_UID, str(self.uid)], cwd="/", env={},
+            subprocess.run([*LAUNCHER, "kill", str(self.uid)], cwd="/", env=with_package({}),
                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, timeout=30, check=True)
             self.ended = True
@@ -320,7 +284,7 @@ def limited(cmd: list, cpu_seconds: int, box: Sandbox | None = None, nice: int =
     ``nice``: added to its nice value (the program runner starts at a lower priority than the
     kernel, whose time the learner waits for)."""
     contained = box is not None and box.uid is not None
-    prefix = [sys.executable, "-I", "-S", *script(_LAUNCH), "limits", f"--cpu={cpu_seconds}",
+    prefix = [*LAUNCHER, "limits", f"--cpu={cpu_seconds}",
               f"--parent={os.getpid()}", *([f"--nice={nice}"] if nice else [])]
     if contained:
         prefix += [f"--nproc={nproc_limit()}",
@@ -397,7 +361,7 @@ def kernel_env(home: Path | None, contained: bool = True) -> dict:
         env["HOME"] = str(home)
         env["TMPDIR"] = str(home / "tmp")
         env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + SYSTEM_PATH
-        return env
+        return with_package(env)
     env = dict(os.environ)
     env.pop("NBGRADER_EXECUTION", None)
     if home is not None:
@@ -407,7 +371,7 @@ def kernel_env(home: Path | None, contained: bool = True) -> dict:
             env.pop(name, None)
         env["HOME"] = str(home)
         env["TMPDIR"] = str(home / "tmp")
-    return env
+    return with_package(env)
 
 
 SOCKET_PATH_MAX = 100  # bytes of a Unix socket's path (sun_path holds 108, with its NUL)
@@ -431,167 +395,12 @@ def run_dir_base() -> str | None:
                        f"most {SOCKET_PATH_MAX - _RUN_DIR_TAIL} characters")
 
 
-# What a graded kernel runs instead of ``-m ipykernel_launcher``: the same launcher, without
-# ipykernel's debugger (it imports debugpy and pydevd when the kernel starts, about 0.1 s of CPU
-# per kernel; nobody debugs a graded kernel). ``debugpy`` is importable again for the notebook.
-_NO_DEBUGGER = ("import sys; sys.modules['debugpy'] = None; import ipykernel.debugger; "
-                "del sys.modules['debugpy']; import runpy; "
-                "runpy.run_module('ipykernel_launcher', run_name='__main__', alter_sys=True)")
-
-
-class Zygote:
-    """One Python with ipykernel imported (about 0.5 s of CPU a kernel would pay at its start,
-    a fifth of a submission's in a batch), started once per batch command before its grading
-    processes fork, with the kernel's environment: each contained kernel of the batch is its
-    fork, placed in its sandbox (namespaces, view, limits, cgroup, uid) by the launcher (see
-    ``launcher.py``'s "kernel zygote"). It holds nothing of the grader; it dies with the
-    process that started it. ``start()`` returns None where it cannot start: kernels then start
-    as always."""
-
-    def __init__(self, proc, folder: str):
-        self.proc, self.folder = proc, folder
-        self.socket = os.path.join(folder, "z")
-        self._ready_fd: int | None = None
-        self._ok = False
-
-    def makes(self, cmd: list) -> bool:
-        """Whether ``cmd`` is the kernel this zygote makes (this interpreter's ipykernel
-        launcher without its debugger), and the zygote is alive."""
-        return (len(cmd) >= 3 and cmd[0] == sys.executable and cmd[1:3] == ["-c", _NO_DEBUGGER]
-                and self.alive())
-
-    def alive(self) -> bool:
-        """Running (asked of /proc: a grading process, forked, is not its parent)."""
-        try:
-            with open(f"/proc/{self.proc.pid}/stat") as f:
-                return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-        except (OSError, IndexError):
-            return False
-
-    @classmethod
-    def start(cls) -> "Zygote | None":
-        """Start one (it imports while the caller goes on: see :meth:`ready`)."""
-        import subprocess
-
-        if (not sys.platform.startswith("linux") or sandbox_disabled() or os.geteuid() != 0
-                or not settings.get("AUTOGRADER_KERNEL_ZYGOTE")):
-            return None
-        try:
-            uids = _sandbox_uids()
-            folder = tempfile.mkdtemp(prefix="zygote-", dir=run_dir_base())  # 0700, root's
-        except (GradingError, OSError):
-            return None
-        home = Path(folder) / "home"
-        (home / "tmp").mkdir(parents=True)
-        env = kernel_env(home)
-        env["PYTHONPATH"] = str(package_root()) + (os.pathsep + os.environ["PYTHONPATH"]
-                                                   if os.environ.get("PYTHONPATH") else "")
-        read, write = os.pipe()
-        try:
-            proc = subprocess.Popen([sys.executable, "-c", _ZYGOTE_CODE, str(_LAUNCH), str(os.getpid()),
-                                     os.path.join(folder, "z"), str(uids.start), str(uids.stop), str(write),
-                                     ",".join(settings.get("AUTOGRADER_KERNEL_PRELOAD"))],
-                                    env=env, cwd=str(home), stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.DEVNULL, pass_fds=(write,), start_new_session=True)
-        except OSError:
-            os.close(read)
-            os.close(write)
-            shutil.rmtree(folder, ignore_errors=True)
-            return None
-        os.close(write)
-        zygote = cls(proc, folder)
-        zygote._ready_fd = read
-        return zygote
-
-    def ready(self, timeout: float = 30) -> bool:
-        """Wait until it serves (False, and stopped, where it did not within ``timeout``)."""
-        import select
-
-        if self._ready_fd is not None:
-            try:
-                ok = bool(select.select([self._ready_fd], [], [], timeout)[0]) and (
-                    os.read(self._ready_fd, 16) == b"ready")
-            finally:
-                os.close(self._ready_fd)
-                self._ready_fd = None
-            self._ok = ok
-            if not ok:
-                self.stop()
-        return self._ok
-
-    def stop(self) -> None:
-        try:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-        except Exception:  # noqa: BLE001
-            pass
-        shutil.rmtree(self.folder, ignore_errors=True)
-
-
-_ZYGOTE: list = []  # the command's Zygote, set by use_zygote before its grading processes fork
-
-# The zygote's program: ipykernel imported as a graded kernel imports it (without its debugger,
-# see _NO_DEBUGGER), then the launcher (by its path: it is not a module of this package there)
-# serves kernels on the socket.
-_ZYGOTE_CODE = ("import sys; sys.modules['debugpy'] = None; import ipykernel.debugger; "
-                "del sys.modules['debugpy']; import ipykernel.kernelapp; "
-                "import importlib.util as u; s = u.spec_from_file_location('_autograder_zygote', sys.argv[1]); "
-                "m = u.module_from_spec(s); s.loader.exec_module(m); m.die_with_parent(int(sys.argv[2])); "
-                "m.zygote(sys.argv[3], range(int(sys.argv[4]), int(sys.argv[5])), int(sys.argv[6]), "
-                "[n for n in sys.argv[7].split(',') if n])")
-
-
-def use_zygote(zygote: "Zygote | None") -> None:
-    """Make ``zygote`` the one this process's (and its forks') contained kernels come from
-    (None: none)."""
-    _ZYGOTE[:] = [zygote] if zygote is not None else []
-
-
-def zygote_in_use() -> bool:
-    """Whether this process's contained kernels come from a zygote that is alive."""
-    return bool(_ZYGOTE) and _ZYGOTE[0].alive()
-
-
-@contextlib.contextmanager
-def fresh_kernels():
-    """Within it, this process's contained kernels start fresh, not from its zygote."""
-    saved = list(_ZYGOTE)
-    _ZYGOTE[:] = []
-    try:
-        yield
-    finally:
-        _ZYGOTE[:] = saved
-
-
-def asks_fresh_kernel(home: Path) -> str:
-    """Why the kernel whose home is ``home`` asked for a fresh kernel (its preloaded modules
-    were not what a fresh kernel would import: launcher.py's "preloaded modules"), from the
-    mark it left there; '' where it left none. The mark is the kernel's: read as a regular file
-    of at most 300 bytes, not followed if it is a link, printable characters only."""
-    from . import launcher as launch
-
-    path = Path(home) / launch.FRESH_KERNEL_MARK
-    if not os.path.lexists(path):
-        return ""
-    text = ""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        try:
-            if stat.S_ISREG(os.fstat(fd).st_mode):
-                text = os.read(fd, 300).decode("utf-8", "replace")
-        finally:
-            os.close(fd)
-    except OSError:
-        pass
-    return "".join(c for c in text.strip() if c.isprintable()) or "its mark says nothing"
-
-
 def without_debugger(cmd: list) -> list:
     """``cmd`` (a kernelspec's command) with ``-m ipykernel_launcher`` run without ipykernel's
     debugger; any other command as it is."""
     for i in range(len(cmd) - 1):
         if cmd[i] == "-m" and cmd[i + 1] == "ipykernel_launcher":
-            return [*cmd[:i], "-c", _NO_DEBUGGER, *cmd[i + 2:]]
+            return [*cmd[:i], "-m", "autograder.sandbox.kernel_launcher", *cmd[i + 2:]]
     return list(cmd)
 
 
@@ -865,14 +674,10 @@ def check_once(root: Path | None = None) -> None:
 def _probe_sandbox(box: Sandbox, home: Path, workdir: Path, secrets) -> str:
     import subprocess
 
-    # The launcher by path, not ``-m autograder.sandbox.launcher``: importing the package first
-    # (NumPy, nbformat) cost the probe 0.2 s of CPU, beside the kernel's start; ``check`` itself
-    # looks for the package on the kernel's path (PYTHONPATH) without importing it.
-    probe = box.wrap([sys.executable, *script(_LAUNCH), "check", f"--home={home}",
+    probe = box.wrap([*LAUNCHER, "check", f"--home={home}",
                       f"--package={package_root() / 'autograder'}",
                       *[f"--secret={s}" for s in secrets]])
     env = kernel_env(home)
-    env["PYTHONPATH"] = str(package_root())
     try:
         proc = subprocess.run(limited(probe, 60, box), stdin=subprocess.DEVNULL, capture_output=True,
                               timeout=60, cwd=workdir, env=env)

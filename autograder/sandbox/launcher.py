@@ -2,11 +2,11 @@
 view of the file system, drops to the sandbox uid and executes the kernel.
 
 Started by :meth:`autograder.sandbox.containment.Sandbox.wrap` as ``unshare --mount --propagation private
---pid --net --fork --kill-child -- python -I .../launch.py run [options] -- KERNEL...``; this
-file then runs as PID 1 of a new PID namespace, in a private mount namespace and a network
-namespace with nothing but a loopback interface that is down (the kernel talks to the grader
-over Unix sockets). It uses the standard library only (``-I``: no user site, no
-``PYTHONPATH``, not the current folder).
+--pid --net --fork --kill-child -- python -s -P -m autograder.sandbox.launcher run [options] --
+KERNEL...``; this module then runs as PID 1 of a new PID namespace, in a private mount namespace
+and a network namespace with nothing but a loopback interface that is down (the kernel talks to
+the grader over Unix sockets). It imports the standard library only (``-s -P``: no user site,
+not the current folder, so a submission's files cannot stand in for a module).
 
 ``run`` builds the kernel's root from nothing (an allow-list, never a deny-list):
 
@@ -30,11 +30,6 @@ over Unix sockets). It uses the standard library only (``-I``: no user site, no
    and owner: the real cause, not what the loader would say); then ``execve`` of the kernel
    in the current folder (the submission's).
 
-``run --zygote=SOCKET`` ends differently: once the view is built, the kernel is not executed
-but asked of the batch's kernel zygote, a fork of a Python with ipykernel imported, placed in
-these namespaces, this view and these limits (see "the kernel zygote" below); ``run`` stays
-PID 1 of the namespace, passes on the signals it receives and exits with the kernel's status.
-
 ``check`` runs as the sandbox uid inside that view (the same ``run``, with this module as the
 "kernel"): it exits non-zero, saying why, unless ipykernel and the ``autograder`` package import,
 the home folder is writable, and the paths given cannot be read.
@@ -46,13 +41,8 @@ data memory, sets the CPU-time limit and no core dumps (and, with ``--nice``, a 
 priority), in a sandbox a cap on processes and the memory limit (the cgroup joined, or
 ``RLIMIT_DATA``), and executes the rest of its command line.
 
-``expose --path=P ... -- CMD``: as root, in a mount namespace of its own, make each ``P``
-reachable by every uid (an empty tmpfs on each folder on the way that others cannot enter, ``P``
-bound back), then execute ``CMD``: for a grader of older commits, whose sandbox had no view of
-its own (the test suite's control, tests/test_attacks_old_grader.py).
-
-Killing every process of a uid is not done here: ``sandbox.KILL_UID`` (a few lines run with
-``python -I -S -c``, where this script would be compiled on every start).
+``kill UID``: as root, drop to ``UID`` and kill every process of it (``kill(-1, SIGKILL)``, in
+whatever session or namespace): :meth:`autograder.sandbox.containment.Sandbox.kill_all`.
 """
 from __future__ import annotations
 
@@ -100,20 +90,6 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int, data
         what = fstype or ("a read-only remount" if flags & MS_REMOUNT else "a bind mount")
         raise SystemExit(f"autograder sandbox: mounting {what} on {target} failed: "
                          f"{os.strerror(ctypes.get_errno())}")
-
-
-def _ancestors(path: str) -> list[str]:
-    """``/a``, ``/a/b``, ... of an absolute path, itself excluded."""
-    parts = path.strip("/").split("/")[:-1]
-    return ["/" + "/".join(parts[:i + 1]) for i in range(len(parts))]
-
-
-def _enterable_by_others(path: str) -> bool:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return True  # nothing there to hide
-    return bool(st.st_mode & stat.S_IXOTH)
 
 
 def _depth(path: str) -> int:
@@ -227,8 +203,8 @@ def build_view(keep_ro: list[str], keep_rw: list[str], hide: list[str] = ()) -> 
     if len(dev) > len([n for n in DEV if os.path.exists(f"/dev/{n}")]) and os.path.isdir("/sys"):
         _bind("/sys", new, "/sys", ro=True, rec=True)  # a GPU or TPU runtime reads its devices there
     os.makedirs(new + "/proc", mode=0o755)
-    # hidepid=2: the uid sees its own processes only (not the launcher, PID 1 with a kernel of the
-    # zygote, whose command line names the hidden folders)
+    # hidepid=2: the uid sees its own processes only (not the launcher, PID 1, whose command line
+    # names the hidden folders)
     _mount("proc", new + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2")
     for given, ro, links, real in sorted(keep, key=lambda k: _depth(k[3])):
         for link, text in links:
@@ -272,27 +248,7 @@ def check_readable(paths: list[str]) -> None:
                          f"where other users can read it")
 
 
-def expose(paths: list[str]) -> None:
-    """In a mount namespace of its own, as root: make each of ``paths`` reachable by every uid
-    where a folder on the way is not (a 0700 home or temporary folder): that folder gets an
-    empty tmpfs, the paths are bound back at their own places. For ``expose`` (see ``main``)."""
-    os.umask(0o022)
-    paths = [os.path.realpath(p) for p in paths if os.path.exists(p)]
-    handles = {p: os.open(p, os.O_PATH | os.O_CLOEXEC) for p in paths}
-    hidden = set()
-    for p in paths:
-        hidden.update(a for a in _ancestors(p) if not _enterable_by_others(a))
-    for path in sorted(hidden, key=_depth):
-        if not any(path.startswith(h + "/") for h in hidden):
-            _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
-    for p in sorted(paths, key=_depth):
-        if any(p.startswith(h + "/") for h in hidden):
-            _bind(handles[p], "", p, ro=False, rec=True)
-    for fd in handles.values():
-        os.close(fd)
-
-
-def drop_to(uid: int, with_parent: bool = True) -> None:
+def drop_to(uid: int) -> None:
     """Become ``uid`` (its own group, no supplementary groups, no capabilities, no way back)."""
     os.setgroups([])
     os.setresgid(uid, uid, uid)
@@ -301,474 +257,17 @@ def drop_to(uid: int, with_parent: bool = True) -> None:
         raise SystemExit("autograder sandbox: prctl(PR_SET_NO_NEW_PRIVS) failed")
     # unshare's --kill-child asked for SIGKILL when unshare ends, but a change of uid clears that
     # request: ask again, so that the kernel ends with its grading process whatever kills it
-    # (a kernel of the zygote does not: it ends with its namespace, whose first process asked)
-    if with_parent:
-        die_with_parent()
+    die_with_parent()
     if os.getuid() != uid or os.geteuid() != uid:
         raise SystemExit("autograder sandbox: the uid did not change")
 
 
 def run(args) -> None:
     cwd = os.getcwd()
-    zygote = _connect(args.zygote) if args.zygote else None  # before the view: it is not in it
     build_view(args.ro, args.rw, args.hide)
-    if zygote is not None:
-        raise SystemExit(_kernel_of_zygote(zygote, args, cwd))
     drop_to(args.uid)
     check_readable(args.ro + args.rw)
     os.chdir(cwd)  # the same path, now seen through the view
-    os.execvp(args.command[0], args.command)
-
-
-# --------------------------------------------------------------------------- the kernel zygote
-#
-# A batch's grading processes start their kernels from one zygote: a Python started once, with
-# the kernel's environment, that has imported ipykernel (about 0.5 s of CPU a kernel would pay
-# at its start) and nothing of the grader. For each kernel, ``run --zygote=SOCKET`` (PID 1 of the
-# kernel's new namespaces, its view built, still root) sends the zygote its request: the uid,
-# the folder, the environment, the kernel's arguments, and its standard streams (SCM_RIGHTS).
-# The zygote forks a helper, which checks the request against its sender (root, PID 1 of
-# namespaces other than the zygote's, a sandbox uid), takes on the sender's limits (rlimits,
-# nice value, cgroup), joins its namespaces (IPC, network, PID, mount: its root becomes the
-# view), and forks the kernel: a process of the sandbox's PID namespace that drops to the uid
-# exactly as ``run`` does, then runs ``ipykernel_launcher`` as ``python -c`` would. The helper
-# passes on the signals ``run`` forwards (interrupts) and reports the kernel's exit status;
-# ``run`` exits with it. When ``run`` ends (killed with the kernel's process group, or its
-# grading process), so does every process of the namespace; the helper kills the kernel too.
-
-_ZYGOTE_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
-_PEER_LIMITS = ("RLIMIT_CPU", "RLIMIT_DATA", "RLIMIT_AS", "RLIMIT_CORE", "RLIMIT_NPROC", "RLIMIT_NOFILE",
-                "RLIMIT_FSIZE", "RLIMIT_STACK", "RLIMIT_MEMLOCK")
-
-
-def _connect(path: str):
-    import socket
-
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    try:
-        conn.connect(path)
-    except OSError as exc:
-        raise SystemExit(f"autograder sandbox: the kernel zygote cannot be reached: {exc.strerror}") from None
-    return conn
-
-
-def _kernel_of_zygote(conn, args, cwd: str) -> int:
-    """``run``'s end with a zygote: the request sent, the signals passed on, the kernel's exit
-    status returned (``run`` exits with it)."""
-    import json
-    import socket
-
-    request = {"uid": args.uid, "cwd": cwd, "env": dict(os.environ), "argv": args.command[3:],
-               "paths": args.ro + args.rw}
-    socket.send_fds(conn, [json.dumps(request).encode()], [0, 1, 2])
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # as the namespace's first process, it reaps orphans
-
-    def forward(signum, _frame):
-        try:
-            conn.send(bytes([signum]))
-        except OSError:
-            pass
-    for name in _ZYGOTE_SIGNALS:
-        signal.signal(getattr(signal, name), forward)
-    while True:
-        data = conn.recv(1 << 16)
-        if not data:
-            return "autograder sandbox: the kernel zygote ended before the kernel did"
-        reply = json.loads(data)
-        if "error" in reply:
-            return f"autograder sandbox: {reply['error']}"
-        if "exit" in reply:
-            return int(reply["exit"])
-
-
-def zygote(path: str, uids: range, ready_fd: int, modules=()) -> None:
-    """Serve kernels from this process (see above) on the Unix socket ``path`` (made here, for
-    root only); ``ready_fd``: written to and closed once it listens, after importing
-    ``modules`` for its kernels (:func:`preload`)."""
-    import socket
-
-    global _PRELOADED
-    if modules:
-        _PRELOADED = preload(modules)
-
-    def reap(_signum, _frame):  # its helpers: waited for, so that their CPU (and their kernels')
-        while True:             # counts in this process's children, as a fresh kernel's would
-            try:
-                if os.waitpid(-1, os.WNOHANG)[0] == 0:
-                    return
-            except ChildProcessError:
-                return
-    signal.signal(signal.SIGCHLD, reap)
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    old = os.umask(0o077)
-    server.bind(path)
-    os.umask(old)
-    server.listen(64)
-    os.write(ready_fd, b"ready")
-    os.close(ready_fd)
-    while True:
-        try:
-            conn, _ = server.accept()
-        except InterruptedError:
-            continue
-        if os.fork() == 0:
-            code = 1
-            try:
-                server.close()
-                code = _zygote_helper(conn, uids)
-            except BaseException as exc:  # noqa: BLE001 - said to run, which says it
-                try:
-                    conn.send(_json({"error": f"the kernel zygote failed: {type(exc).__name__}: {exc}"}))
-                except OSError:
-                    pass
-            finally:
-                os._exit(code)
-        conn.close()
-
-
-def _json(obj) -> bytes:
-    import json
-
-    return json.dumps(obj).encode()
-
-
-def _ns_inode(pid, name: str) -> int:
-    return os.stat(f"/proc/{pid}/ns/{name}").st_ino
-
-
-def _zygote_helper(conn, uids: range) -> int:
-    import json
-    import resource
-    import select
-    import socket
-    import struct
-
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    peer, peer_uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
-                                                            struct.calcsize("3i")))
-    msg, fds, _flags, _addr = socket.recv_fds(conn, 1 << 20, 3)
-    try:
-        request = json.loads(msg)
-        uid = int(request["uid"])
-    except (ValueError, KeyError, TypeError):
-        return _refuse(conn, "a malformed request to the kernel zygote")
-    nspid = ""
-    with open(f"/proc/{peer}/status") as f:
-        for line in f:
-            if line.startswith("NSpid:"):
-                nspid = line.split()[-1]
-    if uid == 0 or uid not in uids:
-        return _refuse(conn, f"a request to the kernel zygote for uid {uid}, not a sandbox uid")
-    if peer_uid != 0 or len(fds) != 3 or nspid != "1":
-        return _refuse(conn, "a request to the kernel zygote from outside a sandbox")
-    spaces = ("ipc", "net", "pid", "mnt")
-    if any(_ns_inode(peer, n) == _ns_inode("self", n) for n in spaces):
-        return _refuse(conn, "a request to the kernel zygote from the zygote's own namespaces")
-    # the sender's limits: those ``limits`` set (CPU time, memory, processes, no core) and its cgroup
-    for name in _PEER_LIMITS:
-        if hasattr(resource, name):
-            limit = getattr(resource, name)
-            resource.setrlimit(limit, resource.prlimit(peer, limit))
-    os.setpriority(os.PRIO_PROCESS, 0, os.getpriority(os.PRIO_PROCESS, peer))
-    mine = _cgroups("self")
-    for (number, controllers), path in _cgroups(peer).items():  # the memory cgroup ``limits`` joined
-        if mine.get((number, controllers)) != path:
-            folder = "/sys/fs/cgroup" + (f"/{controllers}" if controllers else "") + path
-            try:
-                with open(os.path.join(folder, "cgroup.procs"), "w") as f:
-                    f.write(str(os.getpid()))
-            except OSError as exc:
-                return _refuse(conn, f"joining the kernel's cgroup {folder} failed: {exc.strerror}")
-    handles = [os.open(f"/proc/{peer}/ns/{n}", os.O_RDONLY | os.O_CLOEXEC) for n in spaces]
-    for fd in handles:  # the mount namespace last: its root (the view) becomes this root
-        if libc().setns(fd, 0) != 0:
-            return _refuse(conn, f"joining the kernel's namespaces failed: {os.strerror(ctypes.get_errno())}")
-        os.close(fd)
-    kernel = os.fork()
-    if kernel == 0:
-        _kernel_in_zygote(request, fds)  # does not return
-    for fd in fds:
-        os.close(fd)
-    pidfd = os.pidfd_open(kernel)
-    while True:
-        ready, _, _ = select.select([conn, pidfd], [], [])
-        if pidfd in ready:
-            _, status = os.waitpid(kernel, 0)
-            conn.send(_json({"exit": os.waitstatus_to_exitcode(status) % 256}))
-            return 0
-        data = conn.recv(64)
-        if not data:  # ``run`` ended: the kernel does too
-            os.kill(kernel, signal.SIGKILL)
-            os.waitpid(kernel, 0)
-            return 0
-        for signum in data:
-            if signum in {getattr(signal, n) for n in _ZYGOTE_SIGNALS}:
-                os.kill(kernel, signum)
-
-
-def _cgroups(pid) -> dict:
-    """``{(hierarchy, controllers): path}`` of a process (``/proc/PID/cgroup``: v1 and v2)."""
-    out = {}
-    with open(f"/proc/{pid}/cgroup") as f:
-        for line in f:
-            number, controllers, path = line.rstrip("\n").split(":", 2)
-            out[(number, controllers)] = path
-    return out
-
-
-def _refuse(conn, why: str) -> int:
-    conn.send(_json({"error": why}))
-    return 1
-
-
-# --------------------------------------------------------------------------- preloaded modules
-#
-# The zygote also imports, once, what its kernels each import first (JAX, with NumPy, ml_dtypes
-# and jaxlib: about 0.6 s of CPU per kernel). A fresh kernel has imported none of them, and
-# their modules read environment variables when they are imported: a notebook may set
-# ``os.environ["JAX_ENABLE_X64"] = "1"`` before ``import jax``. So the zygote records every
-# variable read while it imports them (and its value), then takes their modules out of
-# ``sys.modules`` again and keeps them aside (the standard library's stay: they hold nothing of
-# the environment a kernel could change). Each kernel finds them through a finder first on its
-# ``sys.meta_path``: at its first import of one of a group (JAX's own modules; the other
-# packages JAX imported), the group goes back into ``sys.modules`` as the zygote left it, as
-# though imported then, if the kernel would import the same thing: every variable the group
-# read is as it was (and those the libraries' C code reads, by prefix), and each package would
-# be found at the same file on the kernel's ``sys.path`` (a submission's ``jax.py`` would be
-# imported instead). Otherwise the kernel is not a fresh one's equal, and cannot become one (a
-# second JAX in one process refuses to register its types again): it leaves the mark
-# FRESH_KERNEL_MARK in its home and exits with FRESH_KERNEL_STATUS, and the notebook is graded
-# again on a fresh kernel. Once every group is back, the finder leaves ``sys.meta_path``.
-
-FRESH_KERNEL_MARK = ".autograder-fresh-kernel"  # in the kernel's home: grade the notebook again, fresh
-FRESH_KERNEL_STATUS = 75  # EX_TEMPFAIL
-_C_PREFIXES = ("OPENBLAS_", "GOTO_", "OMP_", "MKL_", "NPY_", "NUMPY_", "TF_CPP_")  # read by C code
-_PRELOADED = None  # the zygote's Preloaded
-
-
-_STDLIB: list = []  # the standard library's folders, found once
-
-
-def _in_stdlib(filename: str) -> bool:
-    """Whether ``filename`` is the standard library's (not a package's of site-packages)."""
-    if not _STDLIB:
-        import sysconfig
-
-        _STDLIB.append(tuple({os.path.realpath(sysconfig.get_paths()["stdlib"]) + os.sep,
-                              os.path.dirname(os.path.realpath(os.__file__)) + os.sep}))
-    real = os.path.realpath(filename)
-    parts = real.split(os.sep)
-    return real.startswith(_STDLIB[0]) and "site-packages" not in parts and "dist-packages" not in parts
-
-
-def preload(names) -> "Preloaded":
-    """Import the modules ``names`` here, for this zygote's kernels (see above)."""
-    import importlib
-
-    own = os.path.realpath(__file__)
-    _in_stdlib(own)  # its folders found now, before the environment is watched
-    events, iterated = [], []  # (read or write, name, value or None, the packages on the stack), in order
-    theirs: dict = {}  # file name -> whether it is a package's (not the standard library's, nor this file)
-
-    def of_a_package(filename: str) -> bool:
-        if filename not in theirs:
-            theirs[filename] = (not filename.startswith("<") and not _in_stdlib(filename)
-                                and os.path.realpath(filename) != own)
-        return theirs[filename]
-    real = os._Environ.__getitem__, os._Environ.__iter__, os._Environ.__setitem__, os._Environ.__delitem__
-
-    def packages_on_stack() -> frozenset:
-        tops, frame = set(), sys._getframe(2)
-        while frame is not None:
-            if of_a_package(frame.f_code.co_filename):
-                tops.add(str(frame.f_globals.get("__name__", "")).partition(".")[0])
-            frame = frame.f_back
-        return frozenset(tops)
-
-    def getitem(environ, key):
-        try:
-            value = real[0](environ, key)
-        except KeyError:
-            events.append(("read", key, None, packages_on_stack()))
-            raise
-        events.append(("read", key, value, packages_on_stack()))
-        return value
-
-    def iterate(environ):
-        iterated.append(packages_on_stack())
-        return real[1](environ)
-
-    def setitem(environ, key, value):  # jax sets TF_CPP_MIN_LOG_LEVEL where it is unset
-        events.append(("write", key, value, packages_on_stack()))
-        real[2](environ, key, value)
-
-    def delitem(environ, key):
-        events.append(("write", key, None, packages_on_stack()))
-        real[3](environ, key)
-
-    before = set(sys.modules)
-    env = dict(os.environ)
-    os._Environ.__getitem__, os._Environ.__iter__, os._Environ.__setitem__, os._Environ.__delitem__ = (
-        getitem, iterate, setitem, delitem)
-    try:
-        for name in names:
-            importlib.import_module(name)
-    finally:
-        os._Environ.__getitem__, os._Environ.__iter__, os._Environ.__setitem__, os._Environ.__delitem__ = real
-    if any(iterated):  # a package read the whole environment: no variable can be said unread
-        raise SystemExit("autograder sandbox: a preloaded package reads the whole environment")
-    mains = {n.partition(".")[0] for n in names}
-    new = sorted(set(sys.modules) - before)
-    origins = {n: getattr(sys.modules[n], "__file__", None) for n in new if "." not in n}
-    groups: dict = {}
-    for name in new:
-        top = name.partition(".")[0]
-        origin = origins.get(top)
-        if not origin or _in_stdlib(origin):
-            continue  # the standard library's, and modules of no file of their own (cython_runtime)
-        groups.setdefault(top if top in mains else "", {})[name] = sys.modules.pop(name)
-    return Preloaded(groups, events, env)
-
-
-class Preloaded:
-    """Modules a zygote imported for its kernels, by group (``""``: the packages the others
-    imported), with the variables read and written while importing them, in order (``("read"
-    or "write", name, value or None, the packages on the stack)``) and the environment before."""
-
-    def __init__(self, groups: dict, events: list, env: dict):
-        self.groups, self.events, self.env = groups, events, env
-        self.tops = {g: {n.partition(".")[0] for n in mods} for g, mods in groups.items()}
-        self.home = ""
-        self.back: set = set()
-
-    # a meta path finder, first on a kernel's sys.meta_path (arm)
-    def arm(self, home: str) -> None:
-        self.home = home
-        sys.meta_path.insert(0, self)
-
-    def find_spec(self, fullname, path=None, target=None):
-        import importlib.machinery
-
-        group = next((g for g, mods in self.groups.items() if fullname in mods), None)
-        if group is None:
-            return None
-        for g in ([""] if group else []) + [group]:
-            if g in self.groups and g not in self.back:
-                changed, env = self._changed(g)
-                if changed:
-                    self._fresh_kernel(changed)
-                self.back.add(g)
-                for key in {e[1] for e in self.events if e[0] == "write" and e[3] & self.tops[g]}:
-                    if env.get(key) is None:  # what the import did to the environment, done
-                        os.environ.pop(key, None)
-                    else:
-                        os.environ[key] = env[key]
-                sys.modules.update(self.groups[g])
-        if self.back >= set(self.groups):
-            sys.meta_path[:] = [f for f in sys.meta_path if f is not self]
-        module = sys.modules.pop(fullname)  # handed back by importlib, through this loader
-        return importlib.machinery.ModuleSpec(fullname, _Restore(module), is_package=hasattr(module, "__path__"))
-
-    def _changed(self, group: str) -> tuple:
-        """What differs from the zygote's import of ``group`` ('' when nothing does), and the
-        environment as that import leaves it: its reads and writes replayed on this one."""
-        import importlib.machinery
-
-        env = dict(os.environ)
-        for kind, key, value, tops in self.events:
-            if not tops & self.tops[group]:
-                continue
-            if kind == "write":
-                env.pop(key, None) if value is None else env.__setitem__(key, value)
-            elif env.get(key) != value:
-                return f"{key} changed before the import of {', '.join(sorted(tops & self.tops[group]))}", env
-        if group == "":
-            for key in sorted(set(os.environ) | set(self.env)):
-                if key.startswith(_C_PREFIXES) and os.environ.get(key) != self.env.get(key):
-                    return f"{key} changed before the import of {', '.join(sorted(self.tops[group]))}", env
-        for top in sorted(self.tops[group]):
-            module = self.groups[group].get(top)
-            origin = getattr(getattr(module, "__spec__", None), "origin", None)
-            if module is None or origin is None:
-                continue
-            found = importlib.machinery.PathFinder.find_spec(top, sys.path)
-            if found is None or found.origin is None or \
-                    os.path.realpath(found.origin) != os.path.realpath(origin):
-                return f"{top} would be imported from {getattr(found, 'origin', None)}, not {origin}", env
-        return "", env
-
-    def _fresh_kernel(self, why: str) -> None:
-        try:
-            with open(os.path.join(self.home, FRESH_KERNEL_MARK), "w") as f:
-                f.write(why + "\n")
-        except OSError:
-            pass
-        os._exit(FRESH_KERNEL_STATUS)
-
-
-class _Restore:
-    """The loader of a preloaded module: hands it back as the zygote imported it."""
-
-    def __init__(self, module):
-        self.module, self.spec, self.loader = module, module.__spec__, getattr(module, "__loader__", None)
-
-    def create_module(self, spec):
-        return self.module
-
-    def exec_module(self, module):
-        module.__spec__ = self.spec  # importlib set this loader's; the module keeps its own
-        if self.loader is not None:
-            module.__loader__ = self.loader
-
-
-def _kernel_in_zygote(request: dict, fds: list) -> None:
-    """In the kernel's namespaces and view: become the kernel (``run``'s checks, then
-    ``python -c`` running ipykernel_launcher with the kernel's arguments)."""
-    code = 1
-    try:
-        os.setsid()
-        for i, fd in enumerate(fds):
-            os.dup2(fd, i)
-        os.closerange(3, 1 << 16)
-        os.umask(0o022)  # as build_view leaves it
-        drop_to(int(request["uid"]), with_parent=False)
-        check_readable(list(request["paths"]))
-        os.chdir(request["cwd"])
-        os.environ.clear()
-        os.environ.update({str(k): str(v) for k, v in request["env"].items()})
-        import tempfile
-        tempfile.tempdir = None  # from TMPDIR, the kernel's
-        sys.argv = ["-c", *map(str, request["argv"])]
-        if _PRELOADED is not None:
-            _PRELOADED.arm(os.environ.get("HOME", ""))
-        for name in [n for n, m in sys.modules.items() if getattr(m, "__file__", None) == __file__]:
-            del sys.modules[name]  # the zygote's machinery is not the kernel's
-        import runpy
-        try:
-            runpy.run_module("ipykernel_launcher", run_name="__main__", alter_sys=True)
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-            if exc.code is not None and not isinstance(exc.code, int):
-                print(exc.code, file=sys.stderr)
-        import atexit
-        atexit._run_exitfuncs()
-    except SystemExit as exc:  # run's own checks: said as run says them
-        print(exc, file=sys.stderr)
-    except BaseException:  # noqa: BLE001
-        import traceback
-        traceback.print_exc()
-    finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:  # noqa: BLE001
-                pass
-        os._exit(code)
-
-
-def expose_and_run(args) -> None:
-    expose(args.path)
     os.execvp(args.command[0], args.command)
 
 
@@ -800,6 +299,23 @@ def check(args) -> int:
     return 0
 
 
+def kill_uid(uid: int) -> int:
+    """Kill every process of ``uid``, from a process started as root: its groups dropped, then
+    its gid and uid set for good, so that only that uid's processes can be signalled."""
+    if uid <= 0:
+        return 2
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    if os.getuid() != uid:
+        return 2
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    return 0
+
+
 def limits(args) -> None:
     import resource
 
@@ -824,14 +340,13 @@ def limits(args) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="launch.py")
+    parser = argparse.ArgumentParser(prog="python -m autograder.sandbox.launcher")
     sub = parser.add_subparsers(dest="what", required=True)
     r = sub.add_parser("run")
     r.add_argument("--uid", type=int, required=True)
     r.add_argument("--ro", action="append", default=[])
     r.add_argument("--rw", action="append", default=[])
     r.add_argument("--hide", action="append", default=[])
-    r.add_argument("--zygote", default="", help="the kernel zygote's socket: the kernel is its fork")
     r.add_argument("command", nargs=argparse.REMAINDER)
     c = sub.add_parser("check")
     c.add_argument("--home", required=True)
@@ -845,16 +360,17 @@ def main(argv=None) -> int:
     lim.add_argument("--memory", type=int, default=0, help="bytes")
     lim.add_argument("--cgroup", default="")
     lim.add_argument("command", nargs=argparse.REMAINDER)
-    e = sub.add_parser("expose")
-    e.add_argument("--path", action="append", default=[])
-    e.add_argument("command", nargs=argparse.REMAINDER)
+    k = sub.add_parser("kill", help="as root: kill every process of a sandbox uid")
+    k.add_argument("uid", type=int)
     args = parser.parse_args(argv)
-    if args.what in ("run", "limits", "expose"):
+    if args.what == "kill":
+        return kill_uid(args.uid)
+    if args.what in ("run", "limits"):
         if args.command and args.command[0] == "--":
             args.command = args.command[1:]
         if not args.command:
             parser.error("no command to run")
-        {"run": run, "limits": limits, "expose": expose_and_run}[args.what](args)
+        {"run": run, "limits": limits}[args.what](args)
         return 0  # not reached: the command is executed
     return check(args)
 
