@@ -9,8 +9,9 @@ One ``test_<name>(k)`` per graded test cell; ``k`` is an :class:`autograder.judg
 - ``runtime_print``: values (eager and jitted) judged here; what each jitted call printed comes
   back as text (``printed_call`` fixture) and its numbers are compared with sin(x) here.
 - ``scaled``: values from its exported program (``scale`` traced, fresh scales), judged here;
-  the kernel's eager calls are fail-only; one compile for four scales and no global changed
-  are claims.
+  the kernel's eager calls are fail-only; one compile for four scales under the judge's jit,
+  no compile after the first of four direct calls (``compiles_per_call``) and no global
+  changed are kernel-side observations that can only fail the test.
 - ``matmul_flops``: compared with the cost analysis of the judge's own compile of the same
   product (same JAX, same backend as the kernel). ``n = 1`` is always asked: there XLA's count
   is not the textbook ``2 * n**3`` (on CPU, JAX 0.7.2 and 0.10.2, it reports 1.0), so an answer
@@ -154,6 +155,20 @@ def test_scaled(k):
     k.claim("check_compiles", Fixture("jit_call"), [(Ref("scaled"), _f32(x), v) for v in scales], 1,
             what="jax.jit(scaled)",
             why="A new scale must be new runtime data, not a new constant baked in at trace time.")
+    _check_no_recompile(k, "scaled", [(_f32(x), v) for v in scales], "scale", idea="constants")
+
+
+def _check_no_recompile(k, name, calls, what, idea):
+    """``name`` called directly on each of ``calls`` (new values of one shape) compiles on the
+    first call at most: a program made anew at each call (a new ``jax.jit`` of a function
+    defined inside, its values captured as constants) compiles on every call."""
+    counts = k.fixture("compiles_per_call")(Ref(name), calls, what=f"`{name}`")
+    again = sum(int(c) for c in counts[1:])
+    if again:
+        ag.fail(idea, f"called directly with {len(calls)} new values of `{what}`, `{name}` compiled "
+                      f"{list(counts)} times per call: after the first call, a new `{what}` must reuse the "
+                      "compiled program. A program built anew inside the function at every call, with "
+                      "the value baked in, compiles at every call.")
 
 
 # --------------------------------------------------------------------------- matmul_flops

@@ -4,7 +4,8 @@
 ``v0`` and ``dt`` float32 traced arguments); each exported program is run here on inputs drawn
 from ``k.rng`` and compared with a float64 NumPy reference (atol 1e-3), on inputs for which no
 bounce is decided within 1e-3 of the floor; the two programs, read as parsed modules
-(:mod:`autograder.judge.programs`), must have the same number of operations. The compile count over
+(:mod:`autograder.judge.programs`), must have the same number of operations, checked before
+either is run (an unrolled answer is told that its program grows, never timed out). The compile count over
 new values is a kernel-side claim: it can fail the test, never pass it.
 """
 import jax
@@ -79,19 +80,20 @@ def test_bouncing_ball(k):
     rng = k.rng
     short = int(rng.integers(40, 80))
     lengths = (short, short + int(rng.integers(40, 120)))
-    sizes = {}
-    for steps in lengths:
-        program = _program(k, steps)
-        sizes[steps] = program.total
+    # Both programs read first: one that grows with `steps` is told so before any is run (an
+    # unrolled program of a few hundred steps would be slow to compile and run).
+    programs_at = {steps: _program(k, steps) for steps in lengths}
+    sizes = {steps: program.total for steps, program in programs_at.items()}
+    if sizes[lengths[0]] != sizes[lengths[1]]:
+        shown = ", ".join(f"{s} operations at steps={n}" for n, s in sizes.items())
+        ag.fail("loops", f"the program of bouncing_ball grows with `steps` ({shown}): a Python loop over "
+                         "the steps is being unrolled into it.")
+    for steps, program in programs_at.items():
         for trial in range(3):
             args, want = _draw(rng, steps)
             got = program(*(np.float32(a) for a in args))
             _check_heights(got, want, args, steps,
                            f"the program of jax.jit(bouncing_ball) at steps={steps} on random input #{trial + 1}")
-    if sizes[lengths[0]] != sizes[lengths[1]]:
-        shown = ", ".join(f"{s} operations at steps={n}" for n, s in sizes.items())
-        ag.fail("loops", f"the program of bouncing_ball grows with `steps` ({shown}): a Python loop over "
-                         "the steps is being unrolled into it.")
     # Kernel-side claim: one compile for new x0, v0 and dt at one `steps`.
     steps = lengths[0]
     calls = []

@@ -116,6 +116,11 @@ def _check_sums(got, tokens, lengths, what):
         def close(want):
             return g is not None and np.allclose(g, want, rtol=1e-4, atol=1e-4)
 
+        want = _masked_sum_reference(tokens, lengths)
+        if g is not None and not np.all(np.isfinite(t)) and np.any(~np.isfinite(g) & np.isfinite(want)):
+            ag.fail("shapes", f"{exc.detail} The padding held nan or inf, and it reached the result: "
+                              "multiplying a padding entry by 0 keeps nan (nan * 0 and inf * 0 are nan). "
+                              "The padding's values must never enter the arithmetic.")
         if g is not None and np.any(n == 0) and not np.allclose(g[n == 0], 0.0):
             ag.fail("shapes", f"{exc.detail} A row of length 0 must sum to 0.")
         if close(np.sum(np.where(pos <= n[:, None], t, 0.0), axis=1)):
@@ -127,9 +132,15 @@ def _check_sums(got, tokens, lengths, what):
         raise
 
 
-def _padded(rng, batch, max_len, lengths):
+def _padded(rng, batch, max_len, lengths, wild=False):
+    """A padded batch; its padding holds odd finite values, or (``wild``) nan, inf and -inf too,
+    which the prompt allows: "do not assume anything about the values in the padding"."""
     tokens = rng.normal(size=(batch, max_len)).astype(np.float32)
-    tokens += 5.0 * (np.arange(max_len) >= np.asarray(lengths)[:, None])  # odd padding values
+    padding = np.arange(max_len) >= np.asarray(lengths)[:, None]
+    tokens += 5.0 * padding  # odd padding values
+    if wild:
+        specials = rng.choice(np.float32([np.nan, np.inf, -np.inf]), size=tokens.shape)
+        tokens = np.where(padding, specials, tokens).astype(np.float32)
     return tokens, np.asarray(lengths, np.int32)
 
 
@@ -147,6 +158,18 @@ def test_masked_sequence_sum(k):
         tokens, lengths = _padded(k.rng, batch, max_len, lengths)
         _check_sums(by_shape[(batch, max_len)](tokens, lengths), tokens, lengths,
                     f"jax.jit(masked_sequence_sum)'s result on random input #{trial + 1}")
+    # Then padding that holds nan, inf and -inf (every row but the full one has some).
+    for trial, (batch, max_len) in enumerate([(3, 8), (2, 4)]):
+        lengths = k.rng.integers(0, max_len, size=batch)
+        lengths[-1] = max_len
+        tokens, lengths = _padded(k.rng, batch, max_len, lengths, wild=True)
+        _check_sums(by_shape[(batch, max_len)](tokens, lengths), tokens, lengths,
+                    f"jax.jit(masked_sequence_sum) on random input #{trial + 1} whose padding holds nan and inf")
+        # Called directly too (fail-only, in the kernel): each operation then runs on its own, and
+        # no compiler rewrite of the whole program can hide padding that enters the arithmetic.
+        what = f"masked_sequence_sum (called directly) on random input #{trial + 1} whose padding holds nan and inf"
+        _check_sums(ag.call(k.fn("masked_sequence_sum"), AsJax(tokens), AsJax(lengths), what=what),
+                    tokens, lengths, what)
 
 
 # --------------------------------------------------------------------------- first_k_positive

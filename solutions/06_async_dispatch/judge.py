@@ -16,7 +16,10 @@ One ``test_<name>(k)`` per graded test cell; ``k`` is an :class:`autograder.judg
   ``main`` is what one call dispatches (one ``call`` of a jitted function, or several, or
   eager operations), read from the parsed module (:mod:`autograder.judge.programs`); the values that
   earn points are that same program's, run here on fresh inputs (float32, the exercise's dtype).
-  Eager calls in the kernel stay as fail-only checks.
+  Eager calls in the kernel stay as fail-only checks, and so does the compile count of four
+  direct calls with new learning rates (``compiles_per_call``: nothing compiled after the first).
+- ``honest_time`` calling the course's own ``ag.honest_time`` is refused: the fixtures report
+  whether it is on the stack while the timed function runs.
 """
 import math
 import numbers
@@ -57,6 +60,7 @@ def _simulated(k, args, repeats, first_s, cycle_s, compile_s):
     report = k.fixture("honest_timer_on")(Ref("honest_time"), tuple(args), repeats, first_s, list(cycle_s),
                                         compile_s, what=shown)
     wall = time.perf_counter() - start
+    _check_own_timer(report, shown)
     seconds = _as_seconds(report.get("seconds"), shown)
     calls, waited = report.get("calls"), report.get("waited")
     if not (isinstance(calls, list) and isinstance(waited, list) and len(calls) == len(waited)):
@@ -67,6 +71,14 @@ def _simulated(k, args, repeats, first_s, cycle_s, compile_s):
             ag.fail("timing", f"{shown} called f as {c} on call #{i + 1}; every call must be f(*args), "
                               f"here f{tuple(args)!r}.")
     return shown, seconds, calls, waited, wall
+
+
+def _check_own_timer(report, label):
+    """The exercise is the timer: the course's own ``ag.honest_time`` doing the timing is refused."""
+    if report.get("course_timer"):
+        ag.fail("timing", f"{label} handed the timing to the course's own `ag.honest_time`: the exercise "
+                          "is to write that timer (the warm-up, waiting for each result, the median) "
+                          "yourself, not to call the course's.")
 
 
 def _duration(k, first_s, cycle_s):
@@ -81,6 +93,7 @@ def test_honest_time(k):
     start = time.perf_counter()
     report = k.fixture("slow_compile_timed")(Ref("honest_time"), x, 3, trace_s, what=label)
     wall = time.perf_counter() - start
+    _check_own_timer(report, label)
     got = _as_seconds(report.get("seconds"), label)
     if wall < trace_s or not report.get("traces"):
         ag.fail("timing", f"{label} never called f: an honest timer calls the function it times.")
@@ -213,3 +226,10 @@ def test_fused_update(k):
                                lambda rng: _update_args(rng, float(rng.uniform(0.01, 1.0))),
                                trials=3, seed=k.seed(), rtol=1e-4, atol=1e-5, what="`fused_update`",
                                jit=False, dtype=np.float32)
+    # Called directly, as the prompt's caller would: a new learning rate compiles nothing new.
+    calls = [_update_args(k.rng, float(np.float32(k.rng.uniform(0.01, 1.0))), n=n, d=d) for _ in range(4)]
+    counts = k.fixture("compiles_per_call")(Ref("fused_update"), calls, what="`fused_update`")
+    if sum(int(c) for c in counts[1:]):
+        ag.fail("recompiles", f"called directly with 4 new learning rates, `fused_update` compiled {list(counts)} "
+                              "times per call: after the first call a new `lr` must reuse the compiled program. "
+                              "A program built anew inside the function at every call compiles at every call.")

@@ -69,6 +69,11 @@ def scaled(x, scale):
 def scaled(x, scale):
     return x * float(scale)  # needs a concrete value: fails to trace
 ''', "needed the concrete value of a traced array", "static"),
+        ('''
+def scaled(x, scale):
+    # a fresh jitted function per call: right values, but each new scale is a new program
+    return jax.jit(lambda v: v * scale)(x)
+''', 'after the first call, a new `scale` must reuse the compiled program', 'constants'),
     ],
     "matmul_flops": [
         ('''

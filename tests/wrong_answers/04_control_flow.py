@@ -59,6 +59,19 @@ def collatz_steps(n):
         return jnp.where(value % 2 == 0, value // 2, 3 * value + 1), steps + 1
     return lax.while_loop(lambda s: s[0] != 1, step, (n, 1))[1]  # counts from 1
 ''', "jax.jit(collatz_steps)(1) (steps to reach 1) is wrong", "loops"),
+        ('''
+def collatz_steps(n):
+    n = jnp.asarray(n)
+
+    def body(i, state):
+        value, steps = state
+        done = value == 1
+        value = jnp.where(done, value, jnp.where(value % 2 == 0, value // 2, 3 * value + 1))
+        return value, steps + jnp.where(done, 0, 1)
+
+    # a fixed trip count with a done flag: right for every sequence shorter than 300 steps
+    return lax.fori_loop(0, 300, body, (n, jnp.zeros_like(n)))[1]
+''', "a loop with a fixed trip count falls short", "loops"),
     ],
     "ema": [
         ('''

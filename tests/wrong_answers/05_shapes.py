@@ -45,6 +45,11 @@ def masked_sequence_sum(tokens, lengths):
     sums = jnp.cumsum(tokens, axis=1)
     return sums[jnp.arange(tokens.shape[0]), lengths - 1]  # a length of 0 reads index -1
 ''', "A row of length 0 must sum to 0", "shapes"),
+        ('''
+def masked_sequence_sum(tokens, lengths):
+    weights = jnp.where(jnp.arange(tokens.shape[1])[None, :] < lengths[:, None], 1.0, 0.0)
+    return jnp.sum(tokens * weights, axis=1)  # nan * 0 is nan: the padding leaks in
+''', 'The padding held nan or inf, and it reached the result', 'shapes'),
     ],
     "first_k_positive": [
         ('''

@@ -61,6 +61,10 @@ def honest_time(f, *args, repeats=5):
         jax.block_until_ready(f(*args))
     return 0.06  # a number that once looked right, whatever f costs
 ''', "Report the median of the `repeats` timed calls (not the mean, minimum or total)", "timing"),
+        ('''
+def honest_time(f, *args, repeats=5):
+    return float(ag.honest_time(f, *args, repeats=repeats).median)  # the course's timer does the job
+''', "handed the timing to the course's own `ag.honest_time`", 'timing'),
     ],
     "train_losses": [
         ('''
@@ -151,5 +155,10 @@ _grad = jax.jit(lambda w, x, y: grad_mse(w, x, y))
 def fused_update(w, x, y, lr):
     return w - lr * _grad(w, x, y)  # the update itself runs outside the jitted program
 ''', "besides one jitted call, fused_update runs 3 eager operation(s) outside it", "dispatch"),
+        ('''
+def fused_update(w, x, y, lr):
+    # one program per call: a new jitted function, the learning rate baked in as a constant
+    return jax.jit(lambda w, x, y: apply_update(w, grad_mse(w, x, y), lr))(w, x, y)
+''', 'after the first call a new `lr` must reuse the compiled program', 'recompiles'),
     ],
 }
