@@ -28,7 +28,7 @@ exclude_patterns = ["**.ipynb_checkpoints"]
 # unchanged chapter is not executed again. An error fails the build unless its cell is tagged
 # raises-exception. Exercise pages show the released notebook as a learner opens it: not executed.
 nb_execution_mode = "cache"
-nb_execution_timeout = 600
+nb_execution_timeout = 300  # seconds a cell may run, as the chapters' tests allow
 nb_execution_raise_on_error = True
 nb_execution_show_tb = True
 nb_execution_excludepatterns = ["exercises/*/*.ipynb"]

@@ -26,7 +26,7 @@ def forget_execution(env, docname: str) -> None:
     cache = get_cache(env.mystnb_config.execution_cache_path)
     notebook = nbformat.read(str(env.doc2path(docname)), as_version=4)
     try:
-        cache.remove_cache_record(cache.match_cache_notebook(notebook).pk)
+        cache.remove_cache(cache.match_cache_notebook(notebook).pk)
     except KeyError:  # not cached: nothing to forget
         pass
 
