@@ -42,6 +42,11 @@ _EVENTS = {
 _DOING = {"trace": "traced", "lower": "lowered", "compile": "compiled", "execute": "executed"}
 _COLOUR = {"trace": "#0969da", "lower": "#8250df", "compile": "#bf3989", "execute": "#1a7f37", "hit": "#afb8c1"}
 _WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+_SHOWN_LINES = 400  # of a jaxpr or StableHLO shown in the view (the whole text is in .jaxpr, .stablehlo)
+# the same, with JAX's own instruments (the view's last line)
+_YOURSELF = ("jax.jit(f).trace(*args).jaxpr; .lower() then .as_text(); .compile() then .cost_analysis(), "
+             ".memory_analysis(); jax.config.update('jax_explain_cache_misses', True); "
+             "jax.monitoring.register_event_duration_secs_listener")
 _recording = threading.local()
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")  # JAX colours a jaxpr printed in IPython
 
@@ -179,6 +184,14 @@ def _differences(now: dict, before: dict) -> list[str]:
     return out
 
 
+def _clipped(text: str) -> str:
+    """``text``'s first _SHOWN_LINES lines, and how many more there are."""
+    lines = text.splitlines()
+    if len(lines) <= _SHOWN_LINES:
+        return text
+    return "\n".join(lines[:_SHOWN_LINES] + [f"... {len(lines) - _SHOWN_LINES} more lines"])
+
+
 def _cost(compiled) -> dict:
     """``compiled.cost_analysis()`` as one dict (a list of dicts, one per program, before JAX
     0.4.36; a dict since; None where the backend has none)."""
@@ -252,13 +265,14 @@ class Phases:
         lines = [self.summary(), "why:"] + [f"  {r}" for r in self.reasons()]
         lines += [f"  JAX says: {m}" for m in self.jax_says]
         lines += ["timeline (wall time of each stage):"] + self.timeline_text()
-        lines += ["jaxpr:"] + [f"  {ln}" for ln in self.jaxpr.splitlines()]
+        lines += ["jaxpr:"] + [f"  {ln}" for ln in _clipped(self.jaxpr).splitlines()]
         if self.cost:
             lines.append("cost analysis: " + ", ".join(f"{k} {v:g}" for k, v in sorted(self.cost.items())))
         if self.memory:
             lines.append("memory analysis: " + ", ".join(f"{k.removesuffix('_in_bytes')} {v} B"
                                                          for k, v in self.memory.items()))
         lines.append(f"StableHLO: {len(self.stablehlo.splitlines())} lines (.stablehlo)")
+        lines.append(f"with JAX's own instruments: {_YOURSELF}")
         return "\n".join(lines)
 
     __repr__ = __str__
@@ -288,7 +302,7 @@ class Phases:
     def sections(self) -> list[tuple[str, str]]:
         """(title, HTML) of the collapsible parts: the jaxpr, StableHLO, cost, memory."""
         def pre(text):
-            return f'<pre style="max-height:24em;overflow:auto;margin:0">{html.escape(text)}</pre>'
+            return f'<pre style="max-height:24em;overflow:auto;margin:0">{html.escape(_clipped(text))}</pre>'
 
         def table(d, unit=""):
             if not d:
@@ -305,7 +319,11 @@ class Phases:
     def _repr_html_(self) -> str:
         parts = "".join(f"<details{' open' if i == 0 else ''}><summary>{html.escape(t)}</summary>{body}</details>"
                         for i, (t, body) in enumerate(self.sections()))
-        return f'<div class="show-phases">{self.header_html()}{self.timeline_html()}{parts}</div>'
+        return (f'<div class="show-phases">{self.header_html()}{self.timeline_html()}{parts}'
+                f'{self.yourself_html()}</div>')
+
+    def yourself_html(self) -> str:
+        return f"<div style='color:#57606a'>with JAX's own instruments: <code>{html.escape(_YOURSELF)}</code></div>"
 
     # -- widget
     def widget(self):
@@ -320,7 +338,8 @@ class Phases:
         for i, (title, _) in enumerate(sections):
             accordion.set_title(i, title)   # ipywidgets 7 and 8 (8's titles= is not in 7)
         accordion.selected_index = 0
-        view = w.VBox([w.HTML(self.header_html()), w.HTML(self.timeline_html()), accordion])
+        view = w.VBox([w.HTML(self.header_html()), w.HTML(self.timeline_html()), accordion,
+                       w.HTML(self.yourself_html())])
         view.add_class("show-phases")
         return view
 

@@ -6,9 +6,9 @@ import re
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
-from conftest import COURSE_NOTEBOOKS, ROOT, ipc_manager
+from conftest import COURSE_NOTEBOOKS, ROOT
+from notebook_runner import execute_notebook
 
 # One worker runs this whole module (``--dist loadgroup``), so each chapter is executed once and
 # the widget test below reads the same executed notebooks instead of running them again.
@@ -26,11 +26,9 @@ _executed: dict = {}  # path -> executed notebook, or the exception its executio
 
 
 def execute(path, timeout=300):
-    nb = nbformat.read(str(path), as_version=4)
-    client = NotebookClient(nb, km=ipc_manager(asynchronous=True), timeout=timeout,
-                            resources={"metadata": {"path": str(path.parent)}})
-    client.execute()  # raises CellExecutionError on an error in a cell not tagged raises-exception
-    return nb
+    """The chapter executed headless (notebook_runner: nbclient without its widget stall); raises
+    CellExecutionError on an error in a cell not tagged raises-exception."""
+    return execute_notebook(nbformat.read(str(path), as_version=4), path.parent, timeout=timeout)
 
 
 def executed(path):
