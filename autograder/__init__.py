@@ -28,8 +28,9 @@ the channel's data format, used by both sides.
 
 Every check raises :class:`ExerciseFailure`, whose message is learner-facing feedback.
 """
-from ._lazy import names_from as _names_from
-
+import importlib
+import sys
+import types
 
 __all__ = [
     "ExerciseFailure",
@@ -74,9 +75,11 @@ __all__ = [
     "passed",
 ]
 
-# Each name of __all__ and the module defining it, imported on first use (autograder._lazy):
-# ``import autograder as ag`` keeps every name, and loads NumPy and the checks only when one is used.
-__getattr__, __dir__ = _names_from(__name__, {
+# The module defining each name of __all__. ``import autograder`` imports none of them: each is
+# imported when first used (``__getattr__``), so that the grader's own processes (the sandbox's
+# launcher, started several times a notebook, is ``python -m autograder.sandbox.launcher``) do
+# not load NumPy for nothing; a learner's notebook, which imports JAX, loads the same either way.
+_HOMES = {
     "feedback": ("ExerciseFailure", "call", "explained", "fail"),
     "device": ("device_report", "honest_time", "problem_size", "use_virtual_cpu_devices"),
     "numerics": ("check_close", "check_equal", "check_matches_reference", "tolerance"),
@@ -92,7 +95,35 @@ __getattr__, __dir__ = _names_from(__name__, {
     "review": ("Review", "review"),
     "show_phases": ("show_phases",),
     "selfcheck": ("check_my_answers", "passed"),
-})
+}
+_HOME = {name: module for module, names in _HOMES.items() for name in names}
+
+
+def __getattr__(name):
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
+
+
+class _Package(types.ModuleType):
+    """``autograder.review`` (and ``show_phases``) is a module and the function of that name
+    this package exports: importing the module must not replace the function."""
+
+    def __setattr__(self, name, value):
+        if name in _HOME and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
 
 __version__ = "0.1.0"
 
