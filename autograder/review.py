@@ -20,6 +20,13 @@ example arguments, and answers each from evidence, never from the source text:
    one eager call dispatches, and the size and primitive mix of the jaxpr
    (a Python loop shows up as a repeated block).
 
+Each answer is read from an instrument JAX ships, which you can use directly: the
+``jax.stages.Traced`` of ``jax.jit(f).trace(*args)`` and its jaxpr (questions 1, 4 and 6);
+``jax.debug_key_reuse`` (2); the ``jax.monitoring`` compile events that
+:class:`autograder.compilation.CompileCounter` counts, and ``jax_explain_cache_misses``
+(:func:`capture_cache_misses`) for the reason of each miss (3); ``jax.transfer_guard`` and the
+tracer conversion errors (5).
+
 Use it on your own code::
 
     import autograder as ag
