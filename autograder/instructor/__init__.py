@@ -674,14 +674,17 @@ section that teaches it.</p></body></html>"""
 
 
 def export(course: Course, out: Path, summary: Path | None = None) -> Path:
-    """Write ``student,assignment,exercise,points,max_points`` rows from the gradebook to ``out``
-    and, to ``summary`` (default: ``<out's name>-summary.csv`` beside a regular ``out``; none
-    beside ``/dev/stdout``), one row per student: a column per assignment (its points; empty
+    """Write ``student,assignment,exercise,points,max_points,hints_seen`` rows from the gradebook
+    (hints seen: :func:`autograder.hints.seen` of the submitted notebook) to ``out`` and, to
+    ``summary`` (default: ``<out's name>-summary.csv`` beside a regular ``out``; none beside
+    ``/dev/stdout``), one row per student: a column per assignment (its points; empty
     where nothing was recorded) and their total."""
     import io
     import stat
 
     from nbgrader.api import MissingEntry
+
+    from ..hints import seen
 
     check_gradebook(course.db_url)
     out = Path(out)
@@ -695,7 +698,7 @@ def export(course: Course, out: Path, summary: Path | None = None) -> Path:
     points: dict[str, dict[str, float]] = {}
     with course_gradebook(course.db_url) as gb:  # a consistent view: no write is half seen
         writer = csv.writer(fh)
-        writer.writerow(["student", "assignment", "exercise", "points", "max_points"])
+        writer.writerow(["student", "assignment", "exercise", "points", "max_points", "hints_seen"])
         names = sorted(a.name for a in gb.assignments)
         students = sorted(s.id for s in gb.students)
         for assignment in sorted(gb.assignments, key=lambda a: a.name):
@@ -705,9 +708,11 @@ def export(course: Course, out: Path, summary: Path | None = None) -> Path:
                         sub = gb.find_submission_notebook(nb.name, assignment.name, student)
                     except MissingEntry:
                         continue
+                    hints = seen(course.submitted / student / assignment.name / f"{nb.name}.ipynb")
                     for g in sorted(sub.grades, key=lambda g: g.name):
-                        writer.writerow([student, assignment.name, g.name.removeprefix("test_"),
-                                         f"{g.score:g}", f"{g.max_score:g}"])
+                        exercise = g.name.removeprefix("test_")
+                        writer.writerow([student, assignment.name, exercise, f"{g.score:g}",
+                                         f"{g.max_score:g}", hints.get(exercise, 0)])
                         got = points.setdefault(student, {})
                         got[assignment.name] = got.get(assignment.name, 0.0) + g.score
     _write_atomic(out, fh.getvalue().encode())
