@@ -1,0 +1,272 @@
+"""Progressive hints (autograder.hints): three per exercise, beside it in the source notebook,
+carried by `make release`, offered one at a time after failed attempts (in the kernel and in
+JupyterLab), shown in order from the terminal, counted in the instructor's export, and never
+the code of a solution."""
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import nbformat
+import pytest
+
+from autograder import hints
+from conftest import ASSIGNMENTS, ROOT, ipc_manager, released_notebook, solution_notebook, wrong_answers
+from test_browser import ARTIFACTS, NB, _open, _run_all, _saved_after_run, browser_page, lab, page
+
+__all__ = ["browser_page", "lab", "page"]  # the browser's fixtures, found by name in this module
+
+COURSE_HEADINGS = {line.lstrip("#").strip()
+                   for p in (ROOT / "course").glob("*.ipynb")
+                   for c in nbformat.read(str(p), as_version=4).cells if c.cell_type == "markdown"
+                   for line in c.source.splitlines() if line.startswith("#")}
+
+
+def _answer_cells(path):
+    return [c for c in nbformat.read(str(path), as_version=4).cells
+            if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")]
+
+
+def _solution_lines(cell):
+    """The lines between BEGIN and END SOLUTION, stripped, that are code (no comments)."""
+    inside, out = False, []
+    for line in cell.source.splitlines():
+        text = line.strip()
+        if "### BEGIN SOLUTION" in text:
+            inside = True
+        elif "### END SOLUTION" in text:
+            inside = False
+        elif inside and text and not text.startswith(("#", '"""')):
+            out.append(text.split("  #")[0].strip())
+    return out
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_every_exercise_has_three_hints_and_the_second_names_a_section(assignment):
+    """Three non-empty hints per answer cell; the second names (in curly quotes) a section that a
+    chapter has, at least one of the exercise's own chapter."""
+    for cell in _answer_cells(solution_notebook(assignment)):
+        gid = cell.metadata["nbgrader"]["grade_id"]
+        mine = cell.metadata.get("course", {}).get("hints")
+        assert isinstance(mine, list) and len(mine) == 3 and all(isinstance(h, str) and h.strip() for h in mine), \
+            f"{assignment}/{gid}: metadata.course.hints must hold three hints (idea, section, approach)"
+        titles = re.findall("\u201c(.*?)\u201d", mine[1])
+        assert titles and all(t in COURSE_HEADINGS for t in titles), \
+            f"{assignment}/{gid}: hint 2 names {titles}, not sections of the chapters"
+        assert f"course/{assignment}.ipynb" in mine[1], f"{assignment}/{gid}: hint 2 must point to its chapter"
+
+
+def test_no_hint_holds_code_of_a_solution_or_a_hidden_test():
+    """No line of any solution (between BEGIN/END SOLUTION) and no line of a judge file appears in
+    any hint of the course."""
+    every_hint = [(a, gid, h) for a in ASSIGNMENTS for c in _answer_cells(solution_notebook(a))
+                  for gid in [c.metadata["nbgrader"]["grade_id"]] for h in c.metadata["course"]["hints"]]
+    code = {line for a in ASSIGNMENTS for c in _answer_cells(solution_notebook(a)) for line in _solution_lines(c)}
+    for judge in (ROOT / "solutions").glob("*/judge*.py"):
+        code |= {line.strip() for line in judge.read_text().splitlines()
+                 if len(line.strip()) > 12 and not line.strip().startswith("#")}
+    code = {line for line in code if len(line) > 6}
+    assert len(code) > 100
+    leaks = [(a, gid, line) for a, gid, h in every_hint for line in code if line in h]
+    assert not leaks, leaks
+
+
+def test_release_carries_the_hints_and_nothing_else_of_the_course_metadata(tmp_path):
+    """`make release` (scripts/release.py's generate): each released answer cell keeps exactly its
+    hints; no other cell keeps course metadata (no starting code, nothing of a test); the package
+    ships the same hints. The committed exercises/ and visible_tests/ hold what release made."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import release
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    a = "03_purity"
+    release.generate(ROOT, tmp_path / "exercises", only=[a], visible_dest=tmp_path / "visible")
+    source = {c.metadata["nbgrader"]["grade_id"]: c.metadata["course"]["hints"] for c in _answer_cells(solution_notebook(a))}
+    out = nbformat.read(str(tmp_path / "exercises" / a / f"{a}.ipynb"), as_version=4)
+    kept = {c.metadata["nbgrader"]["grade_id"]: c.metadata["course"] for c in out.cells if "course" in c.metadata}
+    assert kept == {gid: {"hints": h} for gid, h in source.items()}
+    assert json.loads((tmp_path / "visible" / f"{a}.hints.json").read_text()) == source
+    for b in ASSIGNMENTS:
+        expected = hints.in_notebook(solution_notebook(b))
+        assert hints.in_notebook(released_notebook(b)) == expected, f"exercises/{b}: run `make release`"
+        assert hints.shipped(b) == expected, f"autograder/visible_tests/{b}.hints.json: run `make release`"
+
+
+def _learner_copy(tmp_path, assignment="03_purity"):
+    folder = tmp_path / assignment
+    folder.mkdir(parents=True)
+    shutil.copy(released_notebook(assignment), folder)
+    return folder / f"{assignment}.ipynb"
+
+
+def _hint_cli(notebook, exercise):
+    return subprocess.run([sys.executable, "-m", "autograder", "hint", str(notebook), exercise],
+                          capture_output=True, text=True, cwd=notebook.parent, timeout=120)
+
+
+def test_cli_prints_the_hints_in_order_and_stops_after_the_third(tmp_path):
+    nb = _learner_copy(tmp_path)
+    mine = hints.in_notebook(nb)["adam_step"]
+    for n in (1, 2, 3):
+        proc = _hint_cli(nb, "adam_step")
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.strip() == f"Hint {n} of 3 for `adam_step`: {mine[n - 1]}"
+        assert hints.seen(nb) == {"adam_step": n}
+    proc = _hint_cli(nb, "adam_step")
+    assert proc.returncode == 0 and proc.stdout.startswith("You have seen all 3 hints for `adam_step`"), proc.stdout
+    assert "Hint 4" not in proc.stdout and hints.seen(nb) == {"adam_step": 3}
+    assert json.loads((nb.parent / ".hints.json").read_text()) == {"adam_step": 3}
+    proc = _hint_cli(nb, "step")  # each exercise has its own count
+    assert proc.stdout.startswith("Hint 1 of 3 for `step`") and hints.seen(nb) == {"adam_step": 3, "step": 1}
+    proc = _hint_cli(nb, "no_such_exercise")
+    assert proc.returncode == 2 and "no hints for 'no_such_exercise'" in proc.stderr and "adam_step" in proc.stderr
+
+
+def test_seen_reads_the_file_and_the_hints_the_saved_outputs_show(tmp_path):
+    nb = _learner_copy(tmp_path)
+    saved = nbformat.read(str(nb), as_version=4)
+    saved.cells[-1].outputs = [nbformat.v4.new_output(
+        "display_data", data={"text/plain": "Hint 2 of 3 for `step`: ..."},
+        metadata={"autograder": {"hint": {"exercise": "step", "n": 2}}})]
+    nbformat.write(saved, str(nb))
+    (nb.parent / ".hints.json").write_text(json.dumps({"step": 1, "set_diagonal": 3}))
+    assert hints.seen(nb) == {"step": 2, "set_diagonal": 3}
+    (nb.parent / ".hints.json").write_text("not json")
+    assert hints.seen(nb) == {"step": 2}
+
+
+async def _execute(nb, folder):
+    from nbclient import NotebookClient
+
+    client = NotebookClient(nb, km=ipc_manager(asynchronous=True), timeout=300, allow_errors=True,
+                            resources={"metadata": {"path": str(folder)}})
+    await client.async_execute()
+    return nb
+
+
+def _shown(cell):
+    """(text of every output, whether a widget is among them)."""
+    text = "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") + o.get("evalue", "")
+                   for o in cell.outputs)
+    widget = any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in cell.outputs)
+    return text, widget
+
+
+@pytest.mark.notebook
+def test_a_failed_test_or_check_offers_the_next_hint_and_a_pass_none(tmp_path):
+    """In a real kernel: the released notebook's setup cell, then `step`'s test cell after a known
+    wrong answer (fails: hint 1 offered, with a button, the hint itself not shown), after the
+    solution (passes: nothing offered), then "Check my answers" with the other exercises
+    unanswered: each failed exercise's next hint is offered (set_diagonal's second, one hint
+    already seen), `step`'s none."""
+    a = "03_purity"
+    folder = tmp_path / a
+    folder.mkdir()
+    (folder / ".hints.json").write_text(json.dumps({"set_diagonal": 1}))
+    released = nbformat.read(str(released_notebook(a)), as_version=4)
+    setup = next(c for c in released.cells if "import autograder as ag" in c.source)
+    test_step = next(c for c in released.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test_step")
+    wrong = wrong_answers(a)["step"][0][0]
+    right = next(c.source for c in _answer_cells(solution_notebook(a)) if c.metadata["nbgrader"]["grade_id"] == "step")
+    cells = [setup.source, wrong, test_step.source, right, test_step.source, released.cells[-1].source]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in cells])
+    nb = asyncio.run(_execute(nb, folder))
+    mine = hints.shipped(a)
+
+    failed_text, failed_widget = _shown(nb.cells[2])
+    assert "ExerciseFailure" in failed_text or "changed the global" in failed_text, failed_text
+    assert "Hint 1 of 3 is ready" in failed_text and "`step`" in failed_text and failed_widget, failed_text
+    assert mine["step"][0] not in failed_text, "a hint is offered, not shown, until the learner asks"
+    assert "Hint 2" not in failed_text
+
+    passed_text, passed_widget = _shown(nb.cells[4])
+    assert passed_text.startswith("passed: step") and "Hint" not in passed_text and not passed_widget, passed_text
+
+    check_text, check_widget = _shown(nb.cells[5])
+    assert "1/4 exercises pass" in check_text, check_text
+    offered = re.findall(r"Stuck on `(\w+)`\? Hint (\d) of 3 is ready", check_text)
+    assert sorted(offered) == [("adam_step", "1"), ("normalize_batch", "1"), ("set_diagonal", "2")], check_text
+    assert check_widget
+    assert not any(h in check_text for hs in mine.values() for h in hs)
+    assert json.loads((folder / ".hints.json").read_text()) == {"set_diagonal": 1}, "an offer is not a hint seen"
+
+
+def test_export_shows_the_hints_each_learner_saw(tmp_path):
+    """The instructor's export: a hints_seen column per exercise, from the submitted notebook's
+    folder (.hints.json) and the hints its outputs show; points unchanged by hints."""
+    import csv
+
+    from autograder.instructor import Course, course_gradebook, export
+
+    a = "03_purity"
+    course = Course(root=ROOT, state=tmp_path / "state")
+    with course_gradebook(course.db_url) as gb:
+        gb.add_assignment(a)
+        gb.add_notebook(a, a)
+        for gid in ("test_step", "test_set_diagonal"):
+            gb.add_grade_cell(gid, a, a, max_score=1, cell_type="code")
+        for student in ("alice", "bob"):
+            gb.add_student(student)
+            gb.add_submission(a, student)
+            for g in gb.find_submission_notebook(a, a, student).grades:
+                g.auto_score = 1
+        gb.db.commit()
+    for student, state in (("alice", {"step": 3, "set_diagonal": 1}), ("bob", None)):
+        folder = course.submitted / student / a
+        folder.mkdir(parents=True)
+        shutil.copy(released_notebook(a), folder)
+        if state:
+            (folder / ".hints.json").write_text(json.dumps(state))
+    out = export(course, tmp_path / "grades.csv")
+    rows = {(r["student"], r["exercise"]): r for r in csv.DictReader(out.open())}
+    assert {k: int(r["hints_seen"]) for k, r in rows.items()} == {
+        ("alice", "set_diagonal"): 1, ("alice", "step"): 3, ("bob", "set_diagonal"): 0, ("bob", "step"): 0}
+    assert all(r["points"] == r["max_points"] == "1" for r in rows.values())
+
+
+# --------------------------------------------------------------------------- JupyterLab, Chromium
+
+@pytest.mark.notebook
+@pytest.mark.slow
+@pytest.mark.slow_env
+@pytest.mark.xdist_group("browser")
+def test_in_jupyterlab_a_failing_check_offers_a_hint_and_its_button_shows_it(page, lab):
+    """A learner opens the released 03_purity, runs all (nothing answered: "Check my answers"
+    fails), and sees a "Show hint 1 of 3" button below the table; pressing it shows the hint in
+    that cell and records it beside the notebook, and the saved notebook shows it too."""
+    path = "exercises/03_purity/03_purity.ipynb"
+    _, _, copy = lab
+    state = copy / "exercises" / "03_purity" / ".hints.json"
+    state.unlink(missing_ok=True)
+    _open(page, lab, path)
+    _run_all(page)
+    last = page.locator(f"{NB} .jp-CodeCell").last
+    last.locator(".jp-OutputArea-output table").wait_for(state="visible", timeout=60_000)
+    button = last.locator("button", has_text="Show hint 1 of 3 for step")
+    button.wait_for(state="visible", timeout=60_000)
+    button.scroll_into_view_if_needed()
+    assert "Stuck on `step`? Hint 1 of 3 is ready" in last.locator(".jp-OutputArea").inner_text()
+    first = hints.shipped("03_purity")["step"][0]
+    assert first not in last.locator(".jp-OutputArea").inner_text()
+    button.click()
+    try:
+        page.wait_for_function("([el, want]) => el.innerText.includes(want)",
+                               arg=[last.locator(".jp-OutputArea").element_handle(), first], timeout=60_000)
+    except Exception:  # noqa: BLE001 - Playwright's timeout, said in the course's terms
+        pytest.fail("pressing 'Show hint 1 of 3 for step' showed no hint: "
+                    + last.locator(".jp-OutputArea").inner_text()[-1500:])
+    page.screenshot(path=str(ARTIFACTS / "hint.png"))
+    assert "Hint 1 of 3 for `step`" in last.locator(".jp-OutputArea").inner_text()
+    deadline = time.monotonic() + 30
+    while not state.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert json.loads(state.read_text()) == {"step": 1}
+    saved = _saved_after_run(page, lab, path)  # elsewhere than beside its .hints.json:
+    (copy / "saved.ipynb").write_text(json.dumps(saved))  # only its outputs can tell
+    assert hints.seen(copy / "saved.ipynb") == {"step": 1}, "the saved notebook records the hint it shows"
