@@ -19,7 +19,7 @@ project = "How JAX really runs your program"
 author = "the course's authors"
 copyright = "the course's authors"
 
-extensions = ["myst_nb", "claims_hold", "widget_pictures"]
+extensions = ["myst_nb", "claims_hold", "widget_pictures", "guide_links"]
 root_doc = "index"
 exclude_patterns = ["**.ipynb_checkpoints"]
 
@@ -36,7 +36,7 @@ nb_merge_streams = True
 nb_render_error_lexer = "myst-ansi"  # tracebacks of %xmode Minimal are not ipythontb's format
 # Widgets get a static picture (widget_pictures), so no widget JavaScript is fetched from a CDN.
 nb_ipywidgets_js = {}
-myst_heading_anchors = 3
+myst_heading_anchors = 6  # every heading has an anchor a link can name
 
 html_theme = "sphinx_book_theme"
 html_title = project

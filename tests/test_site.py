@@ -255,6 +255,16 @@ def test_no_internal_link_is_broken_and_every_page_is_reachable(site):
     assert not expected - reached, f"pages not reachable from the home page: {sorted(expected - reached)}"
 
 
+def test_guide_section_references_link_to_the_chapters_sections(site):
+    """Every §"Heading" of the instructor guide links to that heading's anchor on its chapter's
+    page (that the anchor exists is checked with every other link above)."""
+    references = re.findall(r'§"[^"\n]+"', (site.checkout / "docs" / "instructor-guide.md").read_text())
+    markup = (site.html / "instructor-guide.html").read_text()
+    links = re.findall(r'<a [^>]*href="(course/[^"#]+\.html#[^"]+)"[^>]*>(.*?)</a>', markup, re.S)
+    linked = [href for href, text in links if _visible_text(text).startswith("§")]
+    assert references and len(linked) == len(references), (len(linked), len(references))
+
+
 def test_search_finds_a_chapter_by_a_word_of_its_title(site, server, page):
     chapter = site.chapters()[3]
     nb = nbformat.read(str(chapter), as_version=4)
