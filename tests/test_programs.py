@@ -70,6 +70,19 @@ p = programs.read(export.export(jax.jit(total))(spec))
 assert p.collectives == {"stablehlo.all_reduce": 1} and p.manual, (p.collectives, p.manual)
 q = programs.read(export.export(jax.jit(mean_sin))(spec))
 assert not q.collectives and not q.manual
+
+# issue 33: a shard_map and a psum in a branch no input takes count for nothing (the value
+# comes from jnp.mean); the same shard_map in a branch that is taken counts
+def dead_branch(x):
+    return jax.lax.cond(x.shape[0] < 0, total, lambda x: x.mean() * x.shape[0], x)
+
+def live_branch(x):
+    return jax.lax.cond(x[0] > -1e30, total, lambda x: x.mean() * x.shape[0], x)
+
+d = programs.read(export.export(jax.jit(dead_branch))(spec))
+assert not d.collectives and not d.manual, (d.collectives, d.manual)
+live = programs.read(export.export(jax.jit(live_branch))(spec))
+assert live.collectives == {"stablehlo.all_reduce": 1} and live.manual, (live.collectives, live.manual)
 print("ok")
 """
 
@@ -195,3 +208,99 @@ def test_a_loop_runs_only_where_the_exercise_needs_one_unless_the_runner_is_cont
         programs.Traced(_Held(exp), "`f`")(x)
     assert np.allclose(programs.Traced(_Held(exp), "`f`", loops=True)(x), 8.0)
     assert np.allclose(programs.Traced(_Held(exp, contained=True), "`f`")(x), 8.0)
+
+
+# --------------------------------------------------------------------------- issue 33, item 2
+
+def test_a_loop_inside_a_composite_is_the_programs_loop_and_its_size():
+    """A composite is what XLA runs of it, its decomposition: a loop wrapped in
+    ``jax.lax.composite`` is the program's loop, and an unrolled one grows with the length."""
+    import jax
+    import jax.numpy as jnp
+
+    def looped(x):
+        return jax.lax.composite(lambda x: jax.lax.fori_loop(0, 5, lambda i, c: c * 2.0, x), name="my.loop")(x)
+
+    assert programs.read(_export(looped, (3,))).has_loops
+
+    def unrolled(n):
+        def f(x):
+            def body(x):
+                ys = [x[0]]
+                for t in range(1, x.shape[0]):
+                    ys.append(0.5 * x[t] + 0.5 * ys[-1])
+                return jnp.stack(ys)
+            return jax.lax.composite(body, name="ema.fast")(x)
+        return programs.read(_export(f, (n,))).total
+
+    assert unrolled(16) > unrolled(4) + 12
+
+
+def test_a_custom_call_inside_a_composite_is_refused():
+    import jax
+    import jax.numpy as jnp
+
+    from autograder.judge import allowlist
+
+    def hidden(a):
+        return jax.lax.composite(lambda a: jnp.linalg.eigh(a @ a.T)[0], name="my.eigh")(a)
+
+    exp = _export(hidden, (3, 3))
+    why = allowlist.refusal(exp)
+    assert "custom_call" in why and "a native call" in why, why
+
+
+def test_a_correct_program_with_composites_conds_and_calls_keeps_its_facts_and_values():
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from autograder.judge import allowlist
+
+    step = jax.jit(lambda c, x: 0.3 * x + 0.7 * c)
+
+    def ema(xs):
+        def scan(xs):
+            def body(c, x):
+                y = step(c, x)
+                return y, y
+            return jnp.concatenate([xs[:1], jax.lax.scan(body, xs[0], xs[1:])[1]])
+        ys = jax.lax.composite(scan, name="course.ema")(xs)
+        return jax.lax.cond(xs[0] > 1e30, lambda y: y * 0.0, lambda y: y, ys)  # a branch an input can take
+
+    exp = _export(ema, (6,))
+    assert allowlist.refusal(exp) == ""
+    p = programs.read(exp)
+    assert p.has_loops and p.count("stablehlo.case") == 1 and p.count("stablehlo.composite") == 0
+    runnable = programs.executable(exp)
+    assert programs.read(runnable).op_counts == p.op_counts  # what is read is what runs
+    xs = np.arange(6, dtype=np.float32)
+    assert np.allclose(np.asarray(runnable.call(xs)), np.asarray(exp.call(xs)))
+
+
+@pytest.mark.parametrize("text", [
+    # a custom_call whose called computation the checker would not read
+    """module {
+  func.func public @main(%a: tensor<f32>) -> tensor<f32> {
+    %0 = stablehlo.custom_call @Sharding(%a) {called_computations = [@hidden]} : (tensor<f32>) -> tensor<f32>
+    return %0 : tensor<f32>
+  }
+  func.func private @hidden(%a: tensor<f32>) -> tensor<f32> {
+    %0 = stablehlo.custom_call @lapack_sgetrf_ffi(%a) : (tensor<f32>) -> tensor<f32>
+    return %0 : tensor<f32>
+  }
+}""",
+    # a second public function beside the entry
+    """module {
+  func.func public @main(%a: tensor<f32>) -> tensor<f32> {
+    return %a : tensor<f32>
+  }
+  func.func public @other(%a: tensor<f32>) -> tensor<f32> {
+    %0 = stablehlo.custom_call @lapack_sgetrf_ffi(%a) : (tensor<f32>) -> tensor<f32>
+    return %0 : tensor<f32>
+  }
+}""",
+])
+def test_a_reference_the_checker_does_not_follow_is_refused(text):
+    with pytest.raises(programs.ProgramError, match="does not follow"):
+        programs.read(text)

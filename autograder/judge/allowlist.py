@@ -3,7 +3,9 @@
 A program (a ``jax.export.Exported``) is read as a parsed module by :mod:`autograder.judge.programs`
 (jaxlib's MLIR bindings, walked by operation names and regions; never searched as text:
 locations, scope and function names are the learner's to choose, and a parsed operation's name
-is not). Every operation must be of :data:`ALLOWED` (the pure StableHLO operations, CHLO's, the
+is not), as the runner executes it: composites and calls inlined, dead code removed
+(:func:`autograder.judge.programs.normalize`), so a custom call inside a composite's
+decomposition is checked like any other. Every operation must be of :data:`ALLOWED` (the pure StableHLO operations, CHLO's, the
 function and Shardy dialects' structure); a ``stablehlo.custom_call`` only for a target of
 :data:`VETTED` (the sharding annotations JAX writes for ``jax.sharding``, ``shard_map`` and
 Shardy), with its shapes checked. Host callbacks, LAPACK or any other native call, infeed,

@@ -51,12 +51,23 @@ class Exported:
     (:meth:`call`, or calling the object itself): every fact and every value from the same
     artifact. ``blob``: its serialized bytes (``exported.serialize()`` when not given);
     ``runner``: the :class:`autograder.judge.runner.ProgramRunner` to run it in (default: the
-    current one, :func:`autograder.judge.runner.current`). ``text`` (its StableHLO, printed) is kept
+    current one, :func:`autograder.judge.runner.current`). The program kept, read and run is
+    ``exported`` made what the runner executes (:func:`autograder.judge.programs.executable`:
+    composites and calls inlined, constants folded, dead code removed). ``text`` (its StableHLO, printed) is kept
     for judges that still read it; never search it: names and locations in it are the
     learner's."""
 
     def __init__(self, exported, text=None, *, blob=None, runner=None, name="the function"):
-        self.exported = exported
+        from . import programs
+
+        try:  # the module the runner compiles and runs is the one whose facts are read
+            runnable = programs.executable(exported)
+        except programs.ProgramError:  # refused by check(), which says why
+            runnable = exported
+        if runnable is not exported:
+            blob = None
+        self.written = exported  # as exported: its entry function's calls are how it dispatches
+        self.exported = runnable
         self._text = text
         self._blob = blob
         self.runner = runner
@@ -86,7 +97,7 @@ class Exported:
         if self._structure is None:
             from . import programs
 
-            self._structure = programs.read(self.exported)
+            self._structure = programs.read(self.written)  # normalized as self.exported was
         return self._structure
 
     def ops(self):

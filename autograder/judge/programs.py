@@ -7,6 +7,11 @@ locations, ``jax.named_scope`` strings, function and argument names) is never re
 function under ``jax.named_scope("stablehlo.all_reduce")``, one named ``"f{ }"`` or wrapped in
 ``jax.named_call`` has exactly the facts of the plain one.
 
+Facts are read from the program the runner executes (:func:`normalize`, :func:`executable`):
+every ``stablehlo.composite`` replaced by its decomposition and every ``func.call`` by its
+callee's body, constants folded (a ``cond`` branch no input can take is gone), dead code and
+unused functions removed; a program that still refers to a function after that is refused.
+
 Facts (:class:`Program`):
 
 - ``op_counts``: every operation reachable from the entry function, nested regions included
@@ -16,8 +21,9 @@ Facts (:class:`Program`):
 - ``has_loops`` (a ``stablehlo.while``), ``collectives``, ``custom_call_targets``,
   ``callbacks`` (custom calls into host Python), ``manual`` (a ``shard_map`` region:
   ``sdy.manual_computation``, or GSPMD's ``SPMDFullToShardShape``).
-- ``top_level``: the entry function's own operations, in order (a call there is one
-  :class:`Op` named ``func.call``, its callee's facts in ``callee``).
+- ``top_level``: the entry function's own operations as written, in order, before
+  inlining (a call there is one :class:`Op` named ``func.call``, its callee's facts in
+  ``callee``): how the learner's Python dispatches, not what runs.
 - ``ops``: every operation of every reachable function once, with operand and result types
   (for an allow-list and shape checks).
 
@@ -128,7 +134,9 @@ def read(program) -> Program:
     cached = getattr(program, "_programs_facts", None)
     if isinstance(cached, Program):
         return cached
-    exp = getattr(program, "exported", program)
+    # a judge's Exported keeps the program as written beside the one it runs: read the written
+    # one (its top level as written; every other fact from it normalized, which is what runs)
+    exp = getattr(program, "written", None) or getattr(program, "exported", program)
     if isinstance(exp, str):
         return _parse(exp, ())
     try:
@@ -161,6 +169,14 @@ def _str_attr(op, name: str) -> str:
     return text[1:].strip('"') if text.startswith("@") else text.strip('"')
 
 
+# What the runner's compiler would do first, done here so that the facts are the executed
+# program's: calls inlined, constants folded (a branch no input can take is dropped), common
+# subexpressions merged, dead code and unused functions removed.
+# (MLIR's inline pass is a no-op in jaxlib's context, which registers no inliner for func:
+# :func:`_inline_calls` does that part.)
+PIPELINE = "builtin.module(canonicalize,cse,symbol-dce)"
+
+
 def _parse(text: str, platforms) -> Program:
     from jax._src.lib.mlir import ir
 
@@ -171,19 +187,159 @@ def _parse(text: str, platforms) -> Program:
             module = ir.Module.parse(text)
         except Exception as exc:  # noqa: BLE001 - MLIR's error type differs across versions
             raise ProgramError(f"The exported program cannot be parsed ({type(exc).__name__}).") from None
-        funcs: dict = {}
-        public = []
-        for op in module.body.operations:
-            o = op.operation
-            if o.name == "func.func":
-                name = _str_attr(o, "sym_name")
-                funcs[name] = o
-                if _str_attr(o, "sym_visibility") in ("", "public"):
-                    public.append(name)
-        entry = "main" if "main" in funcs else (public[0] if len(public) == 1 else None)
-        if entry is None:
-            raise ProgramError("The exported program has no entry function.")
-        return _Walker(funcs, platforms).program(entry)
+        # the entry function as written (its calls kept: one per jitted function called from Python)
+        top = _Walker(_functions(module), platforms).program(_entry(module)).top_level
+        normalize(module)
+        program = _Walker(_functions(module), platforms).program(_entry(module))
+        program.top_level = top
+        return program
+
+
+def _functions(module) -> dict:
+    return {_str_attr(op.operation, "sym_name"): op.operation
+            for op in module.body.operations if op.operation.name == "func.func"}
+
+
+def _entry(module) -> str:
+    funcs = _functions(module)
+    public = [n for n, o in funcs.items() if _str_attr(o, "sym_visibility") in ("", "public")]
+    entry = "main" if "main" in funcs else (public[0] if len(public) == 1 else None)
+    if entry is None:
+        raise ProgramError("The exported program has no entry function.")
+    return entry
+
+
+def _walk(op):
+    """``op`` and every operation nested in its regions."""
+    yield op
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.operations:
+                yield from _walk(inner.operation)
+
+
+def normalize(module) -> None:
+    """Make ``module`` (parsed, in its context) the program the runner executes, in place: every
+    ``stablehlo.composite`` replaced by a call of its decomposition (what XLA runs of it), then
+    :data:`PIPELINE`. What is left must be one function of operations the checker reads: a
+    call, a composite, another function or any other reference to a symbol is refused
+    (:class:`ProgramError`)."""
+    from jax._src.lib.mlir import ir, passmanager
+
+    composites = [op for op in _walk(module.operation) if op.name == "stablehlo.composite"]
+    if len(composites) > MAX_OPS:
+        raise ProgramError(f"The exported program has more than {MAX_OPS} operations.")
+    for op in composites:
+        callee = _str_attr(op, "decomposition")
+        if not callee:
+            raise ProgramError("The exported program has a composite without its decomposition.")
+        with ir.InsertionPoint(op), op.location:
+            call = ir.Operation.create("func.call", results=[r.type for r in op.results],
+                                       operands=list(op.operands),
+                                       attributes={"callee": ir.FlatSymbolRefAttr.get(callee)})
+        for old, new in zip(op.results, call.results):
+            old.replace_all_uses_with(new)
+        op.erase()
+    _inline_calls(module)
+    try:
+        passmanager.PassManager.parse(PIPELINE).run(module.operation)
+    except Exception as exc:  # noqa: BLE001 - MLIR's error type differs across versions
+        raise ProgramError(f"The exported program cannot be compiled ({type(exc).__name__}).") from None
+    entry = _entry(module)
+    extra = sorted(n for n in _functions(module) if n != entry)
+    if extra:
+        raise ProgramError("The exported program keeps functions the grader does not follow (a recursive call, "
+                           "or one reached other than by a call).")
+    for op in _walk(module.operation):
+        if op.name in (CALL, "stablehlo.composite") or any(_refers(a) for a in _attrs(op.attributes)):
+            raise ProgramError(f"The exported program's {op.name} refers to a function the grader does not "
+                               "follow.")
+
+
+def _inline_calls(module) -> None:
+    """Replace every ``func.call`` reachable from the entry function by a copy of its callee's
+    body, until none is left (a recursive call is refused: it never ends)."""
+    from jax._src.lib.mlir import ir
+
+    funcs = _functions(module)
+    entry = funcs[_entry(module)]
+    copied = 0
+    while True:
+        call = next((op for op in _walk(entry) if op.name == CALL), None)
+        if call is None:
+            return
+        callee = funcs.get(_str_attr(call, "callee"))
+        if callee is None or not callee.regions or len(callee.regions[0].blocks) != 1:
+            raise ProgramError("The exported program calls a function that is not in it.")
+        block = callee.regions[0].blocks[0]
+        mapping = dict(zip(block.arguments, call.operands))
+        returned = None
+        for inner in block.operations:
+            inner = inner.operation
+            if inner.name == "func.return":
+                returned = [mapping.get(v, v) for v in inner.operands]
+                break
+            copied += 1
+            if copied > MAX_OPS:
+                raise ProgramError("The exported program calls its own functions recursively, or has more "
+                                   f"than {MAX_OPS} operations once its calls are inlined.")
+            clone = inner.clone(ip=ir.InsertionPoint(call))
+            for op in _walk(clone):
+                for i, v in enumerate(op.operands):
+                    if v in mapping:
+                        op.operands[i] = mapping[v]
+            mapping.update(zip(inner.results, clone.results))
+        if returned is None or len(returned) != len(call.results):
+            raise ProgramError("The exported program calls a function that returns no value.")
+        for old, new in zip(call.results, returned):
+            old.replace_all_uses_with(new)
+        call.erase()
+
+
+def _refers(attr) -> bool:
+    """Whether an attribute is, or holds, a reference to a symbol (a function)."""
+    from jax._src.lib.mlir import ir
+
+    if _is(attr, ir.FlatSymbolRefAttr) or _is(attr, ir.SymbolRefAttr):
+        return True
+    if _is(attr, ir.ArrayAttr):
+        return any(_refers(a) for a in ir.ArrayAttr(attr))
+    if _is(attr, ir.DictAttr):
+        return any(_refers(a) for a in _attrs(ir.DictAttr(attr)))
+    return False
+
+
+def _is(attr, cls) -> bool:
+    """``isinstance`` for an MLIR attribute (newer bindings downcast, older ones ask the class)."""
+    check = getattr(cls, "isinstance", None)
+    return isinstance(attr, cls) or (check is not None and check(attr))
+
+
+def _attrs(named) -> list:
+    """The attributes of an operation's attribute list or of a dictionary attribute."""
+    return [named[i].attr for i in range(len(named))]
+
+
+def executable(exported):
+    """``exported`` (a ``jax.export.Exported``) with its module replaced by the normalized one
+    (:func:`normalize`): the module whose facts :func:`read` gives is the one the runner
+    compiles and runs. The same object where the module cannot be written back (an older JAX)."""
+    import dataclasses
+
+    from jax._src.export import _export
+
+    try:
+        with _context():
+            from jax._src.lib.mlir import ir
+
+            module = ir.Module.parse(exported.mlir_module())
+            normalize(module)
+            serialized = _export._module_to_bytecode(module)
+    except ProgramError:
+        raise
+    except Exception:  # noqa: BLE001 - read() refuses what cannot be read, with its reason
+        return exported
+    return dataclasses.replace(exported, mlir_module_serialized=serialized)
 
 
 class _Walker:
