@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import subprocess
 import sys
@@ -21,126 +20,6 @@ def _run(code: str) -> str:
                           cwd=ROOT, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout
-
-
-# --------------------------------------------------------------------------- nbgrader without its server extensions
-
-def test_nbgrader_imports_without_its_server_extensions_and_still_grades():
-    out = _run("""
-        import sys, importlib.metadata
-        from autograder.grader.gradebook import import_nbgrader
-        import_nbgrader()
-        import nbgrader, nbgrader.api, nbgrader.preprocessors
-        from nbgrader.preprocessors import SaveAutoGrades, OverwriteCells, Execute
-        assert nbgrader.__version__ == importlib.metadata.version("nbgrader"), nbgrader.__version__
-        loaded = sorted(m for m in sys.modules if m.startswith("nbgrader.server_extensions"))
-        assert not loaded, loaded
-        # the gradebook works: a scratch one, with a student and an assignment
-        import tempfile, os
-        url = "sqlite:///" + os.path.join(tempfile.mkdtemp(), "gb.db")
-        from autograder.grader.gradebook import ensure_tools_on_path
-        ensure_tools_on_path()
-        with nbgrader.api.Gradebook(url) as gb:
-            gb.update_or_create_assignment("a")
-            gb.update_or_create_student("s")
-            print(len(gb.students))
-    """)
-    assert out.split() == ["1"]
-
-
-def test_nbgrader_utils_loads_no_setuptools_until_it_unzips():
-    out = _run("""
-        import sys, tempfile, zipfile, os
-        from autograder.grader.gradebook import import_nbgrader
-        import_nbgrader()
-        import nbgrader.utils, nbgrader.preprocessors, nbgrader.api
-        print("pkg_resources" in sys.modules, "setuptools" in sys.modules)
-        tmp = tempfile.mkdtemp()
-        with zipfile.ZipFile(os.path.join(tmp, "a.zip"), "w") as z:
-            z.writestr("inner/answer.txt", "forty-two")
-        os.mkdir(os.path.join(tmp, "out"))
-        nbgrader.utils.unzip(os.path.join(tmp, "a.zip"), os.path.join(tmp, "out"))
-        print(open(os.path.join(tmp, "out", "inner", "answer.txt")).read())
-        import setuptools.archive_util as real
-        print("setuptools" in sys.modules, isinstance(real.UnrecognizedFormat, type))
-    """)
-    assert out.split() == ["False", "False", "forty-two", "True", "True"]
-
-
-def test_nbgrader_already_imported_in_full_is_left_alone():
-    out = _run("""
-        import nbgrader
-        full = nbgrader
-        from autograder.grader.gradebook import import_nbgrader
-        import_nbgrader()
-        import sys
-        assert sys.modules["nbgrader"] is full
-        print(hasattr(sys.modules["nbgrader"], "_jupyter_server_extension_points"))
-    """)
-    assert out.split() == ["True"]
-
-
-def test_nbgrader_and_nbconvert_packages_load_only_the_names_used():
-    out = _run("""
-        import sys
-        from autograder.grader.gradebook import import_nbgrader
-        import_nbgrader()
-        from nbgrader.preprocessors import OverwriteCells, SaveAutoGrades, Execute
-        import nbgrader.api
-        heavy = [m for m in ("nbconvert.exporters.html", "nbconvert.filters", "jinja2", "mistune",
-                             "nbgrader.preprocessors.lockcells", "nbconvert.preprocessors.latex",
-                             "nbgrader.auth.jupyterhub", "requests")
-                 if m in sys.modules]
-        print(heavy or "light")
-        import nbgrader.preprocessors as ngp, nbconvert.preprocessors as ncp
-        # every name the packages' own __init__ exports is the object the submodule defines
-        for pkg in (ngp, ncp):
-            for name in pkg.__all__:
-                obj = getattr(pkg, name)
-                assert getattr(sys.modules[obj.__module__], obj.__name__) is obj, (pkg, name)
-        print(ngp.OverwriteCells is OverwriteCells, ncp.Preprocessor.__module__)
-        import nbgrader
-        print(nbgrader._jupyter_server_extension_points())  # defined by the __init__: it ran
-    """)
-    lines = out.splitlines()
-    assert lines[0] == "light", lines[0]
-    assert lines[1] == "True nbconvert.preprocessors.base"
-    assert lines[2] == "[{'module': 'nbgrader'}]"
-
-
-def test_a_full_nbgrader_and_the_lazy_one_export_the_same_names():
-    code = """
-        import json, sys
-        import importlib
-        packages = ("nbgrader", "nbgrader.preprocessors", "nbgrader.auth", "nbconvert", "nbconvert.preprocessors",
-                    "nbconvert.exporters")
-        if sys.argv[-1] == "full":
-            names = {p: list(importlib.import_module(p).__all__) if hasattr(importlib.import_module(p), "__all__")
-                     else [] for p in packages}
-        else:
-            from autograder.grader.gradebook import import_nbgrader
-            import_nbgrader()
-            names = json.loads(sys.stdin.read())
-        out = {}
-        for p, ns in names.items():
-            mod = importlib.import_module(p)
-            out[p] = {n: f"{getattr(getattr(mod, n), '__module__', '?')}.{getattr(getattr(mod, n), '__name__', '?')}"
-                      for n in ns}
-        lazy_left = [p for p in packages if "__getattr__" in vars(sys.modules[p])]
-        print(json.dumps({"names": names, "found": out, "still_lazy": lazy_left}))
-    """
-    def run(mode, stdin=""):
-        proc = subprocess.run([PY, "-c", textwrap.dedent(code), mode], capture_output=True, text=True,
-                              cwd=ROOT, timeout=120, input=stdin)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        return json.loads(proc.stdout)
-
-    full = run("full")
-    lazy = run("lazy", json.dumps(full["names"]))
-    assert sum(map(len, full["names"].values())) > 40
-    assert lazy["found"] == full["found"]  # each name, looked up lazily, is the full import's object
-    # and looking them up never needed a package's whole __init__ (all its names come from imports)
-    assert {"nbgrader.preprocessors", "nbgrader.auth", "nbconvert.preprocessors", "nbconvert.exporters"} <= set(lazy["still_lazy"])
 
 
 # --------------------------------------------------------------------------- a starting kernel found ready at once
@@ -321,7 +200,7 @@ def test_one_grading_process_imports_nbgrader_and_jax_while_its_kernel_boots_and
             print("kernel started:", km is not None and km.has_kernel, flush=True)
             return km
         pipeline.early_kernel = spy
-        from autograder.grader import warm
+        from autograder.grader import startup as warm
         real_judge_side = warm.judge_side_in_background
         def judge_side_spy():
             print("as the cells start:", "numpy" in sys.modules, "autograder.judge.kernel" in sys.modules,

@@ -39,24 +39,6 @@ def default_workers(n_jobs: int) -> int:
     return max(1, min(cores + 1, n_jobs))
 
 
-def _warm(parallel: bool) -> None:
-    """What a parallel batch imports once (:mod:`autograder.grader.startup`), before its grading
-    processes fork: each inherits it. One grading process (a learner's one-notebook command,
-    ``--jobs 1``) imports nearly all of it itself, while its first kernel boots and runs."""
-    startup.kernel_side()
-    if parallel:
-        startup.notebook_side()
-        startup.grading_side()
-        startup.judge_side()
-        from .. import judge
-        from ..agent import fixtures  # noqa: F401 - the judge's side
-        from ..judge import allowlist, programs, runner  # noqa: F401
-        from ..sandbox import containment  # noqa: F401
-
-        startup.package_side()
-        judge.ensure_judge_devices()  # before JAX starts: a grading process judges every chapter
-
-
 def _grade_job(job):
     path, kwargs = job
     try:
@@ -176,7 +158,7 @@ def grade_many(paths, *, workers: int | None = None, progress: bool = False, per
     if workers > 1:
         probe.start()
     try:
-        _warm(parallel=workers > 1)
+        startup.before_fork(parallel=workers > 1)
     except BaseException:
         runner_mod.unshare(shared)
         raise

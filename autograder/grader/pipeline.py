@@ -47,7 +47,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .gradebook import ensure_tools_on_path, import_nbgrader, nbgrader_resources, save_autogrades, scratch_gradebook
+from .gradebook import ensure_tools_on_path, nbgrader_resources, save_autogrades, scratch_gradebook
 from ..common.course import GradingError, data_files, find_course_root, package_root, read_source, source_notebook
 from .execution import early_kernel, kill_kernel, make_executor
 from .result import Result, zero_result
@@ -159,7 +159,6 @@ def start_kernel(g: Grading) -> None:
 
 
 def make_gradebook(g: Grading) -> None:
-    import_nbgrader()
     ensure_tools_on_path()
     warnings.filterwarnings("ignore", module="nbgrader")
     warnings.filterwarnings("ignore", category=Warning, message=".*not in session.*")

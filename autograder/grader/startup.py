@@ -47,18 +47,12 @@ def notebook_side() -> None:
 
 
 def grading_side() -> None:
-    from .gradebook import import_nbgrader
-
-    import_nbgrader()  # its packages' names load when first used: these, here, before a fork
     import nbformat  # noqa: F401
     import concurrent.futures.thread  # noqa: F401 - the judge's test threads (loaded on first use)
 
-    import nbgrader
-    import nbgrader.api
+    import nbgrader.api  # noqa: F401
     from nbgrader.preprocessors import (CheckCellMetadata, ClearOutput, DeduplicateIds, Execute,  # noqa: F401
                                         OverwriteCells, SaveAutoGrades)
-
-    nbgrader.__version__  # noqa: B018 - the gradebook cache's key (loaded on first use)
 
     _quietly(_gradebook_ready)
 
@@ -72,9 +66,27 @@ def judge_side() -> None:
     from jaxlib.mlir.dialects import builtin, mhlo  # noqa: F401 - read with a learner's program
 
 
+def before_fork(parallel: bool) -> None:
+    """What a batch imports once, before its grading processes fork: each inherits it. One
+    grading process (a learner's one-notebook command, ``--jobs 1``) imports nearly all of it
+    itself, while its first kernel boots and runs."""
+    kernel_side()
+    if parallel:
+        notebook_side()
+        grading_side()
+        judge_side()
+        from .. import judge
+        from ..agent import fixtures  # noqa: F401 - the judge's side
+        from ..judge import allowlist, programs, runner  # noqa: F401
+        from ..sandbox import containment  # noqa: F401
+
+        package_side()
+        judge.ensure_judge_devices()  # before JAX starts: a grading process judges every chapter
+
+
 def package_side() -> None:
     """Every name of ``autograder``'s and ``autograder.judge``'s ``__all__`` (loaded on first use
-    otherwise, :mod:`autograder._lazy`): the checks, the channel and the Kernel a judge uses."""
+    otherwise): the checks, the channel and the Kernel a judge uses."""
     import autograder
     import autograder.judge
 
