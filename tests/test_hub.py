@@ -333,6 +333,7 @@ def released(hub):
     got = hub.user(hub.instructor, "POST", f"formgrader/api/assignment/{ASSIGNMENT}/release", {})
     assert got["success"], got
     assert "Released as" in got["log"], got["log"]
+    assert "CRITICAL" not in got["log"] and "ERROR" not in got["log"], got["log"]
     return hub
 
 
@@ -494,6 +495,19 @@ def test_the_workshop_in_chromium(released):
             mine = home / COURSE_ID / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
             assert mine.exists() and mine.stat().st_uid == pwd.getpwnam(idle).pw_uid
             assert (home / "course" / "01_phases.ipynb").stat().st_uid == pwd.getpwnam(idle).pw_uid
+            # ... and plants a submission in the solver's name, dated in the future to win
+            # (nbgrader's inbound is writable by every learner, nbgrader issue 1225).
+            inbound = hub.state / "course" / "exchange" / COURSE_ID / "inbound"
+            planted = f"{solver}+{ASSIGNMENT}+2099-01-01 00:00:00.000000 UTC+planted"
+            hub.run_in_kernel(idle, (
+                "import os, shutil\n"
+                f"dest = os.path.join({str(inbound)!r}, {planted!r})\n"
+                "os.mkdir(dest)\n"
+                f"shutil.copy({str(mine)!r}, dest)\n"
+                "open(os.path.join(dest, 'timestamp.txt'), 'w').write('2099-01-01 00:00:00.000000 UTC')\n"
+                "open(os.path.join(dest, 'submission_secret.txt'), 'w').write('forged')\n"
+                "os.chmod(dest, 0o700)\n"))
+            assert (inbound / planted).stat().st_uid == pwd.getpwnam(idle).pw_uid
             news = hub.user(idle, "GET", "lab/api/settings/@jupyterlab/apputils-extension:notification")
             assert news["schema"]["properties"]["fetchNews"]["default"] == "false", news["schema"]
 
@@ -510,8 +524,14 @@ def test_the_workshop_in_chromium(released):
                     filled.add(gid)
             assert answers and filled == set(answers), f"answer cells {set(answers) - filled} not in the fetched notebook"
             hub.user(solver, "PUT", path, {"type": "notebook", "format": "json", "content": model["content"]})
-            got = hub.user(solver, "POST", "assignments/submit", args, form=True)
-            assert got["success"] and any(a["status"] == "submitted" for a in got["value"]), got
+            for _ in range(2):  # the solver submits twice: the later one counts
+                got = hub.user(solver, "POST", "assignments/submit", args, form=True)
+                assert got["success"] and any(a["status"] == "submitted" for a in got["value"]), got
+                time.sleep(1.1)  # nbgrader's submission names differ by their time
+            theirs = sorted(p for p in inbound.glob(f"{solver}+{ASSIGNMENT}+*")
+                            if p.stat().st_uid == pwd.getpwnam(solver).pw_uid)
+            assert len(theirs) == 2, list(inbound.iterdir())
+            latest = (theirs[-1] / "timestamp.txt").read_text()
 
             # The instructor: the Formgrader tab inside JupyterLab renders (JupyterHub's
             # frame-ancestors 'none' left it blank).
@@ -535,6 +555,12 @@ def test_the_workshop_in_chromium(released):
             for cmd, rc, out in ran[2:]:
                 assert rc == 0, f"`{cmd}` in the instructor's terminal exited {rc}:\n{out[-4000:]}"
             outputs = {cmd: out for cmd, _, out in ran}
+            collect = next(out for cmd, out in outputs.items() if cmd.startswith("nbgrader collect"))
+            assert re.search(rf"Refused a submission of {ASSIGNMENT} for {solver} \({re.escape(planted)}\): "
+                             rf"it is owned by {idle}, not by {solver}", collect), collect[-3000:]
+            assert not (inbound / planted).exists(), "the refused submission was not set aside"
+            submitted = hub.state / "course" / "submitted"
+            assert (submitted / solver / ASSIGNMENT / "timestamp.txt").read_text() == latest
             autograde = next(out for cmd, out in outputs.items() if "autograde" in cmd)
             assert "autograded 2 submission(s)" in autograde, autograde[-3000:]
             feedback = next(out for cmd, out in outputs.items() if "release-feedback" in cmd)
@@ -547,9 +573,9 @@ def test_the_workshop_in_chromium(released):
                 "with Gradebook(os.environ['COURSE_DB_URL']) as gb:\n"
                 f"    totals = {{s.student.id: [s.score, s.max_score] for s in gb.find_assignment({ASSIGNMENT!r}).submissions}}\n"
                 "    names = {s.id: [s.last_name, s.first_name] for s in gb.students}\n"
-                "state = os.environ['COURSE_STATE']\n"
-                "rows = open(os.path.join(state, 'grades.csv')).read().splitlines()\n"
-                "summary = open(os.path.join(state, 'grades-summary.csv')).read().splitlines()\n"
+                "reports = os.environ['COURSE_REPORTS']\n"
+                "rows = open(os.path.join(reports, 'grades.csv')).read().splitlines()\n"
+                "summary = open(os.path.join(reports, 'grades-summary.csv')).read().splitlines()\n"
                 "print(json.dumps({'totals': totals, 'rows': rows, 'summary': summary, 'names': names}))\n"))
             book = json.loads(out.strip().splitlines()[-1])
             totals = book["totals"]
@@ -563,6 +589,28 @@ def test_the_workshop_in_chromium(released):
                 expected = max_points if student == solver else "0"
                 assert points == expected and float(max_points) > 0, (student, exercise, points, max_points)
             assert sorted(book["summary"][1:]) == sorted([f"{solver},{full:g},{full:g}", f"{idle},0,0"]), book["summary"]
+
+            # The formgrader: the idle learner's failed tests are marked and show their feedback.
+            listed = hub.user(hub.instructor, "GET", f"formgrader/api/submitted_notebooks/{ASSIGNMENT}/{ASSIGNMENT}")
+            failed = {d["student"]: d for d in listed}
+            assert failed[idle]["failed_tests"] and not failed[solver]["failed_tests"], listed
+            result = json.loads((hub.state / "course" / "autograded" / idle / ASSIGNMENT / "result.json").read_text())
+            message = next(t["feedback"] for t in result["tests"] if not t["passed"])
+            teacher.goto(f"{hub.base}/user/{hub.instructor}/formgrader/submissions/{failed[idle]['id']}/")
+            teacher.get_by_text(message[:60]).first.wait_for()
+            teacher.screenshot(path=str(ARTIFACTS / "hub-formgrader-failure.png"))
+            # The class report and the CSVs open in the instructor's JupyterLab.
+            teacher.goto(f"{hub.base}/user/{hub.instructor}/lab/tree/reports/class-report.html")
+            report = teacher.frame_locator(".jp-MainAreaWidget:not(.lm-mod-hidden) iframe").first
+            report.locator("h1:text-is('Class report')").wait_for()
+            assert report.locator("img").count() == 3, "the report's plots are missing"
+            teacher.screenshot(path=str(ARTIFACTS / "hub-report.png"))
+            for name in ("grades.csv", "grades-summary.csv"):
+                teacher.goto(f"{hub.base}/user/{hub.instructor}/lab/tree/reports/{name}")
+                teacher.wait_for_selector(f".lm-TabBar-tab.lm-mod-current:has-text('{name}')")
+                status, text = hub.request("GET", f"/user/{hub.instructor}/files/reports/{name}",
+                                           hub.token(hub.instructor))
+                assert status == 200 and text.startswith("student,"), (status, text[:300])
 
             # Feedback: the solver through the API, the learner in the browser.
             got = hub.user(solver, "POST", "assignments/fetch_feedback", args, form=True)
@@ -609,12 +657,13 @@ def test_the_workshop_in_chromium(released):
         "print('jax', jax.__version__, jax.numpy.arange(3).sum())\n"
         f"for path in [{str(Path(pwd.getpwnam(solver).pw_dir))!r}, {str(course_state / 'gradebook')!r},"
         f" {str(course_state / 'submitted')!r}, {str(course_state / 'exchange' / COURSE_ID / 'feedback')!r},"
-        f" {str(course_state / 'exchange' / COURSE_ID / 'inbound')!r}, {str(hub.root / 'solutions')!r}, {str(hub.root / '.git')!r}]:\n"
+        f" {str(course_state / 'exchange' / COURSE_ID / 'inbound')!r}, {str(hub.root / 'solutions')!r}, {str(hub.root / '.git')!r},"
+        f" {str(hub.root / 'reports')!r}]:\n"
         "    try:\n"
         "        os.listdir(path); print('READABLE', path)\n"
         "    except PermissionError:\n"
         "        print('denied', path)\n"))
-    assert "READABLE" not in out and out.count("denied") == 7, out
+    assert "READABLE" not in out and out.count("denied") == 8, out
     assert f"jax {jax_version()} 3" in out, f"a learner's kernel lacks the course's JAX: {out}"
 
     # A learner's server has no formgrader (the instructor's tools are switched off there).
