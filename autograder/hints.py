@@ -37,6 +37,7 @@ HINTS_SUFFIX = ".hints.json"  # autograder/visible_tests/<assignment>.hints.json
 MARK = "autograder"  # the key of a shown hint's output metadata
 
 _failed_in_check: list = []  # (assignment, exercise) pairs "Check my answers" just failed
+_hooked = False  # after_cell runs after every cell of this process's IPython kernel
 
 
 # --------------------------------------------------------------------------- the hints
@@ -160,8 +161,10 @@ def hint_command(args) -> int:
 # --------------------------------------------------------------------------- in the notebook
 
 def note_failures(assignment: str, exercises) -> None:
-    """"Check my answers" failed these exercises: offer their next hints after the cell."""
-    _failed_in_check.extend((assignment, e) for e in exercises)
+    """"Check my answers" failed these exercises: offer their next hints after the cell (in an
+    IPython kernel; elsewhere nothing is offered)."""
+    if _hooked:
+        _failed_in_check.extend((assignment, e) for e in exercises)
 
 
 def _visible_tests() -> dict:
@@ -226,11 +229,15 @@ def after_cell(result) -> None:
             if found and found not in failed:
                 failed.append(found)
     for assignment, exercise in failed:
-        offer(assignment, exercise)
+        try:
+            offer(assignment, exercise)
+        except Exception as exc:  # noqa: BLE001 - a hint must never get in the way of the lesson
+            print(f"(no hint for `{exercise}`: {type(exc).__name__}: {exc})")
 
 
 def register() -> None:
     """Run :func:`after_cell` after every cell of this IPython kernel (once); nothing elsewhere."""
+    global _hooked
     if "IPython" not in sys.modules:
         return
     from IPython import get_ipython
@@ -242,3 +249,4 @@ def register() -> None:
     if not any(getattr(cb, "__qualname__", "") == "after_cell" and getattr(cb, "__module__", "") == __name__
                for cb in callbacks):
         shell.events.register("post_run_cell", after_cell)
+    _hooked = True
