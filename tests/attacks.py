@@ -568,3 +568,94 @@ CLAIM_ATTACKS.update({
                                      forged=False),
     "08_prng_honest": ClaimAttack("08_prng", {"dropout": _DROPOUT_SPLITS_THEN_DRAWS}, forged=False),
 })
+
+
+# --------------------------------------------------------------------------- issue 33: sound verdicts
+# Rows of the same shape as PROGRAM_ATTACKS (``issue_class``: the class's number in issue 33),
+# graded in one batch beside each assignment's solution by tests/test_sound_verdicts.py: every
+# test of ``lost`` scores 0 (with ``says`` in its feedback), every other test keeps its points.
+
+# 1. scaled right only when traced: its program is right, the kernel's eager calls are not
+# (which check_matches_reference, after the claim, sees).
+_SCALED_RIGHT_ONLY_TRACED = (
+    "def scaled(x, scale):\n"
+    "    if isinstance(x, jax.core.Tracer):\n"
+    "        return x * scale\n"
+    "    return x * 2.0\n")
+# 1. a forged agent answers the claims on `scaled` with a failing claim whose detail is blank
+_BLANK_FAILING_CLAIM_AGENT = (
+    "import autograder.agent as _agent\n"
+    "_home = getattr(_agent, '_handle', _agent._run).__globals__\n"
+    "_real_run = _home['_run']\n"
+    "def _forged_run(req):\n"
+    "    if req.get('op') == 'claim' and req.get('name') == 'scaled':\n"
+    "        return {'claim': {'ok': False, 'idea': 'tampering', 'detail': ' '}}\n"
+    "    return _real_run(req)\n"
+    "_home['_run'] = _forged_run\n")
+# 1. no patching: the learner's function raises the package's ExerciseFailure, its detail blank,
+# when a claim calls it
+_BLANK_FAILURE_IN_CLAIM = (
+    "import inspect as _inspect\n"
+    "def scaled(x, scale):\n"
+    "    if any(f.function == 'check_globals_unchanged' for f in _inspect.stack()):\n"
+    "        _e = ag.ExerciseFailure('tampering', 'blank')\n"
+    "        _e.detail = ' '\n"
+    "        raise _e\n"
+    "    if isinstance(x, jax.core.Tracer):\n"
+    "        return x * scale\n"
+    "    return x * 2.0\n")
+# 2. the released (unrolled) ema wrapped in jax.lax.composite: one operation at every length
+# where the composite was not followed
+_EMA_UNROLLED_IN_A_COMPOSITE = (
+    "def ema(xs, alpha):\n"
+    "    def unrolled(xs, alpha):\n"
+    "        ys = [xs[0]]\n"
+    "        for t in range(1, xs.shape[0]):\n"
+    "            ys.append(alpha * xs[t] + (1 - alpha) * ys[-1])\n"
+    "        return jnp.stack(ys)\n"
+    "    return jax.lax.composite(unrolled, name='course.ema')(xs, alpha)\n")
+# 2. a native LAPACK call inside a composite's decomposition (right values otherwise)
+_CUSTOM_CALL_IN_A_COMPOSITE = (
+    "def piecewise(x, k):\n"
+    "    out = lax.switch(k, BRANCHES, x)\n"
+    "    def extra(out):\n"
+    "        a = jnp.eye(4, dtype=jnp.float32) * (1.0 + 0.0 * out.sum())\n"
+    "        return out + 0.0 * jnp.linalg.eigh(a)[0][0]\n"
+    "    return jax.lax.composite(extra, name='my.extra')(out)\n")
+# 2. a shard_map and a psum in a branch no input takes; the value comes from jnp.mean
+_PSUM_IN_A_DEAD_BRANCH = (
+    "def global_mean(x, mesh):\n"
+    "    shard_map = shard_map_fn()\n"
+    "    def per_device(block):\n"
+    "        return jax.lax.psum(jnp.sum(block), 'data') / x.size\n"
+    "    sharded = shard_map(per_device, mesh=mesh, in_specs=P('data'), out_specs=P())\n"
+    "    return jax.lax.cond(x.shape[0] < 0, sharded, jnp.mean, x)\n")
+# a correct ema: a scan in a composite, under a named scope, behind a cond an input can take
+_EMA_COMPOSITE_COND = (
+    "def ema(xs, alpha):\n"
+    "    def scanned(xs, alpha):\n"
+    "        def body(y, x):\n"
+    "            y = alpha * x + (1 - alpha) * y\n"
+    "            return y, y\n"
+    "        with jax.named_scope('stablehlo.while {'):\n"
+    "            _, ys = lax.scan(body, xs[0], xs[1:])\n"
+    "        return jnp.concatenate([xs[:1], ys])\n"
+    "    ys = jax.lax.composite(scanned, name='course.ema')(xs, alpha)\n"
+    "    return lax.cond(jnp.all(jnp.isfinite(xs)), lambda y: y, lambda y: y * jnp.nan, ys)\n")
+
+SOUND_ATTACKS = {
+    "forged_agent_fails_a_claim_with_a_blank_detail": ProgramAttack(
+        1, "01_phases", {"scaled": _SCALED_RIGHT_ONLY_TRACED}, ("test_scaled",),
+        prepend=(("scaled", _BLANK_FAILING_CLAIM_AGENT),)),
+    "learner_raises_a_blank_exercise_failure_in_a_claim": ProgramAttack(
+        1, "01_phases", {"scaled": _BLANK_FAILURE_IN_CLAIM}, ("test_scaled",)),
+    "unrolled_loop_in_a_composite": ProgramAttack(
+        2, "04_control_flow", {"ema": _EMA_UNROLLED_IN_A_COMPOSITE}, ("test_ema",), says="grows with the length"),
+    "custom_call_in_a_composite": ProgramAttack(
+        2, "04_control_flow", {"piecewise": _CUSTOM_CALL_IN_A_COMPOSITE}, ("test_piecewise",),
+        says="custom_call @lapack"),
+    "psum_in_a_dead_cond_branch": ProgramAttack(
+        2, "09_sharding", {"global_mean": _PSUM_IN_A_DEAD_BRANCH}, ("test_global_mean",), says="no `shard_map`"),
+    # a correct answer written with jax.lax.composite, lax.cond and a named scope: full marks
+    "control_composite_cond_named_scope": ProgramAttack(0, "04_control_flow", {"ema": _EMA_COMPOSITE_COND}, ()),
+}

@@ -1,0 +1,65 @@
+"""Issue 33's attacks, graded end to end (tests/attacks.py, SOUND_ATTACKS): a failing claim or
+an ExerciseFailure with nothing to say is a failure (item 1); a loop or a native call inside a
+composite, and a collective in a branch no input takes, are read from the program that runs
+(item 2). Each row earns nothing for what it targets; the solution beside it, and a correct
+answer written with a composite, a cond and a named scope, keep full marks."""
+from __future__ import annotations
+
+import nbformat
+import pytest
+
+from conftest import fill_answers, released_notebook, run_grader, solution_notebook
+
+pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("sound-verdicts")]
+
+
+def _names():
+    from attacks import SOUND_ATTACKS
+
+    return list(SOUND_ATTACKS)
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    from attacks import SOUND_ATTACKS
+
+    tmp = tmp_path_factory.mktemp("sound-verdicts")
+    paths, names = [], []
+    for name, attack in SOUND_ATTACKS.items():
+        a = attack.assignment
+        base = released_notebook(a) if attack.released else solution_notebook(a)
+        answers = {c.metadata["nbgrader"]["grade_id"]: c.source
+                   for c in nbformat.read(str(base), as_version=4).cells
+                   if c.metadata.get("nbgrader", {}).get("solution")}
+        paths.append(fill_answers(base, attack.filled(answers), tmp / name / a / f"{a}.ipynb"))
+        names.append(name)
+    for a in sorted({attack.assignment for attack in SOUND_ATTACKS.values()}):
+        paths.append(fill_answers(solution_notebook(a), {}, tmp / f"control-{a}" / a / f"{a}.ipynb"))
+        names.append(f"control-{a}")
+    results, stderr, code = run_grader(paths, "--jobs", "2")
+    assert code == 0, stderr[-3000:]
+    return dict(zip(names, results))
+
+
+@pytest.mark.parametrize("name", _names())
+def test_an_issue_33_attack_earns_nothing_for_what_it_targets(graded, name):
+    from attacks import SOUND_ATTACKS
+
+    attack, r = SOUND_ATTACKS[name], graded[name]
+    assert not r.get("error"), r.get("error")
+    by_id = {t["grade_id"]: t for t in r["tests"]}
+    lost = attack.lost_of(list(by_id))
+    won = {g: by_id[g]["feedback"] for g in lost if by_id[g]["points"]}
+    assert not won, won
+    assert all(by_id[g]["feedback"].strip() for g in lost)
+    if attack.says:
+        assert all(attack.says in by_id[g]["feedback"] for g in lost), {g: by_id[g]["feedback"] for g in lost}
+    kept = {g: t["feedback"] for g, t in by_id.items() if g not in lost and not t["passed"]}
+    assert not kept, kept  # the rest of the notebook (all of it, for a control) is graded normally
+
+
+def test_the_solutions_beside_the_attacks_keep_full_marks(graded):
+    controls = {n: r for n, r in graded.items() if n.startswith("control-")}
+    assert len(controls) == 3
+    for n, r in controls.items():
+        assert r["score"] == r["max_score"] > 0, (n, [t["feedback"] for t in r["tests"] if not t["passed"]])
