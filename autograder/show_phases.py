@@ -52,10 +52,10 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")  # JAX colours a jaxpr printed in IPython
 
 
 def _listener(event, duration=None, *args, **kwargs):
-    for seen in getattr(_recording, "stack", ()):
-        phase = _EVENTS.get(event)
-        if phase is not None:
-            seen[phase] = seen.get(phase, 0.0) + float(duration or 0.0)
+    phase = _EVENTS.get(event)
+    if phase is not None:
+        for seen in getattr(_recording, "stack", ()):
+            seen.add(phase)
 
 
 def _ensure_listener():
@@ -69,11 +69,11 @@ def _ensure_listener():
 
 
 class _Events:
-    """The phases JAX reported running (with JAX's own durations) while active, this thread."""
+    """The set of phases JAX reported running while active, in this thread."""
 
     def __enter__(self):
         _ensure_listener()
-        self.seen = {}
+        self.seen = set()
         _recording.stack = [*getattr(_recording, "stack", ()), self.seen]
         return self.seen
 
@@ -117,23 +117,28 @@ def _parameters(f) -> list[str]:
         return []
 
 
-def _type_of(leaf) -> str:
-    """A leaf's abstract type as jit keys its cache on it: ``float32[4,3]``, with
-    ``(weak)`` for a weakly typed value (a Python scalar)."""
+def _type_of(leaf) -> tuple:
+    """A leaf's abstract type as jit keys its cache on it: ``(dtype, shape, weak type)``."""
     import jax
 
     try:
-        aval = jax.typeof(leaf) if hasattr(jax, "typeof") else jax.core.get_aval(leaf)
-        dtype, shape, weak = aval.dtype, aval.shape, getattr(aval, "weak_type", False)
+        aval = jax.typeof(leaf)
     except Exception:  # noqa: BLE001 - not an array: jit will say so when it traces
-        return f"{type(leaf).__name__} (not an array)"
-    text = f"{dtype}[{','.join(map(str, shape))}]"
-    return text + " (weak)" if weak else text
+        return ("not an array", type(leaf).__name__)
+    return (str(aval.dtype), tuple(aval.shape), bool(getattr(aval, "weak_type", False)))
+
+
+def _describe(entry: tuple) -> str:
+    """A signature entry in words: ``float32[4,3]``, ``float32[] (weak)``, ``static 3``."""
+    if len(entry) == 2:
+        return f"{entry[0]} {entry[1]}"
+    dtype, shape, weak = entry
+    return f"{dtype}[{','.join(map(str, shape))}]" + (" (weak)" if weak else "")
 
 
 def _signature(f, args, kwargs, static_argnums, static_argnames) -> dict:
-    """``{argument path: description}`` of one call, as jit's cache key sees it: a static
-    argument's value, or each array leaf's abstract type (``x``, ``params['w']``)."""
+    """``{argument path: entry}`` of one call, as jit's cache key sees it: ``("static", repr)``
+    for a static argument, else each array leaf's :func:`_type_of` (``x``, ``params['w']``)."""
     import jax
 
     params = _parameters(f)
@@ -145,42 +150,36 @@ def _signature(f, args, kwargs, static_argnums, static_argnames) -> dict:
     sig = {}
     for name, is_static, value in named:
         if is_static or name in static:
-            sig[name] = f"static {value!r}"
+            sig[name] = ("static", repr(value))
             continue
         leaves, tree = jax.tree_util.tree_flatten_with_path(value)
         if not leaves:
-            sig[name] = f"empty {tree}"
+            sig[name] = ("empty", str(tree))
         for path, leaf in leaves:
             sig[name + jax.tree_util.keystr(path)] = _type_of(leaf)
     return sig
 
 
-def _parts(described: str) -> dict:
-    """``float32[4,3] (weak)`` -> its dtype, shape and weak type; a static value stays whole."""
-    if described.startswith("static ") or "[" not in described:
-        return {"value": described}
-    dtype, rest = described.split("[", 1)
-    shape, _, tail = rest.partition("]")
-    return {"dtype": dtype, "shape": f"({shape})", "weak type": "weak" in tail}
-
-
 def _differences(now: dict, before: dict) -> list[str]:
     """What differs between two call signatures, in words."""
     out = []
-    for name in now:
-        if name not in before:
-            out.append(f"{name} is new ({now[name]}): the arguments' pytree structure changed")
-        elif now[name] != before[name]:
-            old, new = _parts(before[name]), _parts(now[name])
-            if "value" in old and "value" in new and before[name].startswith("static "):
-                out.append(f"static argument {name} changed: {before[name][7:]} -> {now[name][7:]} "
-                           "(a static argument's value is part of the cache key)")
-                continue
-            changed = [k for k in ("dtype", "shape", "weak type") if old.get(k) != new.get(k)] or ["type"]
+    for name, new in now.items():
+        old = before.get(name)
+        if old is None:
+            out.append(f"{name} is new ({_describe(new)}): the arguments' pytree structure changed")
+        elif new == old:
+            continue
+        elif new[0] == old[0] == "static":
+            out.append(f"static argument {name} changed: {old[1]} -> {new[1]} "
+                       "(a static argument's value is part of the cache key)")
+        else:
+            changed = [what for what, a, b in zip(("dtype", "shape", "weak type"), old, new)
+                       if len(old) == len(new) == 3 and a != b] or ["type"]
             note = " (a Python scalar is weakly typed, an array is not)" if "weak type" in changed else ""
-            out.append(f"{name} changed {' and '.join(changed)}: {before[name]} -> {now[name]}{note}")
-    out += [f"{name} is gone (was {before[name]}): the arguments' pytree structure changed"
-            for name in before if name not in now]
+            what = " and ".join([", ".join(changed[:-1]), changed[-1]] if len(changed) > 1 else changed)
+            out.append(f"{name} changed {what}: {_describe(old)} -> {_describe(new)}{note}")
+    out += [f"{name} is gone (was {_describe(old)}): the arguments' pytree structure changed"
+            for name, old in before.items() if name not in now]
     return out
 
 
@@ -193,8 +192,8 @@ def _clipped(text: str) -> str:
 
 
 def _cost(compiled) -> dict:
-    """``compiled.cost_analysis()`` as one dict (a list of dicts, one per program, before JAX
-    0.4.36; a dict since; None where the backend has none)."""
+    """``compiled.cost_analysis()`` as one dict (older JAX versions return a list of dicts, one
+    per program; newer ones a dict; a backend may have none)."""
     try:
         cost = compiled.cost_analysis()
     except Exception:  # noqa: BLE001 - a backend without cost analysis
@@ -226,7 +225,7 @@ class Phases:
     seconds: dict                                # phase -> wall seconds of its stage
     why: list                                    # what changed since the previous call, in words
     jax_says: list                               # JAX's own cache-miss explanations
-    signature: dict
+    signature: dict                              # argument -> its type, or static value, in words
     jaxpr: str
     stablehlo: str
     cost: dict
@@ -263,7 +262,7 @@ class Phases:
 
     def __str__(self) -> str:
         lines = [self.summary(), "why:"] + [f"  {r}" for r in self.reasons()]
-        lines += [f"  JAX says: {m}" for m in self.jax_says]
+        lines += [f"  JAX's own explanation: {m}" for m in self.jax_says]
         lines += ["timeline (wall time of each stage):"] + self.timeline_text()
         lines += ["jaxpr:"] + [f"  {ln}" for ln in _clipped(self.jaxpr).splitlines()]
         if self.cost:
@@ -296,7 +295,7 @@ class Phases:
 
     def header_html(self) -> str:
         why = "".join(f"<li>{html.escape(r)}</li>" for r in self.reasons())
-        why += "".join(f"<li>JAX says: <code>{html.escape(m)}</code></li>" for m in self.jax_says)
+        why += "".join(f"<li>JAX's own explanation: <code>{html.escape(m)}</code></li>" for m in self.jax_says)
         return f"<b>{html.escape(self.summary())}</b><ul style='margin:2px 0'>{why}</ul>"
 
     def sections(self) -> list[tuple[str, str]]:
@@ -404,7 +403,7 @@ def show_phases(f, *args, static_argnums=(), static_argnames=(), **kwargs) -> Ph
     why = _why(sig, history.signatures, any(ran[p] for p in PHASES[:3]))
     history.signatures.append(sig)
     return Phases(function=getattr(f, "__name__", None) or type(f).__name__, call=len(history.signatures),
-                  ran=ran, seconds=seconds, why=why, signature=sig,
+                  ran=ran, seconds=seconds, why=why, signature={k: _describe(v) for k, v in sig.items()},
                   jax_says=[re.sub(r" id=\d+", "", _condense_miss(m)) for m in misses if m.strip()],
                   jaxpr=_ANSI.sub("", str(traced.jaxpr)), stablehlo=lowered.as_text(),
                   cost=_cost(compiled), memory=_memory(compiled), result=result)
