@@ -250,20 +250,29 @@ class Phases:
         """Why the phases ran (again), or did not, in words."""
         return list(self.why)
 
-    def timeline_text(self, width: int = 30) -> list[str]:
-        top = max(self.seconds.values()) or 1.0
-        lines = []
+    def spans(self) -> list[tuple[str, float, float]]:
+        """(phase, start, seconds) of each stage on one time axis: they ran one after another."""
+        out, start = [], 0.0
         for p in PHASES:
-            s = self.seconds[p]
-            bar = "#" * max(1, round(width * s / top))
+            out.append((p, start, self.seconds[p]))
+            start += self.seconds[p]
+        return out
+
+    def timeline_text(self, width: int = 40) -> list[str]:
+        total = sum(self.seconds.values()) or 1.0
+        lines = []
+        for p, start, s in self.spans():
+            left = min(width - 1, round(width * start / total))
+            bar = " " * left + "#" * max(1, min(width - left, round(width * s / total)))
             state = "ran" if self.ran[p] else "cache hit"
-            lines.append(f"  {p:<8} {bar:<{width}} {s * 1e3:9.2f} ms  {state}")
+            lines.append(f"  {p:<8} |{bar:<{width}}| {s * 1e3:9.2f} ms  {state}")
+        lines.append(f"  {'total':<8}  {'':<{width}}  {total * 1e3:9.2f} ms")
         return lines
 
     def __str__(self) -> str:
         lines = [self.summary(), "why:"] + [f"  {r}" for r in self.reasons()]
         lines += [f"  JAX's own explanation: {m}" for m in self.jax_says]
-        lines += ["timeline (wall time of each stage):"] + self.timeline_text()
+        lines += ["timeline (each stage's wall time, one after another):"] + self.timeline_text()
         lines += ["jaxpr:"] + [f"  {ln}" for ln in _clipped(self.jaxpr).splitlines()]
         if self.cost:
             lines.append("cost analysis: " + ", ".join(f"{k} {v:g}" for k, v in sorted(self.cost.items())))
@@ -278,19 +287,20 @@ class Phases:
 
     # -- HTML
     def timeline_html(self) -> str:
-        top = max(self.seconds.values()) or 1.0
+        total = sum(self.seconds.values()) or 1.0
         rows = []
-        for p in PHASES:
-            s, ran = self.seconds[p], self.ran[p]
-            pct = max(0.5, 100 * s / top)
-            colour = _COLOUR[p] if ran else _COLOUR["hit"]
-            state = "ran" if ran else "cache hit"
+        for p, start, s in self.spans():
+            left, width = 100 * start / total, max(0.4, 100 * s / total)
+            colour = _COLOUR[p] if self.ran[p] else _COLOUR["hit"]
+            state = "ran" if self.ran[p] else "cache hit"
             rows.append(
                 f'<div class="phase-row" style="display:flex;align-items:center;margin:2px 0">'
                 f'<span style="width:5.5em">{p}</span>'
                 f'<span style="flex:1;background:#f6f8fa"><span class="phase-bar" data-phase="{p}" '
-                f'style="display:block;height:1em;width:{pct:.1f}%;background:{colour}"></span></span>'
+                f'style="display:block;height:1em;margin-left:{min(left, 99.6):.1f}%;width:{width:.1f}%;'
+                f'background:{colour}"></span></span>'
                 f'<span style="width:11em;text-align:right">{s * 1e3:.2f} ms, {state}</span></div>')
+        rows.append(f'<div style="text-align:right">total {total * 1e3:.2f} ms</div>')
         return '<div class="show-phases-timeline">' + "".join(rows) + "</div>"
 
     def header_html(self) -> str:
