@@ -405,12 +405,17 @@ def show_phases(f, *args, static_argnums=(), static_argnames=(), **kwargs) -> Ph
         compiled = lowered.compile()
         seconds["compile"] = time.perf_counter() - start
         ran = {p: p in events for p in PHASES[:3]}
+        events.clear()
         start = time.perf_counter()
         result = jax.block_until_ready(jitted(*args, **kwargs))
         seconds["execute"] = time.perf_counter() - start
     ran["execute"] = True
+    again = [_DOING[p] for p in PHASES[:3] if p in events]   # the call did not find the stages' work
 
     why = _why(sig, history.signatures, any(ran[p] for p in PHASES[:3]))
+    if again:
+        why.append(f"the call itself {' and '.join(again)} again: this JAX version keeps the jitted call's "
+                   "cache apart from the stages' (execute's time includes it)")
     history.signatures.append(sig)
     return Phases(function=getattr(f, "__name__", None) or type(f).__name__, call=len(history.signatures),
                   ran=ran, seconds=seconds, why=why, signature={k: _describe(v) for k, v in sig.items()},

@@ -40,6 +40,7 @@ def test_the_view_holds_the_functions_jaxpr_stablehlo_and_analyses():
     assert view.memory.get("output_size_in_bytes") == x.nbytes
     assert view.cost.get("flops", 0) > 0
     assert jnp.allclose(view.result, f(x))
+    assert not any("the call itself" in r for r in view.reasons()), "the call compiled again after the stages"
     assert set(view.seconds) == set(PHASES) and all(s >= 0 for s in view.seconds.values())
 
 
