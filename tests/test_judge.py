@@ -592,11 +592,14 @@ def test_a_program_that_never_ends_loses_only_its_own_test(tmp_path):
                                        "--jobs", "2")
     took = time.monotonic() - start
     hung, ok = results
-    assert ok["score"] == ok["max_score"] > 0, [t["feedback"] for t in ok["tests"]]
+    # its neighbour keeps full marks, or (on a machine too busy to run it) is not graded: never a zero
+    assert ok["max_score"] > 0 and all(t["passed"] or t["feedback"].startswith("Not graded:") for t in ok["tests"]), \
+        [t["feedback"] for t in ok["tests"]]
     assert not hung.get("error"), hung.get("error")
     lost = {t["grade_id"]: t for t in hung["tests"] if not t["passed"]}
     assert set(lost) == {"test_train_losses"}, {g: t["feedback"] for g, t in lost.items()}
-    assert "ran out of time when the grader ran it" in lost["test_train_losses"]["feedback"]
+    assert ("ran out of time when the grader ran it" in lost["test_train_losses"]["feedback"]
+            or "too busy to run it" in lost["test_train_losses"]["feedback"])
     assert hung["score"] == ok["max_score"] - lost["test_train_losses"]["max_points"]
     assert took < 120, took  # the run's own time limit, not the notebook's and the watchdog's
     assert code == 0

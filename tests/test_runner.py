@@ -138,7 +138,8 @@ def test_a_crash_loses_only_its_own_call(runner):
 def test_a_hang_loses_only_its_own_call(runner):
     forever = _export(lambda x: lax.while_loop(lambda c: c >= 0.0, lambda c: c + 1.0, x), ())
     start = time.monotonic()
-    with pytest.raises(ProgramFailure, match=r"ran out of time .*more than 5 s"):
+    # a loop that never ends: its time limit, or (on a machine too busy to run it) not graded
+    with pytest.raises(ProgramFailure, match=r"ran out of time .*(more than 5 s|too busy)"):
         judge.Exported(forever, runner=runner)(np.float32(1.0))
     assert time.monotonic() - start < 25
     assert float(judge.Exported(_export(lambda x: x + 1, ()), runner=runner)(np.float32(1.0))) == 2.0
@@ -202,9 +203,10 @@ def test_without_containment_it_is_a_process_of_its_own_with_a_memory_cap(monkey
         r.close()
 
 
-def test_a_grading_process_keeps_one_runner_warm_across_notebooks(tmp_path):
-    """The judge of each notebook takes this process's runner, started while the kernel runs
-    the notebook, and leaves it running for the next notebook (a crash or a timeout restarts it)."""
+def test_each_notebook_has_a_runner_of_its_own_stopped_when_it_is_judged(tmp_path):
+    """The judge of each notebook starts its own runner while the kernel runs the notebook, and
+    stops it when its tests are judged: no program of one submission runs in a process that ran
+    another's."""
     import nbformat
 
     from autograder.judge import runner as runner_mod
@@ -213,11 +215,15 @@ def test_a_grading_process_keeps_one_runner_warm_across_notebooks(tmp_path):
     first, second = judge.JudgeStep(tmp_path), judge.JudgeStep(tmp_path)
     first.prepare(nb)
     r = first.runner
-    assert r is runner_mod.process_runner() and r.proc is not None
+    assert r is not runner_mod.process_runner() and r.proc is not None
+    runner_mod.use(r)
     prog = judge.Exported(_export(lambda x: x * 7, ()))  # no runner given: the current one
     assert float(prog(np.float32(1.0))) == 7.0 and prog.ran_in["host_pid"] == r.proc.pid
-    child, starts = r.proc.pid, r.starts
+    child = r.proc
     first.close()
+    assert child.poll() is not None and first.runner is None  # stopped
     second.prepare(nb)
-    assert second.runner is r and r.proc.pid == child and r.proc.poll() is None and r.starts == starts
-    second.close()
+    try:
+        assert second.runner is not r and second.runner.proc.pid != child.pid
+    finally:
+        second.close()

@@ -681,3 +681,39 @@ def test_kill_all_kills_every_process_of_the_sandbox_uid_and_no_other():
         for p in (mine, theirs):
             p.kill()
             p.wait()
+
+
+@needs_root
+def test_a_contained_process_has_a_cpu_share_and_a_thread_cap_of_its_own(tmp_path):
+    """No shared fate (issue 33, item 3): a kernel (or program runner) is in cgroups of its own
+    that cap its CPUs below the machine's and its threads at the sandbox's cap, where the
+    machine has the cpu and pids controllers; they are gone when its box is closed."""
+    from autograder.sandbox import containment as sandbox
+
+    box = sandbox.open_sandbox(time.monotonic() + 60)
+    assert box.contained, box.reason
+    try:
+        if not box.cgroups and "cgroups v2" not in box.reason:
+            pytest.skip(f"no cpu and pids cgroups here: {box.reason}")
+        cmd = [sys.executable, "-c", "print(open('/proc/self/cgroup').read())"]
+        out = subprocess.run(sandbox.limited(box.wrap(cmd), 60, box), capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        for folder in box.cgroups or [box.cgroup]:
+            assert f"autograder-{box.uid}-" in folder
+            assert folder.split("/sys/fs/cgroup/", 1)[1].split("/", 1)[1] in out.stdout  # joined
+        limits = {}
+        for folder in box.cgroups or [box.cgroup]:
+            for name in ("cpu.cfs_quota_us", "cpu.cfs_period_us", "cpu.max", "pids.max"):
+                if os.path.exists(os.path.join(folder, name)):
+                    limits[name] = Path(folder, name).read_text().split()
+        assert limits["pids.max"] == [str(sandbox.thread_cap())]
+        if "cpu.max" in limits:
+            quota, period = map(int, limits["cpu.max"])
+        else:
+            quota, period = int(limits["cpu.cfs_quota_us"][0]), int(limits["cpu.cfs_period_us"][0])
+        assert quota == sandbox.cpu_quota_cores() * period
+        assert sandbox.cpu_quota_cores() < (os.cpu_count() or 1) or os.cpu_count() == 1
+        folders = list(box.cgroups)
+    finally:
+        box.close()
+    assert not any(os.path.exists(f) for f in folders)

@@ -63,3 +63,37 @@ def test_the_solutions_beside_the_attacks_keep_full_marks(graded):
     assert len(controls) == 3
     for n, r in controls.items():
         assert r["score"] == r["max_score"] > 0, (n, [t["feedback"] for t in r["tests"] if not t["passed"]])
+
+
+# Hundreds of busy threads that hold no GIL (hashlib releases it for large data), started by an
+# answer cell and left running while the notebook is graded.
+_BUSY_THREADS = (
+    "import hashlib as _hashlib, threading as _threading\n"
+    "_blob = b'x' * (1 << 22)\n"
+    "def _burn():\n"
+    "    while True:\n"
+    "        _hashlib.sha256(_blob).digest()\n"
+    "for _ in range(400):\n"
+    "    try:\n"
+    "        _threading.Thread(target=_burn, daemon=True).start()\n"
+    "    except RuntimeError:  # the thread cap\n"
+    "        break\n")
+
+
+@pytest.mark.slow
+def test_a_starving_notebook_never_turns_its_neighbours_grade_into_a_silent_zero(tmp_path):
+    """No shared fate (issue 33, item 3): graded beside a notebook whose kernel runs hundreds of
+    busy threads, a correct notebook keeps full marks, or a test the machine starved is "not
+    graded", never a zero said to be the learner's."""
+    a = "01_phases"
+    base = {c.metadata["nbgrader"]["grade_id"]: c.source
+            for c in nbformat.read(str(solution_notebook(a)), as_version=4).cells
+            if c.metadata.get("nbgrader", {}).get("solution")}
+    first = next(iter(base))
+    hog = fill_answers(solution_notebook(a), {first: _BUSY_THREADS + base[first]}, tmp_path / "hog" / a / f"{a}.ipynb")
+    fine = fill_answers(solution_notebook(a), {}, tmp_path / "fine" / a / f"{a}.ipynb")
+    results, stderr, code = run_grader([hog, fine], "--jobs", "2", "--cell-timeout", "60")
+    _, ok = results
+    assert ok["max_score"] > 0
+    zeros = [t["feedback"] for t in ok["tests"] if not t["passed"] and not t["feedback"].startswith("Not graded:")]
+    assert not zeros, zeros

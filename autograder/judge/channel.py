@@ -17,6 +17,7 @@ import secrets
 import threading
 import time
 
+from .starvation import Starved, Watch
 
 REQUEST_TIMEOUT = 120.0
 MAX_OUTPUT_BYTES = 256 * 2**20  # everything one request's messages may carry (prints included)
@@ -25,6 +26,11 @@ MAX_OUTPUT_BYTES = 256 * 2**20  # everything one request's messages may carry (p
 class ChannelError(Exception):
     """The kernel's reply cannot be used (none, several, malformed, too big, too late, or the
     kernel died). ``str(err)`` is learner-facing."""
+
+
+class KernelStarved(ChannelError, Starved):
+    """A request ran out of time while the kernel was starved by the machine's other work
+    (:mod:`.starvation`): its test is not graded."""
 
 
 class LearnerError(Exception):
@@ -96,11 +102,12 @@ class Channel:
     Only messages whose parent is the request are read; their total size and the time a
     request takes are capped; exactly one reply (with the request's nonce) is accepted.
     ``alive()`` (optional) tells a dead kernel from a slow one; ``interrupt()`` (optional)
-    stops a request that ran past its time.
+    stops a request that ran past its time; ``pid()`` (optional) is the kernel's process, whose
+    CPU a request that ran out of time is checked for (starved: not graded).
     """
 
     def __init__(self, client, *, timeout=REQUEST_TIMEOUT, deadline=None, alive=None, interrupt=None,
-                 limits=None, max_output=MAX_OUTPUT_BYTES):
+                 limits=None, max_output=MAX_OUTPUT_BYTES, pid=None):
         from .. import wire  # NumPy: imported when a judge first talks to a kernel, not with this module
 
         self._lock = threading.Lock()  # one request at a time, whichever test's thread sends it
@@ -113,6 +120,7 @@ class Channel:
         self.interrupt = interrupt
         self.limits = wire.DEFAULT_LIMITS if limits is None else limits
         self.max_output = max_output
+        self.pid = pid
         self.broken = ""  # once set, every later request fails with it
         self.test_deadline = None  # set by run_judge: one test's requests share its time limit
         self.requests = 0
@@ -173,11 +181,15 @@ class Channel:
             if end is not None:
                 limit = max(1.0, min(limit, end - time.monotonic()))
         end = time.monotonic() + limit
+        watch = Watch(self._kernel_pid())
         replies, total, failed = [], 0, None
         while True:
             left = end - time.monotonic()
             if left <= 0:
+                starved = watch.starved()
                 self._stuck(msg_id)
+                if starved:
+                    raise KernelStarved(watch.message("the code under test"))
                 raise ChannelError(f"Did not finish within the time limit ({self.timeout:.0f} s per test, "
                                    "and the notebook's own): an infinite loop or a very slow answer?")
             try:
@@ -218,6 +230,12 @@ class Channel:
             raise ChannelError(f"The value could not be sent to or from the kernel: "
                                f"{str(reply['refused'])[:500]}")
         return reply
+
+    def _kernel_pid(self):
+        try:
+            return self.pid() if callable(self.pid) else self.pid
+        except Exception:  # noqa: BLE001 - no kernel process known
+            return None
 
     def _stuck(self, msg_id):
         """A request ran past its time: interrupt it and wait a little for the kernel to be idle;

@@ -17,10 +17,12 @@ limit, death with the grading process; started by the same launcher as kernels
 turned the sandbox off, it is still a process of its own, with ``RLIMIT_DATA`` and the CPU-time
 limit. Every run has a wall-clock limit.
 
-Each grading process keeps one runner warm (:func:`process_runner`: started when the judge of
-its first notebook is prepared, while the kernel runs the notebook, and kept for the next
-notebooks); a program that crashes it or runs past its time loses only its own call
-(:class:`ProgramFailure`, learner-facing), and the next call starts a fresh child.
+Each notebook's judge has a runner of its own (:class:`autograder.judge.JudgeStep`: started
+while the kernel runs the notebook, stopped when its tests are judged): one submission's
+programs never share a process with another's. A program that crashes it or runs past its time
+loses only its own call (:class:`ProgramFailure`, learner-facing), and the next call starts a
+fresh child; one that ran out of time while the machine was starved is not graded
+(:class:`ProgramStarved`, :mod:`.starvation`).
 
 This module runs in the child (``python -s -P -m autograder.judge.runner serve``): it
 imports only the standard library at the top, and loads :mod:`autograder.wire` by path there
@@ -36,6 +38,11 @@ import struct
 import sys
 import threading
 import time
+
+if __package__:
+    from .starvation import Starved
+else:  # run by path (the child): it never raises it
+    Starved = Exception
 
 DEVICES = 8             # virtual CPU devices of the child (09_sharding's programs need 8;
                         # autograder.judge.JUDGE_CPU_DEVICES is this number)
@@ -78,6 +85,11 @@ def _limits():
 class ProgramFailure(Exception):
     """The program could not be run to completion (a crash, its time, its memory, an error XLA
     raised). ``str(err)`` is learner-facing."""
+
+
+class ProgramStarved(ProgramFailure, Starved):
+    """The program ran out of time while the machine was starved (see :mod:`.starvation`):
+    the test is not graded."""
 
 
 # --------------------------------------------------------------------------- the grading side
@@ -307,13 +319,19 @@ class ProgramRunner:
         return reply
 
     def _run(self, blob, leaves, timeout, placements, compiled_facts):
+        from .starvation import Watch
+
         self.start()
         self._wait_ready()
         limit = self._limit(timeout)
+        watch = Watch(getattr(self.proc, "pid", None))
         try:
             reply = self._exchange(blob, leaves, placements, compiled_facts, limit)
         except (_Late, _Died) as exc:
+            starved = isinstance(exc, _Late) and watch.starved()
             self._reap()
+            if starved:
+                raise ProgramStarved(watch.message("the program, run by the grader,")) from None
             raise _failure(exc, limit) from None
         return _answer(reply, self._reap)
 
@@ -371,204 +389,14 @@ class _Died(Exception):
     pass
 
 
-SHARED_WAIT = 5.0  # seconds a grading process waits for the shared runner before using one of its own
+def share(**kw) -> None:
+    """No runner is shared between submissions (issue 33): each notebook's judge starts its own
+    (:class:`autograder.judge.JudgeStep`). None, for callers that still ask for one."""
+    return None
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # another uid's: alive
-    return True
-
-
-class SharedRunner:
-    """One contained runner for every grading process of a command (:func:`share`), started by
-    the command's process before they fork: one Python that imports JAX, not one per grading
-    process, and started while the command still imports (on the other core).
-
-    Each grading process uses the runner's pipes in turn (a lock between the processes, and
-    within one between its test threads); every reply must answer its request (ids). Whatever
-    goes wrong with it (a program that crashes it or runs past its time, a reply out of step,
-    the runner busy for more than :data:`SHARED_WAIT` seconds once ready, a grading process that died
-    using it) leaves that one run failed as a private runner's would, and every grading
-    process goes on with a runner of its own (:func:`process_runner`'s): a program still
-    loses only its own call. A learner's program runs in it as in a private runner kept warm
-    across a grading process's notebooks: one at a time, as data in and data out.
-    """
-
-    def __init__(self, **kw):
-        import multiprocessing
-
-        ctx = multiprocessing.get_context("fork")
-        self.inner = ProgramRunner(**kw)
-        self.inner.start()  # raises ProgramFailure where it cannot (the caller goes without)
-        self._lock = ctx.Lock()                   # between processes
-        self._state = ctx.Value("b", 0, lock=False)  # 0 starting, 1 ready, 2 given up
-        self._holder = ctx.Value("i", 0, lock=False)  # the pid of the process whose turn it is
-        self._owner = os.getpid()
-        self._threads = threading.RLock()         # between one process's test threads
-        self._local = threading.local()
-        self._private: tuple | None = None        # (pid, ProgramRunner) once given up here
-        self.timeout = RUN_TIMEOUT
-
-    @property
-    def deadline(self) -> float | None:
-        return getattr(self._local, "deadline", None)
-
-    @deadline.setter
-    def deadline(self, value: float | None) -> None:
-        self._local.deadline = value
-
-    on_wait = _ON_WAIT
-
-    # what Exported.call reads of the runner that answered (this thread's last run)
-    @property
-    def proc(self):
-        return getattr(self._local, "proc", None) or self.inner.proc
-
-    @property
-    def mode(self) -> str:
-        return getattr(self._local, "mode", None) or self.inner.mode
-
-    def start(self) -> None:
-        """Nothing to start: the command's process started it."""
-
-    def run(self, blob: bytes, leaves: list, *, timeout: float | None = None, placements=None,
-            compiled_facts: bool = False) -> dict:
-        """As :meth:`ProgramRunner.run`, in the shared runner, else in this process's own."""
-        asked = time.monotonic()
-        with self._threads:
-            if self._state.value != 2 and self._private is None:
-                if self._acquire():
-                    waited(self, time.monotonic() - asked)  # another test's or process's run
-                    asked = time.monotonic()
-                    try:
-                        if self._state.value != 2:
-                            return self._run_shared(blob, leaves, timeout, placements, compiled_facts)
-                    finally:
-                        self._holder.value = 0
-                        self._lock.release()
-                else:
-                    self.give_up()  # busy for too long: this process goes on with its own
-            waited(self, time.monotonic() - asked)
-            own = self._own()
-            own.timeout, own.deadline = self.timeout, self.deadline
-            self._local.proc, self._local.mode = None, None
-            reply = own.run(blob, leaves, timeout=timeout, placements=placements, compiled_facts=compiled_facts)
-            self._local.proc, self._local.mode = own.proc, own.mode
-            return reply
-
-    def _acquire(self) -> bool:
-        """Take the runner's turn: False when it stays busy (:data:`SHARED_WAIT` seconds once it
-        is ready; while it starts, its holder only waits for its ready message, as long as
-        :data:`START_TIMEOUT`), when it was given up, or when the process holding it died (it
-        would never give it back: the runner is then stopped, and every process goes on with
-        its own)."""
-        start = busy = time.monotonic()  # busy: since when it has been ready and taken
-        while True:
-            if self._lock.acquire(timeout=min(0.25, SHARED_WAIT)):
-                self._holder.value = os.getpid()
-                return True
-            holder, state, now = self._holder.value, self._state.value, time.monotonic()
-            if state == 2:
-                return False
-            if holder and not _alive(holder):
-                self._kill()
-                return False
-            if state == 0:
-                busy = now
-                if now - start >= START_TIMEOUT:
-                    return False
-            elif now - busy >= SHARED_WAIT:
-                return False
-
-    def _run_shared(self, blob, leaves, timeout, placements, compiled_facts):
-        r = self.inner
-        r.deadline = self.deadline
-        self._local.proc, self._local.mode = r.proc, r.mode
-        limit = r._limit(timeout if timeout is not None else self.timeout)
-        starting = self._state.value == 0  # its ready message is read once, by whichever process comes first
-        try:
-            if starting:
-                r._take_ready(r._receive(time.monotonic() + START_TIMEOUT))
-                self._state.value = 1
-                starting = False
-            reply = r._exchange(blob, leaves, placements, compiled_facts, limit)
-        except (_Late, _Died) as exc:
-            self._kill()
-            if starting:
-                raise ProgramFailure("The grader's program runner could not start; please tell the course "
-                                     "staff.") from None
-            raise _failure(exc, limit) from None
-        finally:
-            r._buf = b""
-        return _answer(reply, self._kill)
-
-    def _kill(self) -> None:
-        """Stop the shared runner for every process (they go on with their own)."""
-        self._state.value = 2
-        import signal
-
-        proc = self.inner.proc
-        if proc is not None:
-            try:
-                os.kill(proc.pid, signal.SIGKILL)
-            except OSError:
-                pass
-        if self.inner.box is not None and self.inner.box.contained:
-            self.inner.box.kill_all()
-
-    def give_up(self) -> None:
-        """This process stops using the shared runner (the others go on)."""
-        if self._private is None:
-            self._private = (os.getpid(), None)
-
-    def _own(self) -> ProgramRunner:
-        pid, own = self._private or (None, None)
-        if pid != os.getpid() or own is None:
-            own = ProgramRunner()
-            own.timeout = self.timeout
-            self._private = (os.getpid(), own)
-            import atexit
-            from multiprocessing import util
-
-            atexit.register(own.close)
-            util.Finalize(None, own.close, exitpriority=10)
-        return own
-
-    def close(self) -> None:
-        """In the command's process: stop the runner and give its sandbox back (a grading
-        process only closes the runner of its own it may have started)."""
-        if os.getpid() == self._owner:
-            self._state.value = 2
-            self.inner.close()
-        elif self._private and self._private[0] == os.getpid() and self._private[1] is not None:
-            self._private[1].close()
-
-
-_SHARED: list = []  # [SharedRunner]: the command's, inherited by its grading processes
-
-
-def share(**kw) -> SharedRunner | None:
-    """Start the command's shared runner (before its grading processes fork); None where it
-    cannot start (each grading process then starts its own, and says why where it fails)."""
-    try:
-        shared = SharedRunner(**kw)
-    except Exception:  # noqa: BLE001 - ProgramFailure, a sandbox refused: said by the runs
-        return None
-    _SHARED[:] = [shared]
-    return shared
-
-
-def unshare(shared: SharedRunner | None) -> None:
-    """Stop the command's shared runner (after its grading processes ended)."""
-    if shared is not None:
-        shared.close()
-        if _SHARED and _SHARED[0] is shared:
-            _SHARED.clear()
+def unshare(shared) -> None:
+    """Nothing to stop: no runner is shared (see :func:`share`)."""
 
 
 _PROCESS: list = []  # [(runner, pid)]: this process's own runner
@@ -579,10 +407,7 @@ def process_runner() -> ProgramRunner:
     """This grading process's own runner (made on first use, started by its first run or by
     :meth:`ProgramRunner.start`), kept warm across the notebooks the process grades: its child
     restarts only after a crash or a timeout, and is stopped when the process ends. A forked
-    process makes its own. Where the command shares one runner among its grading processes
-    (:func:`share`), that one."""
-    if _SHARED:
-        return _SHARED[0]
+    process makes its own. A notebook's judge does not use it: it has a runner of its own."""
     if not _PROCESS or _PROCESS[0][1] != os.getpid():
         r = ProgramRunner()
         _PROCESS[:] = [(r, os.getpid())]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from ..common.course import CHECK_TAG
 from .channel import REQUEST_TIMEOUT, Channel, ChannelError, LearnerError
 from .outcome import PASSED, Verdict, failed, learner_text, not_graded
+from .starvation import Starved
 from .runner import DEVICES as RUNNER_DEVICES
 from .runner import ProgramFailure, ProgramRunner
 from .runner import extend as runner_extend
@@ -100,6 +101,8 @@ def verdict(test, k: Kernel, grade_id: str) -> Verdict:
         k.failed_claims = []  # this test's own (a serial judge passes one Kernel to every test)
     try:
         test(k)
+    except Starved as exc:  # the machine's fault, not the learner's: an error, never a zero
+        return not_graded(str(exc))
     except ExerciseFailure as exc:
         return _failed(str(exc), "This test's check failed.")
     except ChannelError as exc:
@@ -237,7 +240,7 @@ class JudgeStep:
         return is_test_cell(cell) or CHECK_TAG in (cell.get("metadata", {}).get("tags") or [])
 
     def prepare(self, nb) -> None:
-        """Hide the cells the kernel does not run, and start this notebook's program runner
+        """Hide the cells the kernel does not run, and start this notebook's own program runner
         (contained, warm while the kernel runs the notebook; its start never fails the
         notebook: a runner that cannot start fails the tests that run a program, saying so)."""
         self.grade_ids = [c.metadata["nbgrader"]["grade_id"] for c in nb.cells if is_test_cell(c)]
@@ -247,7 +250,7 @@ class JudgeStep:
         if self.runner is None:
             from . import runner as runner_mod
 
-            self.runner = runner_mod.process_runner()  # warm across this process's notebooks
+            self.runner = runner_mod.ProgramRunner()  # this submission's own: no other's programs run in it
             self.runner.timeout = min(float(self.cell_timeout), runner_mod.RUN_TIMEOUT)
             try:
                 self.runner.start()
@@ -255,15 +258,13 @@ class JudgeStep:
                 pass
 
     def close(self) -> None:
-        """This notebook is done with the program runner (idempotent): the process's runner
-        stays warm for the next notebook; one given to this step alone is stopped."""
+        """This notebook is done with its program runner (idempotent): it is stopped."""
         if self.runner is not None:
             from . import runner as runner_mod
 
             runner_mod.use(None)
             self.runner.deadline = None
-            if self.runner is not runner_mod.process_runner():
-                self.runner.close()
+            self.runner.close()
             self.runner = None
 
     def restore(self, nb) -> None:
@@ -299,7 +300,8 @@ class JudgeStep:
                 runner_mod.use(self.runner)  # judges' own Exported objects run in it too
                 return run_judge(self.assignment_dir, kc, grade_ids=self.grade_ids, runner=self.runner,
                                  timeout=self.cell_timeout, deadline=live.deadline,
-                                 alive=on_loop(manager.is_alive), interrupt=on_loop(manager.interrupt_kernel))
+                                 alive=on_loop(manager.is_alive), interrupt=on_loop(manager.interrupt_kernel),
+                                 pid=lambda: getattr(getattr(manager, "provisioner", None), "pid", None))
             finally:
                 kc.stop_channels()
 

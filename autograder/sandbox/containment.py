@@ -146,6 +146,7 @@ class Sandbox:
     lock_fd: int | None = None
     unshare: str = ""
     cgroup: str | None = None    # the kernel's memory cgroup folder, when there is one
+    cgroups: list = field(default_factory=list)  # its CPU share and thread cap (share_cgroups)
     hide: list = field(default_factory=list)
     keep_rw: list = field(default_factory=list)
     ended: bool = True           # no process of the uid since its last kill_all
@@ -233,16 +234,16 @@ class Sandbox:
                             os.unlink(e.path)
                 except OSError:
                     pass
-        if self.cgroup:
+        for folder in [self.cgroup, *self.cgroups] if self.cgroup else self.cgroups:
             for _ in range(50):  # its processes are gone once the kernel's namespace is
                 try:
-                    os.rmdir(self.cgroup)
+                    os.rmdir(folder)
                     break
                 except FileNotFoundError:
                     break
                 except OSError:
                     time.sleep(0.02)
-            self.cgroup = None
+        self.cgroup, self.cgroups = None, []
         os.ftruncate(self.lock_fd, 0)  # released cleanly: nothing of this uid is left
         os.close(self.lock_fd)
         self.lock_fd = None
@@ -287,10 +288,11 @@ def limited(cmd: list, cpu_seconds: int, box: Sandbox | None = None, nice: int =
     prefix = [*LAUNCHER, "limits", f"--cpu={cpu_seconds}",
               f"--parent={os.getpid()}", *([f"--nice={nice}"] if nice else [])]
     if contained:
-        prefix += [f"--nproc={nproc_limit()}",
+        prefix += [f"--nproc={thread_cap()}",
                    f"--memory={memory_limit_mb() << 20}"]
         if box.cgroup:
             prefix.append(f"--cgroup={box.cgroup}")
+        prefix += [f"--join={folder}" for folder in box.cgroups]  # its CPU share and thread cap
     return [*prefix, "--", *cmd]
 
 
@@ -550,6 +552,77 @@ def memory_cgroup(uid: int) -> tuple[str | None, str]:
     return None, f"memory limit {mb} MiB per process (RLIMIT_DATA: no memory cgroup could be made)"
 
 
+def thread_cap() -> int:
+    """Processes and threads one kernel or program runner may have (its cgroup's ``pids.max``,
+    and ``RLIMIT_NPROC`` of its uid): enough for JAX's thread pools on this machine, far from
+    the hundreds of busy threads that would starve the submissions graded beside it."""
+    return min(nproc_limit(), max(256, 16 * (os.cpu_count() or 1)))
+
+
+def cpu_quota_cores() -> int:
+    """The CPUs one kernel or program runner may use at once (``cpu.max``/``cfs_quota_us``):
+    all but one where there are several, so that a submission never takes the whole machine."""
+    return max(1, (os.cpu_count() or 1) - 1)
+
+
+def share_cgroups(uid: int, memory: str | None = None) -> tuple[list[str], str]:
+    """New cgroups below the grader's own giving a kernel (or program runner) of ``uid`` a CPU
+    share of its own (the default weight, as every other kernel's), at most
+    :func:`cpu_quota_cores` CPUs, and at most :func:`thread_cap` threads: ``(their folders, how
+    CPU and threads are limited)``. cgroup v1 (the cpu and pids hierarchies) or v2 (the cpu and
+    pids controllers, set on ``memory``, the memory cgroup, where there is one: a process is in
+    one cgroup of v2); none where they cannot be made (the thread cap is then ``RLIMIT_NPROC``'s
+    alone, of the uid)."""
+    if not settings.get("AUTOGRADER_MEMORY_CGROUP"):
+        return [], "no CPU share (cgroups turned off)"
+    name = f"autograder-{uid}-{os.getpid()}"
+    cores, threads = cpu_quota_cores(), thread_cap()
+    made: list[str] = []
+    try:
+        v1 = {c: Path("/sys/fs/cgroup") / c for c in ("cpu", "pids")}
+        if (v1["cpu"] / "cpu.shares").exists() and (v1["pids"] / "cgroup.procs").exists():
+            for controller, root in v1.items():
+                own = _own_cgroup(controller)
+                if own is None:
+                    raise OSError(f"no {controller} cgroup")
+                _remove_stale(root / own.lstrip("/"), uid)
+                folder = root / own.lstrip("/") / name
+                folder.mkdir(exist_ok=True)
+                made.append(str(folder))
+                if controller == "cpu":
+                    period = int((folder / "cpu.cfs_period_us").read_text())
+                    (folder / "cpu.cfs_quota_us").write_text(str(cores * period))
+                else:
+                    (folder / "pids.max").write_text(str(threads))
+            return made, f"{cores} CPU(s) and {threads} threads at most, an equal CPU share (cgroups v1)"
+        v2 = Path("/sys/fs/cgroup")
+        own = _own_cgroup("")
+        if own is not None and {"cpu", "pids"} <= set((v2 / "cgroup.controllers").read_text().split()):
+            parent = v2 / own.lstrip("/")
+            enabled = (parent / "cgroup.subtree_control").read_text().split()
+            for controller in ("cpu", "pids"):
+                if controller not in enabled:
+                    (parent / "cgroup.subtree_control").write_text(f"+{controller}")
+            # one cgroup per process in v2: the memory cgroup's, where there is one
+            folder = Path(memory) if memory else parent / name
+            if not memory:
+                _remove_stale(parent, uid)
+                folder.mkdir(exist_ok=True)
+                made.append(str(folder))
+            (folder / "cpu.weight").write_text("100")
+            (folder / "cpu.max").write_text(f"{cores * 100000} 100000")
+            (folder / "pids.max").write_text(str(threads))
+            return made, f"{cores} CPU(s) and {threads} threads at most, an equal CPU share (cgroups v2)"
+    except OSError:
+        pass
+    for folder in reversed(made):
+        try:
+            os.rmdir(folder)
+        except OSError:
+            pass
+    return [], f"no CPU share (no cgroup could be made); {threads} threads at most (RLIMIT_NPROC)"
+
+
 def _hidden_paths(root: Path | None, submission: Path | None, extra=()) -> list[str]:
     """What a contained kernel must never see: the course, the package's checkout, the course
     state, temporary folders (other submissions' runs), the submission's own folders and ``extra``
@@ -626,6 +699,8 @@ def open_sandbox(deadline: float, root: Path | None = None, submission: Path | N
                 box.kill_all()
             os.pwrite(fd, b"busy", 0)
             box.cgroup, box.reason = memory_cgroup(uid)
+            box.cgroups, share = share_cgroups(uid, box.cgroup)
+            box.reason = f"{box.reason}; {share}"
             return box
         if time.monotonic() > deadline:
             raise GradingError("every sandbox uid stayed busy until the notebook's time limit")

@@ -328,6 +328,12 @@ def limits(args) -> None:
         os.nice(args.nice)  # kept across execve; raised back by root only (see the runner's start)
     if args.nproc:
         resource.setrlimit(resource.RLIMIT_NPROC, (args.nproc, args.nproc))
+    for folder in args.join:  # a CPU share and a thread cap (best effort: RLIMIT_NPROC stays)
+        try:
+            with open(os.path.join(folder, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+        except OSError:
+            pass
     if args.memory:
         try:
             if not args.cgroup:
@@ -359,6 +365,7 @@ def main(argv=None) -> int:
     lim.add_argument("--nice", type=int, default=0, help="added to the nice value (a lower priority)")
     lim.add_argument("--memory", type=int, default=0, help="bytes")
     lim.add_argument("--cgroup", default="")
+    lim.add_argument("--join", action="append", default=[], help="more cgroups to join (CPU share, threads)")
     lim.add_argument("command", nargs=argparse.REMAINDER)
     k = sub.add_parser("kill", help="as root: kill every process of a sandbox uid")
     k.add_argument("uid", type=int)
