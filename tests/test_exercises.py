@@ -4,6 +4,7 @@ to the mistake, and the pointer to the course section that teaches the idea."""
 from __future__ import annotations
 
 import functools
+import runpy
 import shutil
 import tempfile
 from pathlib import Path
@@ -12,7 +13,7 @@ import nbformat
 import pytest
 
 from autograder.feedback import TAUGHT_IN, where
-from conftest import (ASSIGNMENTS, fill_answers, released_notebook, run_grader, solution_notebook,
+from conftest import (ASSIGNMENTS, ROOT, fill_answers, released_notebook, run_grader, solution_notebook,
                       wrong_answers)
 
 pytestmark = pytest.mark.notebook
@@ -26,10 +27,28 @@ def _answer_ids(assignment):
             if c.metadata.get("nbgrader", {}).get("solution")]
 
 
+def _right_answers(assignment):
+    """``{grade_id: [answer source, ...]}``: other right answers (``RIGHT`` beside ``WRONG`` in
+    tests/wrong_answers/), each of which must earn the exercise's points."""
+    path = ROOT / "tests" / "wrong_answers" / f"{assignment}.py"
+    return runpy.run_path(str(path)).get("RIGHT", {}) if path.exists() else {}
+
+
+def _fill_rounds(tmp, assignment, name, by_gid):
+    """One notebook per round k, the k-th entry of every exercise of ``by_gid`` filled in."""
+    paths = []
+    for k in range(max((len(v) for v in by_gid.values()), default=0)):
+        answers = {gid: items[k] for gid, items in by_gid.items() if k < len(items)}
+        dest = tmp / f"{name}{k}" / assignment / f"{assignment}.ipynb"
+        paths.append((fill_answers(released_notebook(assignment), answers, dest), sorted(answers)))
+    return paths
+
+
 @functools.lru_cache(maxsize=None)
 def _graded(assignment):
-    """Grade, in one grader call: the released notebook, the solution, and each round of wrong
-    answers (round k fills the k-th wrong answer of every exercise)."""
+    """Grade, in one grader call: the released notebook, the solution, each round of wrong
+    answers (round k fills the k-th wrong answer of every exercise), then each round of other
+    right answers (kept in ``_graded_right``)."""
     tmp = Path(tempfile.mkdtemp(prefix=f"ex-{assignment}-"))
     released = tmp / "released" / assignment / f"{assignment}.ipynb"
     released.parent.mkdir(parents=True)
@@ -45,9 +64,16 @@ def _graded(assignment):
         dest = tmp / f"wrong{k}" / assignment / f"{assignment}.ipynb"
         paths.append(fill_answers(released_notebook(assignment), answers, dest))
         expectations.append({gid: tuple(items[k][1:]) for gid, items in wrong.items() if k < len(items)})
-    results, stderr, code = run_grader(paths)
+    right = _fill_rounds(tmp, assignment, "right", _right_answers(assignment))
+    results, stderr, code = run_grader(paths + [p for p, _ in right])
     shutil.rmtree(tmp, ignore_errors=True)
-    return results, expectations, stderr, code
+    if not isinstance(results, list):
+        results = [results]
+    _graded_right[assignment] = list(zip(results[len(paths):], (gids for _, gids in right)))
+    return results[:len(paths)], expectations, stderr, code
+
+
+_graded_right: dict = {}
 
 
 @pytest.mark.parametrize("assignment", PARAMS)
@@ -118,4 +144,17 @@ def test_wrong_answers_fail_with_intended_feedback(assignment):
             if _pointer(idea) not in feedback:
                 problems.append(f"wrong answer #{k + 1} for {gid}: feedback {feedback!r} "
                                 f"does not point to {where(idea)!r} (idea {idea!r})")
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("assignment", PARAMS)
+def test_other_right_answers_pass(assignment):
+    """Answers the prompt allows but the solution does not take (a learner's own pytree class as
+    a state...) earn the exercise's points, or the judge refuses more than the prompt states."""
+    _graded(assignment)
+    problems = []
+    for k, (result, gids) in enumerate(_graded_right.get(assignment, [])):
+        by_exercise = {t["exercise"]: t for t in result["tests"]}
+        problems += [f"right answer #{k + 1} for {gid} failed: {by_exercise[gid]['feedback']}"
+                     for gid in gids if not by_exercise[gid]["passed"]]
     assert not problems, "\n".join(problems)

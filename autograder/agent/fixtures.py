@@ -666,6 +666,14 @@ def layer_with_config(f, x, scale, shift, activation, depth):
 # The optimizer state is whatever adam_init returns (any pytree, NamedTuples included): it never
 # leaves the kernel; these chain it there. Traced (exported) or called; each returns data.
 
+def leaves_of(f, *args):
+    """The leaves of ``f(*args)`` (``jax.tree_util.tree_leaves``, a list): a learner's own pytree
+    class, which cannot cross the channel, stays in the kernel and its arrays come back."""
+    import jax
+
+    return jax.tree_util.tree_leaves(f(*args))
+
+
 def adam_run(init, step, params, grads, lrs):
     """``state = init(params)``, then ``params, state = jax.jit(step)(params, g, state, lr)``
     for each ``g, lr`` of ``grads, lrs``: the params after every step (a list). Exported by the

@@ -1,7 +1,8 @@
 """The judge of 03_purity's ``adam_init``/``adam_step`` (trusted: runs in the grader, never in the kernel).
 
-The optimizer state is whatever ``adam_init`` returns (any pytree), so it never leaves the kernel:
-fixtures of :mod:`autograder.agent.fixtures` chain it there.
+The optimizer state is whatever ``adam_init`` returns (any pytree, a learner's registered
+dataclass included), so it never leaves the kernel: fixtures of :mod:`autograder.agent.fixtures`
+chain it there, and only its leaves come back (``leaves_of``, ``adam_twice``).
 
 - Values: all the steps, from ``adam_init``, are traced as ONE exported program
   (fixture ``adam_run``, ``adam_init`` and ``adam_step`` static, params, every step's grads and
@@ -120,14 +121,6 @@ def _flat_values(tree):
     return [np.asarray(tree)]
 
 
-def _raw_leaves(tree):
-    if isinstance(tree, dict):
-        return [a for key in sorted(tree, key=str) for a in _raw_leaves(tree[key])]
-    if isinstance(tree, (list, tuple)):
-        return [a for v in tree for a in _raw_leaves(v)]
-    return [tree]
-
-
 def _same(a, b) -> bool:
     fa, fb = _flat_values(a), _flat_values(b)
     return len(fa) == len(fb) and all(x.shape == y.shape and np.array_equal(x, y, equal_nan=True)
@@ -142,13 +135,15 @@ def test_adam_step(k):
              for _ in range(steps)]
     lrs = [float(np.float32(v)) for v in rng.uniform(0.001, 0.02, size=steps)]
     want = _reference(params, grads, lrs)
-    # The state's leaves are arrays (kernel data, read only to say so).
-    state = ag.call(k.fn("adam_init"), _as_jax(params), what="adam_init(params)")
-    leaves = _raw_leaves(state)
-    odd = [type(v).__name__ for v in leaves if not isinstance(v, np.ndarray)]
+    # The state's leaves are arrays (kernel data, read only to say so). The state stays in the
+    # kernel, whatever its class (a learner's registered dataclass cannot cross the channel):
+    # its leaves come back.
+    leaves = k.fixture("leaves_of")(Ref("adam_init"), _as_jax(params), what="adam_init(params)")
+    leaves = list(leaves) if isinstance(leaves, (list, tuple)) else [leaves]
+    odd = [getattr(v, "type", type(v).__name__) for v in leaves if not isinstance(v, np.ndarray)]
     if odd or not leaves:
-        ag.fail("state", f"adam_init(params) returned {str(state)[:120]}: the state must be a pytree of arrays "
-                         "holding everything the steps need.")
+        ag.fail("state", f"the leaves of adam_init(params) are {odd or 'none'}: the state must be a pytree "
+                         "of arrays, holding everything the steps need.")
     # One exported program for all the steps, run here on the judge's inputs.
     program = _program(k, params, grads, lrs)
     outs = program(params, grads, [np.float32(lr) for lr in lrs])

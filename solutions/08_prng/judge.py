@@ -14,6 +14,8 @@ own keys fed to it; ``rate`` and ``sizes`` static), run here; noisy_batch with
 exported through the ``threefry_jit_call`` fixture, which turns it off). Kernel-side claims:
 JAX's key-reuse checker only (the kernel alone sees a key consumed twice); init_mlp's key
 reuse also has an outside symptom, same-shaped layers with the same numbers, checked here.
+noisy_batch's program is read at 3 and 6 rows before any is run: one that grows with the batch
+(a Python loop over the rows, unrolled) is told so instead of timing out.
 """
 import numpy as np
 
@@ -218,8 +220,26 @@ def _noisy(k, seed, x, partitionable=True):
     return out.astype(np.float64)
 
 
+def _check_not_unrolled(k, d):
+    """The program of noisy_batch at 3 and 6 rows, read before any is run: a loop over the rows
+    in Python is unrolled, one copy of the draw per row (hundreds of rows then take minutes to
+    compile), so it is told so instead of running out of time."""
+    sizes = {}
+    for rows in (3, 6):
+        program = programs.trace(k, "noisy_batch", Spec((2,), "uint32"), Spec((rows, d), "float32"),
+                                 label="jax.jit(noisy_batch)")
+        sizes[rows] = program.total
+    if sizes[3] != sizes[6]:
+        ag.fail("per_example_keys", f"the program of noisy_batch grows with the batch ({sizes[3]} operations "
+                                    f"at 3 rows, {sizes[6]} at 6): a Python loop over the rows is unrolled "
+                                    "into it, one copy of the random draw per row, so a batch of a few hundred "
+                                    "rows takes minutes to compile. Draw every row's noise, from its own key, "
+                                    "in a program whose size does not depend on the batch.")
+
+
 def test_noisy_batch(k):
     n, d = int(k.rng.integers(256, 513)), int(k.rng.integers(4, 9))
+    _check_not_unrolled(k, d)
     cut = int(k.rng.integers(n // 4, 3 * n // 4))
     x = k.rng.normal(size=(n, d)).astype(np.float32)
     s0, s1, s2 = k.distinct_seeds(3)

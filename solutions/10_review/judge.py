@@ -11,8 +11,10 @@ Every value judged comes from the learner's exported program (``steps`` static, 
 parameters, the data and ``lr`` traced; :mod:`autograder.judge.programs`), run here with the judge's
 own keys; its operations, read from the parsed module at two values of ``steps``, must not grow
 (no unrolled Python loop), and it must trace without pulling a value to the host and contain no
-host callback. Kernel-side claims, fail-only: no key consumed twice (JAX's key-reuse checker)
-and one trace for new keys and learning rates.
+host callback. A key reused at every step is found before the loss is judged: run with lr=0,
+whose parameters never move, every step's minibatch loss is the same. Kernel-side claims,
+fail-only: no key consumed twice (JAX's key-reuse checker) and one trace for new keys and
+learning rates.
 """
 import numpy as np
 
@@ -96,8 +98,8 @@ def test_train(k):
     sizes = {steps: _program(k, steps).total for steps in (3, 7)}
     if sizes[3] != sizes[7]:
         ag.fail("loops", f"the program of train grows with `steps` ({sizes[3]} operations at steps=3, "
-                         f"{sizes[7]} at steps=7): a Python loop over the steps is being unrolled. "
-                         "Loop with lax.scan or lax.fori_loop.")
+                         f"{sizes[7]} at steps=7): a Python loop over the steps is being unrolled "
+                         "into it, one copy of the step per iteration.")
     xs, ys, params = _problem()
     xd, yd = xs.astype(np.float64), ys.astype(np.float64)
     args = ({n: AsJax(v) for n, v in params.items()}, AsJax(xs), AsJax(ys))
@@ -135,6 +137,14 @@ def test_train(k):
     if np.allclose(np.asarray(losses), np.asarray(out1[1])):
         ag.fail("prng", "different keys gave the same losses: draw each step's minibatch from a key "
                         "split (or folded) from `key`.")
+    # With lr = 0 the parameters never move, so each step's loss is the loss of its minibatch
+    # alone: equal losses at every step are one minibatch drawn again and again, from one key.
+    frozen = np.asarray(program(programs.raw_key(s2), *inputs, lr=np.float32(0.0))[1], np.float64)
+    if frozen.shape == (_STEPS,) and np.allclose(frozen, frozen[0], rtol=1e-6, atol=0.0):
+        ag.fail("key_reuse", f"with lr=0, which leaves the parameters where they are, every one of the {_STEPS} "
+                             f"steps reported the same minibatch loss ({frozen[0]:.5f}): every step drew the "
+                             "same minibatch, from the same key. Each step needs a key of its own, derived "
+                             "from `key`.")
     lv = np.asarray(losses, np.float64)
     if not np.all(np.isfinite(lv)) or lv[:5].mean() <= lv[-5:].mean():
         ag.fail("capstone", "the minibatch losses do not go down over the steps: check the update "

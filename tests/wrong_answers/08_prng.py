@@ -83,5 +83,12 @@ def noisy_batch(key, x):
 def noisy_batch(key, x):
     return x + np.random.normal(size=x.shape).astype(np.float32)  # global NumPy state
 ''', "two different keys gave the same noise under jax.jit", "prng"),
+        ('''
+def noisy_batch(key, x):
+    # right values, but a Python loop over the rows: unrolled, one draw per row in the program
+    rows = [x[i] + jax.random.normal(jax.random.fold_in(key, i), x.shape[1:], x.dtype)
+            for i in range(x.shape[0])]
+    return jnp.stack(rows)
+''', 'the program of noisy_batch grows with the batch', 'per_example_keys'),
     ],
 }

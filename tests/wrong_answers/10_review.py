@@ -65,5 +65,14 @@ def train(key, params, xs, ys, steps, lr):
         return jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads), loss
     return jax.lax.scan(step, params, jax.random.split(key, steps))
 ''', "calls back into Python from the compiled program", "purity"),
+        ('''
+def train(key, params, xs, ys, steps, lr):
+    # one loop in lax.scan, but every step draws its minibatch from the same `key`
+    def step(params, _):
+        idx = jax.random.randint(key, (BATCH,), 0, xs.shape[0])
+        loss, grads = jax.value_and_grad(loss_fn)(params, xs[idx], ys[idx])
+        return jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads), loss
+    return jax.lax.scan(step, params, None, length=steps)
+''', 'every step drew the same minibatch, from the same key', 'key_reuse'),
     ],
 }
