@@ -21,8 +21,10 @@ nothing happened. The cause, confirmed here on nbclient 0.11, jupyter_client 8.1
    poller waiting on the descriptor is never woken, and the reply sits unread until the poll's
    timeout, when pyzmq polls once more and finds it.
 
-Waking pyzmq's asyncio socket after each such send ends the stalls (tried: 12 stalled cells in
-3 runs of 41 slider cells side by side, none with the wake-up), but needs a private pyzmq method.
+Seen here: 3 runs side by side of a notebook of 41 slider cells stalled on 12 cells; chapter 02
+run 3 times side by side with one core busy stalled once, on its cell of scripted slider moves;
+the same with jupyter_client 7.4.9 and pyzmq 26.2.1 (Colab's). Waking pyzmq's asyncio socket
+after each such send ends the stalls (none in the same runs), but needs a private pyzmq method.
 The fix here uses public API only, upstream-style (nbclient PR 311 proposes bounded waits in the
 same place): the shell channel waits for a message in slices of :data:`POLL` seconds, each ending
 in a fresh poll of the socket, up to the same overall timeout. A lost wake-up then costs at most
