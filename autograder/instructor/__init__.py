@@ -728,7 +728,37 @@ def export(course: Course, out: Path, summary: Path | None = None) -> Path:
     return out
 
 
-__all__ = ["Course", "collect", "autograde", "feedback", "export", "student_of", "STUDENT",
+def gradebook_points(course: Course) -> dict:
+    """``{(student, assignment): {exercise: (points, max_points)}}`` from the gradebook."""
+    from nbgrader.api import MissingEntry
+
+    check_gradebook(course.db_url)
+    points: dict = {}
+    with course_gradebook(course.db_url) as gb:
+        students = sorted(s.id for s in gb.students)
+        for assignment in sorted(gb.assignments, key=lambda a: a.name):
+            for student in students:
+                for nb in assignment.notebooks:
+                    try:
+                        sub = gb.find_submission_notebook(nb.name, assignment.name, student)
+                    except MissingEntry:
+                        continue
+                    got = points.setdefault((student, assignment.name), {})
+                    for g in sub.grades:
+                        got[g.name.removeprefix("test_")] = (float(g.score), float(g.max_score))
+    return points
+
+
+def class_report(course: Course, out: Path) -> Path:
+    """Write the class report (:mod:`autograder.instructor.report`) to ``out``; returns it."""
+    from .report import render, tripped
+
+    page = render(gradebook_points(course), tripped(course.autograded), shown_url(course.db_url))
+    _write_atomic(Path(out), page.encode("utf-8"))
+    return Path(out)
+
+
+__all__ = ["Course", "collect", "autograde", "feedback", "export", "class_report", "student_of", "STUDENT",
            "GradebookError", "check_gradebook", "course_gradebook", "gradebook_lock", "shown_url"]
 
 
@@ -812,8 +842,6 @@ def _run(args, course: Course) -> int:
                      Path(args.summary) if args.summary else None)
         print(f"wrote {out}", file=sys.stderr)  # stdout may be the CSV itself (--out /dev/stdout)
     elif getattr(args, "verb", None) == "report":
-        from .report import class_report
-
         out = class_report(course, Path(args.out) if args.out else course.reports / "class-report.html")
         print(f"wrote {out}")
     return 0

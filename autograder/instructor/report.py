@@ -7,8 +7,9 @@
   ``unanswered`` for a stub left as it was, else the idea the manifest gives its exercise;
 - per learner: their points against the maximum, per assignment and in all.
 
-Points come from the gradebook (what ``export`` writes, manual changes included); feedback from
-each submission's ``result.json`` beside its graded notebook.
+Points come from the gradebook (what ``export`` writes, manual changes included:
+:func:`autograder.instructor.class_report` reads them and writes the page); feedback from each
+submission's ``result.json`` beside its graded notebook.
 """
 from __future__ import annotations
 
@@ -18,29 +19,6 @@ import io
 import json
 from collections import defaultdict
 from pathlib import Path
-
-from . import Course, _write_atomic, check_gradebook, course_gradebook, shown_url
-
-
-def gradebook_points(course: Course) -> dict:
-    """``{(student, assignment): {exercise: (points, max_points)}}`` from the gradebook."""
-    from nbgrader.api import MissingEntry
-
-    check_gradebook(course.db_url)
-    points: dict = {}
-    with course_gradebook(course.db_url) as gb:
-        students = sorted(s.id for s in gb.students)
-        for assignment in sorted(gb.assignments, key=lambda a: a.name):
-            for student in students:
-                for nb in assignment.notebooks:
-                    try:
-                        sub = gb.find_submission_notebook(nb.name, assignment.name, student)
-                    except MissingEntry:
-                        continue
-                    got = points.setdefault((student, assignment.name), {})
-                    for g in sub.grades:
-                        got[g.name.removeprefix("test_")] = (float(g.score), float(g.max_score))
-    return points
 
 
 def idea_of(test: dict, assignment: str) -> str:
@@ -59,11 +37,11 @@ def idea_of(test: dict, assignment: str) -> str:
     return entry.idea if entry is not None else "unknown"
 
 
-def tripped(course: Course) -> dict[str, set[str]]:
+def tripped(autograded: Path) -> dict[str, set[str]]:
     """``{idea: {students who failed a test on it}}`` from the submissions' results (a submission
     that could not be graded tested no idea)."""
     who: dict[str, set[str]] = defaultdict(set)
-    for path in sorted(course.autograded.glob("*/*/result.json")):
+    for path in sorted(Path(autograded).glob("*/*/result.json")):
         student, assignment = path.parent.parent.name, path.parent.name
         try:
             result = json.loads(path.read_text())
@@ -111,15 +89,15 @@ def _figure(png: str, alt: str) -> str:
     return f'<p><img alt="{html.escape(alt)}" src="data:image/png;base64,{png}"></p>'
 
 
-def class_report(course: Course, out: Path) -> Path:
-    """Write the class report to ``out``; returns it."""
+def render(points: dict, who: dict[str, set[str]], gradebook: str) -> str:
+    """The class report's page: ``points`` as :func:`autograder.instructor.gradebook_points` gives
+    them, ``who`` as :func:`tripped` does, ``gradebook`` the name of where points came from."""
     from ..feedback import TAUGHT_IN, where
 
-    points = gradebook_points(course)
     students = sorted({s for s, _ in points})
     assignments = sorted({a for _, a in points})
     sections = [f"<p>{len(students)} learner(s), {len(assignments)} assignment(s) in the gradebook "
-                f"<code>{html.escape(shown_url(course.db_url))}</code>.</p>"]
+                f"<code>{html.escape(gradebook)}</code>.</p>"]
 
     exercises = sorted({(a, e) for (_, a), got in points.items() for e in got})
     rate_rows, labels, rates = [], [], []
@@ -135,7 +113,6 @@ def class_report(course: Course, out: Path) -> Path:
         sections.append(_figure(_barh(labels, rates, "learners who passed (%)", 100), "pass rate per exercise"))
     sections.append(_table(["assignment", "exercise", "passed", "pass rate"], rate_rows))
 
-    who = tripped(course)
     ideas = sorted(who, key=lambda i: (-len(who[i]), i))
     sections.append("<h2>Ideas learners tripped on</h2><p>A learner counts once per idea: a failed "
                     "test whose feedback names it (a stub left unanswered counts as <i>unanswered</i>).</p>")
@@ -169,5 +146,4 @@ def class_report(course: Course, out: Path) -> Path:
 <style>body{{font-family:sans-serif;max-width:64em;margin:2em auto}}table{{border-collapse:collapse}}
 td,th{{padding:.3em .6em;text-align:left;border-bottom:1px solid #ddd;vertical-align:top}}</style>
 </head><body><h1>Class report</h1>{"".join(sections)}</body></html>"""
-    _write_atomic(Path(out), page.encode("utf-8"))
-    return Path(out)
+    return page
