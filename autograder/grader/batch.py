@@ -1,13 +1,13 @@
 """Grading many notebooks at once: in parallel over the machine's cores, in order, nothing lost.
 
-Each submission is graded by :func:`autograder.grader.pipeline.grade_notebook` in a grading process
-(forked from a warm parent: nbgrader imported once; each grades one notebook at a time), in its
-own temporary directory, with its own kernel under time, CPU and memory limits: as root, in the
+Each submission is graded by :func:`autograder.grader.pipeline.grade_notebook`: one alone in the
+command's own process, several in grading processes (forked from a warm parent: nbgrader imported
+once; each grades one notebook at a time), each in its own temporary directory, with its own kernel under time, CPU and memory limits: as root, in the
 sandbox of :mod:`autograder.sandbox.containment`, otherwise in its own process group. A submission that crashes its
 kernel, times out or cannot be read still gets a row (with the reason and zero for what could
-not be graded); one that kills its grading process is graded once more in a fresh one, and after
-a second death gets a row saying so: it never costs another notebook its grade, and no
-submission is silently missing.
+not be graded); in a batch, one that kills its grading process is graded once more in a fresh
+one, and after a second death gets a row saying so: it never costs another notebook its grade,
+and no submission is silently missing.
 """
 from __future__ import annotations
 
@@ -39,13 +39,16 @@ def default_workers(n_jobs: int) -> int:
     return max(1, min(cores + 1, n_jobs))
 
 
-def _grade_job(job):
+def _grade(job) -> Result:
     path, kwargs = job
     try:
-        return grade_notebook(path, **kwargs).as_dict()
+        return grade_notebook(path, **kwargs)
     except Exception as exc:  # noqa: BLE001 - the row says why, every test listed at zero
-        return failed_result(path, f"internal grading error: {type(exc).__name__}: {exc}",
-                             kwargs.get("root")).as_dict()
+        return failed_result(path, f"internal grading error: {type(exc).__name__}: {exc}", kwargs.get("root"))
+
+
+def _grade_job(job) -> dict:
+    return _grade(job).as_dict()
 
 
 def _worker(conn, die_with_parent_now) -> None:
@@ -120,16 +123,13 @@ def grade_many(paths, *, workers: int | None = None, progress: bool = False, per
                **grade_kwargs) -> list[Result]:
     """Grade ``paths`` and return their results in the same order.
 
-    ``workers`` grading processes (forked from this warm one) each grade one notebook at a time,
-    so a submission that kills its grading process, or makes it die, is known exactly and loses
-    only its own grade: it is graded once more by a fresh process, and dying twice gets every
-    test at zero with the reason; every other notebook is graded normally. ``per_job(path) ->
-    dict`` may add keyword arguments for one path (e.g. ``save_graded``).
+    One notebook is graded in this process (:func:`grade_here`). Several are graded by
+    ``workers`` grading processes (forked from this warm one), each grading one notebook at a
+    time, so a submission that kills its grading process, or makes it die, is known exactly and
+    loses only its own grade: it is graded once more by a fresh process, and dying twice gets
+    every test at zero with the reason; every other notebook is graded normally. ``per_job(path)
+    -> dict`` may add keyword arguments for one path (e.g. ``save_graded``).
     """
-    import multiprocessing
-    import time
-    from multiprocessing.connection import wait
-
     paths = [str(p) for p in paths]
     try:  # an operator's setting that does not parse: every row says which, nothing is run
         check_settings()
@@ -139,29 +139,51 @@ def grade_many(paths, *, workers: int | None = None, progress: bool = False, per
     folders = {f for p in paths for f in (Path(p).resolve().parent, Path(p).resolve().parent.parent)}
     grade_kwargs.setdefault("hide", tuple(sorted(map(str, folders))))  # out of every kernel's sight
     jobs = [(p, {**grade_kwargs, **(per_job(p) if per_job else {})}) for p in paths]
-    workers = min(workers or default_workers(len(jobs)), len(jobs))
+    if len(jobs) == 1:
+        return [grade_here(jobs[0], progress)]
+    return _grade_in_processes(jobs, min(workers or default_workers(len(jobs)), len(jobs)), progress)
+
+
+def grade_here(job, progress: bool = False) -> Result:
+    """Grade one notebook in this process (a learner's one-notebook command: nothing to fork
+    for). As in a grading process, as root its boxes' tmpfs mounts are made in a mount
+    namespace of this process's own (before any thread starts), and its data memory is capped
+    while it grades (:func:`~autograder.sandbox.containment.limit_judge_memory`), then given back."""
+    import resource
+
+    private_mounts()
+    bar = _progress(1) if progress else None
+    memory = resource.getrlimit(resource.RLIMIT_DATA)
+    limit_judge_memory()
+    try:
+        result = _grade(job)
+    finally:
+        resource.setrlimit(resource.RLIMIT_DATA, memory)
+    if bar:
+        bar.advance()
+        bar.close()
+    return result
+
+
+def _grade_in_processes(jobs, workers: int, progress: bool) -> list[Result]:
+    import gc
+    import multiprocessing
+    import threading
+    import time
+    from multiprocessing.connection import wait
+
     results: list[Result | None] = [None] * len(jobs)
     bar = _progress(len(jobs)) if progress else None
     # Before the processes fork, once: the imports, and (for several grading processes) the
     # sandbox's probe (a contained Python started and checked, mostly waiting on it: run in a
     # thread while the imports take the CPU), whose verdict they inherit. One grading process
     # probes beside its first kernel's start instead (pipeline's check_box and box_checked).
-    import threading
-
-    from ..judge import runner as runner_mod
-
-    # One contained program runner for every grading process, started first: it imports JAX
-    # on another core while this process imports and probes (runner_mod.SharedRunner); none
-    # where no notebook exists (nothing will be judged).
-    shared = runner_mod.share() if any(Path(p).is_file() for p in paths) else None
-    probe = threading.Thread(target=check_once, args=(grade_kwargs.get("root"),), daemon=True)
+    root = jobs[0][1].get("root")
+    probe = threading.Thread(target=check_once, args=(root,), daemon=True)
     if workers > 1:
         probe.start()
     try:
         startup.before_fork(parallel=workers > 1)
-    except BaseException:
-        runner_mod.unshare(shared)
-        raise
     finally:
         if workers > 1:
             probe.join()  # no thread may be running when the processes fork
@@ -170,8 +192,6 @@ def grade_many(paths, *, workers: int | None = None, progress: bool = False, per
     # visits: frozen (moved out of its reach, as the gc module's documentation advises before a
     # fork), those pages stay shared, and no process spends CPU copying them. Unfrozen after the
     # batch (unless the caller had frozen objects of its own), as the caller left it.
-    import gc
-
     thaw = gc.get_freeze_count() == 0
     gc.freeze()
     ctx = multiprocessing.get_context("fork")
@@ -237,7 +257,6 @@ def grade_many(paths, *, workers: int | None = None, progress: bool = False, per
             w.ask_to_stop()
         for w in pool:
             w.stop()
-        runner_mod.unshare(shared)
         if thaw:
             gc.unfreeze()
     bar and bar.close()
