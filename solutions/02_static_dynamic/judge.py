@@ -71,8 +71,8 @@ def test_power(k):
         pass
     else:
         ag.fail("static", "power(x, jnp.asarray(2)) ran: `n` is traced, not static, so one program "
-                          "serves every `n` and no loop is unrolled per `n`. Mark `n` static "
-                          "(`static_argnames=\"n\"`) and loop over it in Python.")
+                          "serves every `n` and no loop is unrolled per `n`. The number of multiplications must be "
+                          "known while tracing, so `n` belongs to the compile signature.")
     for n in (0, 1, 2, 5, 7, int(k.rng.integers(8, 12))):
         xr = draw()
         ag.check_close(_static_call(power, _f32(xr), n, what=f"power(x, {n})"), _ref_power(xr, n),

@@ -206,7 +206,7 @@ def test_ema(k):
     if len(set(sizes.values())) > 1:
         shown = ", ".join(f"{s} operations at length {n}" for n, s in sizes.items())
         ag.fail("loops", f"the program of ema grows with the length of xs ({shown}): a Python loop is "
-                         "being unrolled. Use `lax.scan` (or `lax.fori_loop`) so the body appears once.")
+                         "being unrolled, one copy of the body per element: the loop must run inside the program.")
 
 
 # --------------------------------------------------------------------------- piecewise

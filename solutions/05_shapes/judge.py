@@ -188,7 +188,7 @@ def _check_first(got, x, k, what):
         g = np.asarray(got) if np.shape(got) == want.shape else None
         if g is not None and np.any(want < 0) and np.array_equal(g[want >= 0], want[want >= 0]):
             ag.fail("dynamic_shapes", f"{exc.detail} It pads with {g[want < 0][0].item()!r} where there are fewer than "
-                                      "k positive entries; pad with -1 (`fill_value=-1`), never a valid index.")
+                                      "k positive entries; pad with -1, never a valid index.")
         if g is not None and np.array_equal(g, _first_k_reference(np.asarray(x) + (np.asarray(x) == 0), k)):
             ag.fail("dynamic_shapes", f"{exc.detail} It counts zeros as positive: keep the entries `> 0`.")
         raise

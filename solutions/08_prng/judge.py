@@ -94,7 +94,7 @@ def test_dropout(k):
         lines = np.moveaxis(masks[0], axis, 0)
         if sum(np.array_equal(lines[0], line) for line in lines[1:]) > 2:
             ag.fail("prng", f"every {name} of the output got the same dropout pattern: draw one "
-                            "independent keep/drop decision per entry (a mask of shape `x.shape`).")
+                            "independent keep/drop decision per entry.")
     # The keep fraction, pooled over the masks, against 1 - rate (Hoeffding's bound).
     n = sum(m.size for m in masks)
     frac = float(np.mean([m.mean() for m in masks]))

@@ -66,23 +66,27 @@ def global_mean(x, mesh):
 def signature_key(x):
     aval = jax.typeof(x)
     return (aval.shape, aval.dtype, aval.weak_type)  # forgets where a committed array lives
-""", "differ only in their sharding", "sharding_signature"),
+""", "the key is missing 1 of the things the compile signature holds", "sharding_signature"),
         ("""
 def signature_key(x):
     aval = jax.typeof(x)
     return (aval.shape, aval.dtype, x.sharding if isinstance(x, jax.Array) else None)  # no weak type
-""", "differ only in their weak type", "sharding_signature"),
+""", "the key is missing 1 of the things the compile signature holds", "sharding_signature"),
         ("""
 def signature_key(x):
     aval = jax.typeof(x)
     return (aval.shape, aval.weak_type, x.sharding if isinstance(x, jax.Array) else None)  # no dtype
-""", "differ only in their dtype", "sharding_signature"),
+""", "the key is missing 1 of the things the compile signature holds", "sharding_signature"),
         ("""
 def signature_key(x):
     aval = jax.typeof(x)
     sharding = x.sharding if isinstance(x, jax.Array) else None
     return (aval.shape, aval.dtype, aval.weak_type, sharding, np.asarray(x).tobytes())  # the values too
-""", "differ only in their values", "sharding_signature"),
+""", "the key holds something jax.jit leaves out of the compile signature", "sharding_signature"),
+        ('''
+def signature_key(x):
+    return jax.typeof(x).shape  # the shape alone: dtype, weak type and sharding forgotten
+''', 'the key is missing 3 of the things the compile signature holds', 'sharding_signature'),
     ],
     "tp_mlp": [
         ("""
