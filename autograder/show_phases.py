@@ -243,7 +243,7 @@ class Phases:
         elif not ran:
             head = "cache hit for trace, lower and compile: only executed"
         else:
-            head = ", ".join(f"{p} again" for p in ran) + "; cache hit: " + ", ".join(hits) + "; executed"
+            head = ", ".join(f"{p}{again}" for p in ran) + "; cache hit: " + ", ".join(hits) + "; executed"
         return f"show_phases({self.function}), call {self.call}: {head}"
 
     def reasons(self) -> list[str]:
@@ -412,7 +412,7 @@ def show_phases(f, *args, static_argnums=(), static_argnames=(), **kwargs) -> Ph
     ran["execute"] = True
     again = [_DOING[p] for p in PHASES[:3] if p in events]   # the call did not find the stages' work
 
-    why = _why(sig, history.signatures, any(ran[p] for p in PHASES[:3]))
+    why = _why(sig, history.signatures, ran)
     if again:
         why.append(f"the call itself {' and '.join(again)} again: this JAX version keeps the jitted call's "
                    "cache apart from the stages' (execute's time includes it)")
@@ -424,19 +424,27 @@ def show_phases(f, *args, static_argnums=(), static_argnames=(), **kwargs) -> Ph
                   cost=_cost(compiled), memory=_memory(compiled), result=result)
 
 
-def _why(sig: dict, before: list, ran: bool) -> list[str]:
-    """Why the phases ran (``ran``: trace, lower or compile did), or did not, given the
-    signatures of this function's earlier calls ``before``."""
+def _why(sig: dict, before: list, ran: dict) -> list[str]:
+    """Why the phases ran (``ran``: phase -> ran), or did not, given the signatures of this
+    function's earlier calls ``before``."""
     seen = [i + 1 for i, old in enumerate(before) if old == sig]
-    if ran and not before:
-        return ["first call seen here: JAX had nothing cached for this function and signature"]
-    if not ran and not seen:
-        return ["first call of this signature seen here, yet a cache hit: JAX had compiled it before "
-                "(an earlier call of the same jitted function)"]
-    if not ran:
+    redone = [p for p in PHASES[:3] if ran[p]]
+    kept = [p for p in PHASES[:3] if not ran[p]]
+    if not redone and seen:
         return [f"same abstract signature as call {seen[-1]}: JAX reused the traced, lowered and compiled "
                 "program (no trace, no compile)"]
+    if not redone:
+        return (_differences(sig, before[-1]) if before else []) + [
+            "JAX had this signature cached already, from an earlier call of the same function: nothing was "
+            "traced, lowered or compiled"]
     if seen:
-        return [f"same abstract signature as call {seen[-1]}, yet JAX ran these phases again: its caches "
-                "were cleared (jax.clear_caches) or the entry was evicted"]
-    return _differences(sig, before[-1])
+        why = [f"same abstract signature as call {seen[-1]}, yet JAX ran phases again: its caches were "
+               "cleared (jax.clear_caches) or the entry was evicted"]
+    elif not before:
+        why = ["first call seen here: not in JAX's trace cache for this function and signature"]
+    else:
+        why = _differences(sig, before[-1])
+    if kept:
+        why.append(f"{' and '.join(kept)}: cache hit, the trace gave a program JAX had already "
+                   f"{' and '.join(_DOING[p] for p in kept)} (the same computation, traced before)")
+    return why

@@ -68,6 +68,30 @@ def test_a_seen_signature_after_clear_caches_says_the_caches_were_cleared():
     assert "caches were cleared" in " ".join(view.reasons()), view.reasons()
 
 
+def test_calls_made_before_show_phases_are_cache_hits_and_said_so():
+    jitted = jax.jit(lambda x: x + 1)
+    jitted(jnp.ones(2))
+    jitted(jnp.ones(5))
+    first = ag.show_phases(jitted, jnp.ones(2))
+    assert cache_hit(first) and "cached already" in " ".join(first.reasons()), first.reasons()
+    other = ag.show_phases(jitted, jnp.ones(5))
+    assert cache_hit(other)
+    assert "x changed shape: float32[2] -> float32[5]" in other.reasons()[0]
+    assert "cached already" in other.reasons()[-1]
+
+
+def test_a_program_compiled_before_is_not_compiled_again():
+    def f(x):
+        return jnp.cos(x) * 2
+
+    jax.jit(f)(jnp.ones(3))            # another jit of the same function, called outside show_phases
+    view = ag.show_phases(f, jnp.ones(3))
+    assert not view.ran["compile"], view.summary()
+    if view.ran["trace"]:              # JAX 0.12 traces again for a new jit wrapper, 0.7.2 does not
+        assert "cache hit: lower, compile" in view.summary() and "traced;" in view.summary()
+        assert "the trace gave a program JAX had already" in view.reasons()[-1]
+
+
 def test_a_changed_shape_retraces_and_recompiles_and_says_which_argument():
     def g(x, y):
         return x @ y
