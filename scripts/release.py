@@ -124,7 +124,7 @@ def _generate_with_nbgrader(course: Path, names) -> None:
     from nbgrader.coursedir import CourseDirectory
     from traitlets.config import Config
 
-    from autograder.grader.gradebook import ensure_tools_on_path, fast_alembic_version
+    from autograder.grader.gradebook import ensure_tools_on_path, alembic_version_once
 
     config = Config()
     config.CourseDirectory.root = str(course)
@@ -134,7 +134,7 @@ def _generate_with_nbgrader(course: Path, names) -> None:
     config.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
     config.CourseDirectory.ignore = JUDGE_IGNORE  # the judge never reaches a learner
     ensure_tools_on_path()  # nbgrader's gradebook runs `alembic` ...
-    fast_alembic_version()  # ... for every new gradebook, unless asked once
+    alembic_version_once()  # ... for every new gradebook, unless asked once
     api = NbGraderAPI(CourseDirectory(config=config), config=config)
     for a in names:
         result = api.generate_assignment(a, force=True, create=True)

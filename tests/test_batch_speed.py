@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from conftest import ROOT, solution_notebook
+from conftest import ROOT
 
 PY = sys.executable
 
@@ -22,7 +22,7 @@ def _run(code: str) -> str:
     return proc.stdout
 
 
-# --------------------------------------------------------------------------- a starting kernel found ready at once
+# --------------------------------------------------------------------------- what a kernel prints
 
 async def _printed_by(kc, code: str, timeout: float = 60) -> str:
     """What running ``code`` on the asynchronous client ``kc`` printed (an error's value too)."""
@@ -37,66 +37,6 @@ async def _printed_by(kc, code: str, timeout: float = 60) -> str:
         if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
             return text
 
-
-def _quick_manager():
-    from jupyter_client.manager import AsyncKernelManager
-
-    from autograder.grader.execution import quick_ready
-
-    return quick_ready(AsyncKernelManager)
-
-
-def test_a_quick_ready_client_finds_a_kernel_ready_and_runs_code():
-    async def go():
-        km = _quick_manager()(kernel_name="python3")
-        await km.start_kernel()
-        kc = km.client()
-        try:
-            assert type(kc).__name__ == "QuickReadyClient"
-            kc.start_channels()
-            await kc.wait_for_ready(timeout=60)
-            return await _printed_by(kc, "print(6 * 7)")
-        finally:
-            kc.stop_channels()
-            await km.shutdown_kernel(now=True)
-
-    assert asyncio.run(go()).strip() == "42"
-
-
-def test_a_quick_ready_client_says_when_the_kernel_dies_or_never_answers(tmp_path):
-    """A kernel that exits at once is reported dead (not waited for until the timeout); one
-    that lives but never answers runs into the timeout, with jupyter_client's messages."""
-    from jupyter_client.kernelspec import KernelSpecManager
-
-    def spec(name, argv):
-        folder = tmp_path / "kernels" / name
-        folder.mkdir(parents=True)
-        (folder / "kernel.json").write_text(
-            '{"argv": %s, "display_name": "%s", "language": "python"}' % (str(argv).replace("'", '"'), name))
-        return name
-
-    dies = spec("dies", [PY, "-c", "raise SystemExit(3)", "{connection_file}"])
-    mute = spec("mute", [PY, "-c", "import time; time.sleep(60)", "{connection_file}"])
-    ksm = KernelSpecManager(kernel_dirs=[str(tmp_path / "kernels")])
-
-    async def ready(name, timeout):
-        km = _quick_manager()(kernel_name=name, kernel_spec_manager=ksm)
-        await km.start_kernel()
-        kc = km.client()
-        kc.start_channels()
-        try:
-            await kc.wait_for_ready(timeout=timeout)
-        finally:
-            kc.stop_channels()
-            await km.shutdown_kernel(now=True)
-
-    with pytest.raises(RuntimeError, match="died"):
-        asyncio.run(ready(dies, 60))
-    with pytest.raises(RuntimeError, match="didn't respond in 2"):
-        asyncio.run(ready(mute, 2))
-
-
-# --------------------------------------------------------------------------- the batch's size
 
 def test_one_grading_process_per_core_and_one_more_never_more_than_notebooks():
     from autograder.grader.batch import default_workers
@@ -160,80 +100,6 @@ def test_one_notebook_is_graded_in_the_commands_own_process_and_its_memory_cap_g
         print(len(forks) > 0)
     """)
     assert out.split("\n")[:2] == ["0 True True", "True"], out
-
-
-# --------------------------------------------------------------------------- a grading process's first notebook
-
-def test_a_grading_process_of_a_parallel_batch_imports_nothing_on_its_first_notebook(tmp_path):
-    """What every grading process of a parallel batch needs (nbgrader's ORM set up, the schema
-    validator, the kernel spec and IPython, JAX and the judge's MLIR dialects) is made ready
-    once in the parent before the fork, not once per process on its first notebook."""
-    import shutil
-
-    paths = []
-    for i in range(2):
-        nb = tmp_path / f"s{i}" / "01_phases" / "01_phases.ipynb"
-        nb.parent.mkdir(parents=True)
-        shutil.copy(solution_notebook("01_phases"), nb)
-        paths.append(str(nb))
-    out = _run(f"""
-        import sys
-        from autograder.grader import batch
-        real = batch._grade_job
-        def spy(job):
-            before = set(sys.modules)
-            result = real(job)
-            print("new modules:", sorted(set(sys.modules) - before), flush=True)
-            return result
-        batch._grade_job = spy
-        for result in batch.grade_many({paths!r}, workers=2):
-            print("score:", result.score, result.max_score)
-    """)
-    lines = [l for l in out.splitlines() if l.startswith(("new modules:", "score:"))]
-    assert sorted(l for l in lines if l.startswith("new")) == ["new modules: []"] * 2, lines
-    scores = [l.split()[1:] for l in lines if l.startswith("score:")]
-    assert len(scores) == 2 and all(float(s) == float(t) > 0 for s, t in scores), lines
-
-
-def test_one_grading_process_imports_nbgrader_and_jax_while_its_kernel_boots_and_runs(tmp_path):
-    """A learner's one-notebook command (one grading process): the kernel is started before
-    nbgrader and JAX are imported, so that their imports (about 2 s on a laptop core) happen
-    beside the kernel's own start and cells instead of before them; NumPy (the judge's, the
-    package's checks) is not imported before the cells run either, nor IPython to find the
-    kernel's spec (sandbox.kernel_specs); the grade is the same."""
-    import shutil
-
-    nb = tmp_path / "01_phases" / "01_phases.ipynb"
-    nb.parent.mkdir()
-    shutil.copy(solution_notebook("01_phases"), nb)
-    out = _run(f"""
-        import sys
-        from autograder.grader import batch
-        from autograder.grader import execution, pipeline
-        real = execution.early_kernel
-        def spy(*a, **k):
-            print("at the kernel's start:", "nbgrader.preprocessors" in sys.modules, "jax" in sys.modules,
-                  "IPython" in sys.modules, flush=True)
-            km = real(*a, **k)
-            print("kernel started:", km is not None and km.has_kernel, flush=True)
-            return km
-        pipeline.early_kernel = spy
-        from autograder.grader import startup as warm
-        real_judge_side = warm.judge_side_in_background
-        def judge_side_spy():
-            print("as the cells start:", "numpy" in sys.modules, "autograder.judge.kernel" in sys.modules,
-                  flush=True)
-            real_judge_side()
-        warm.judge_side_in_background = judge_side_spy
-        [result] = batch.grade_many([{str(nb)!r}], workers=1)
-        print("score:", result.score, result.max_score)
-    """)
-    lines = [l for l in out.splitlines() if l.startswith(("at the kernel", "kernel started", "as the cells",
-                                                          "score:"))]
-    assert lines[:3] == ["at the kernel's start: False False False", "kernel started: True",
-                         "as the cells start: False False"], lines
-    score, top = lines[3].split()[1:]
-    assert float(score) == float(top) > 0, lines
 
 
 # --------------------------------------------------------------------------- the benchmark runs

@@ -724,6 +724,9 @@ def test_every_setting_is_listed_with_its_default_and_read_checked(monkeypatch):
     assert settings.get("AUTOGRADER_SANDBOX_UIDS") == range(62000, 62010)
     assert settings.get("AUTOGRADER_HIDE") == ["/a", "/b"]
     assert settings.get("AUTOGRADER_MEMORY_MB") == 4096  # unset: the default
+    with settings.given(AUTOGRADER_SANDBOX="on"):  # a command's flag: over the environment, never in it
+        assert settings.get("AUTOGRADER_SANDBOX") is True and os.environ["AUTOGRADER_SANDBOX"] == "OFF"
+    assert settings.get("AUTOGRADER_SANDBOX") is False
     monkeypatch.setenv("AUTOGRADER_JUDGE_MEMORY_MB", "512")
     with pytest.raises(GradingError, match=r"AUTOGRADER_JUDGE_MEMORY_MB='512' is not a whole number of MiB, at least 1024"):
         settings.check()

@@ -95,13 +95,14 @@ def test_cells(source_path: Path):
 
     Read as nbgrader's ``is_grade`` and ``is_solution`` do, without importing nbgrader: the list
     is also what a result reports when grading itself failed (nbgrader unusable included)."""
-    nb = read_source(Path(source_path))
-    tests = []
-    for c in nb.cells:
-        meta = c.get("metadata", {}).get("nbgrader", {})
-        if c.get("cell_type") == "code" and meta.get("grade", False) and not meta.get("solution", False):
-            tests.append((meta["grade_id"], float(meta.get("points", 0))))
-    return tests
+    return [(c["metadata"]["nbgrader"]["grade_id"], float(c["metadata"]["nbgrader"].get("points", 0)))
+            for c in read_source(Path(source_path)).cells if is_test_cell(c)]
+
+
+def is_test_cell(cell) -> bool:
+    """An autograded test cell: a code cell nbgrader grades that is not also a solution."""
+    meta = cell.get("metadata", {}).get("nbgrader", {}) or {}
+    return cell.get("cell_type") == "code" and bool(meta.get("grade")) and not meta.get("solution")
 
 
 def data_files(source: Path):
@@ -109,7 +110,7 @@ def data_files(source: Path):
     notebooks, hidden files, the judge or its byte code."""
     return [item for item in Path(source).parent.iterdir()
             if item.suffix not in (".ipynb", ".pyc") and not item.name.startswith(".")
-            and item.name not in (JUDGE, "__pycache__") and not is_judge_file(item.name)]
+            and item.name != "__pycache__" and not is_judge_file(item.name)]
 
 
 def is_judge_file(name: str) -> bool:

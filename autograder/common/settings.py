@@ -8,6 +8,7 @@ except ``AUTOGRADER_KERNEL_TAG``.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 
@@ -21,7 +22,7 @@ class Setting:
     name: str
     default: object
     help: str
-    kind: str = "int"  # int, number (positive), flag (on/off), range (of uids), path, paths, names, text
+    kind: str = "int"  # int, number (positive), flag (on/off), range (of uids), path, paths, text
     what: str = "a positive whole number"
     minimum: int | None = None
 
@@ -56,31 +57,43 @@ SETTINGS = [
 BY_NAME = {s.name: s for s in SETTINGS}
 
 
+_GIVEN: dict = {}  # the command's own values (its flags), over the environment's: see given()
+
+
+@contextlib.contextmanager
+def given(**values):
+    """Within it, settings have the values given (a command line's flags: ``--no-sandbox`` is
+    ``given(AUTOGRADER_SANDBOX="off")``) instead of the environment's, in this process and the
+    grading processes it forks; no environment variable is written for them."""
+    for name in values:
+        if name not in BY_NAME:
+            raise KeyError(f"{name} is not a setting of autograder.common.settings")
+    saved = dict(_GIVEN)
+    _GIVEN.update({name: str(value) for name, value in values.items()})
+    try:
+        yield
+    finally:
+        _GIVEN.clear()
+        _GIVEN.update(saved)
+
+
 def raw(name: str) -> str:
-    """The setting as the environment gives it, stripped ('' when unset)."""
+    """The setting as the command gives it (:func:`given`) or its environment, stripped ('' when
+    unset)."""
     if name not in BY_NAME:
         raise KeyError(f"{name} is not a setting of autograder.common.settings")
-    return os.environ.get(name, "").strip()
+    return _GIVEN[name].strip() if name in _GIVEN else os.environ.get(name, "").strip()
 
 
 def get(name: str):
     """The setting's value (its default when unset), checked: an int, a bool for a flag (True
-    for on), a ``range`` of uids, a path (''), a list of paths, a list of module names or a text."""
+    for on), a ``range`` of uids, a path (''), a list of paths or a text."""
     s = BY_NAME[name]
     text = raw(name)
     if s.kind == "flag":
         return (text or str(s.default)).lower() not in _OFF
     if s.kind in ("path", "text"):
         return text or s.default
-    if s.kind == "names":
-        value = text or s.default
-        if value.lower() in ("none", *_OFF):
-            return []
-        names = [n.strip() for n in value.split(",") if n.strip()]
-        if not all(all(part.isidentifier() for part in n.split(".")) for n in names):
-            raise GradingError(f"{name}={text!r} is not {s.what}: set it to some, or unset it for the "
-                               f"default ({s.default})")
-        return names
     if s.kind == "paths":
         return [p for p in text.split(os.pathsep) if p]
     if s.kind == "range":
@@ -115,8 +128,8 @@ def describe() -> str:
     """The settings as ``python -m autograder settings`` prints them."""
     lines = []
     for s in SETTINGS:
-        now = os.environ.get(s.name)
-        value = f"{now!r}" if now is not None else "unset"
+        now = raw(s.name)
+        value = f"{now!r}" if now else "unset"
         default = s.default if s.default != "" else "(none)"
         lines.append(f"{s.name}  [default {default}; now {value}]\n    {s.help}")
     return "\n".join(lines)

@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+from ..common import settings
 from .result import format_human, format_progress
 
 
@@ -28,11 +29,9 @@ class _StdoutGuard:
 
 def grade_command(args) -> int:
     root = Path(args.root).resolve() if args.root else None
-    if getattr(args, "no_sandbox", False):
-        os.environ["AUTOGRADER_SANDBOX"] = "off"  # read by every worker
-    results = []
+    flags = {"AUTOGRADER_SANDBOX": "off"} if getattr(args, "no_sandbox", False) else {}
     ok = True
-    with _StdoutGuard() as out:
+    with _StdoutGuard() as out, settings.given(**flags):
         from .batch import containment_summary, grade_many  # whatever its imports print: stderr
 
         results = grade_many(args.notebooks, workers=args.jobs, progress=args.progress, root=root,

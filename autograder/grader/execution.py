@@ -55,63 +55,6 @@ class LiveKernel:
         return kc
 
 
-READY_POLL = 0.02  # seconds between looks at a starting kernel's channels
-
-
-def quick_ready(manager_class):
-    """``manager_class`` whose clients find a starting kernel ready as soon as it is.
-
-    A kernel is ready when it has answered a ``kernel_info`` request on the shell channel and
-    the client's IOPub subscription delivers messages (the kernel sends ``iopub_welcome`` to a
-    new subscriber, and a status for every request). jupyter_client's ``wait_for_ready`` checks
-    the same things in waits of up to 1 s and 0.2 s; it found a kernel ready about 0.2 s after
-    this one does (idle wall time, on every graded notebook: docs/bench-grading.md). This one
-    looks every ``READY_POLL`` seconds."""
-    from queue import Empty
-
-    from jupyter_client.asynchronous import AsyncKernelClient
-
-    class QuickReadyClient(AsyncKernelClient):
-        async def wait_for_ready(self, timeout=None):
-            end = time.monotonic() + (timeout if timeout is not None else float("inf"))
-            reply = None
-            asked = -1.0
-            while True:
-                now = time.monotonic()
-                if now > end:
-                    raise RuntimeError(f"Kernel didn't respond in {timeout} seconds")
-                if now - asked >= 1.0:  # ask again now and then, as jupyter_client does
-                    self.kernel_info()
-                    asked = now
-                    if not await self._async_is_alive():
-                        raise RuntimeError("Kernel died before replying to kernel_info")
-                if reply is None:
-                    try:
-                        msg = await self.shell_channel.get_msg(timeout=READY_POLL)
-                    except Empty:
-                        continue
-                    if msg.get("msg_type") == "kernel_info_reply":
-                        reply = msg
-                        asked = now  # IOPub gets this request's status (or the welcome) next
-                    continue
-                try:
-                    await self.iopub_channel.get_msg(timeout=READY_POLL)
-                except Empty:
-                    if time.monotonic() - asked >= 5 * READY_POLL:
-                        asked = -1.0  # nothing on IOPub yet: a new request makes a new status
-                    continue
-                self._handle_kernel_info_reply(reply)
-                return
-
-    class QuickReadyManager(manager_class):
-        def __init__(self, **kw):
-            super().__init__(**kw)
-            self.client_factory = QuickReadyClient
-
-    QuickReadyManager.__name__ = QuickReadyManager.__qualname__ = f"QuickReady{manager_class.__name__}"
-    return QuickReadyManager
-
-
 def early_kernel(cpu_limit: int, home, box, box_dir, cwd):
     """A fresh kernel for one notebook, started now (the manager :func:`make_executor`'s executor
     will use): it boots while the grading prepares the rest. ``None`` when it cannot start: the
@@ -119,7 +62,7 @@ def early_kernel(cpu_limit: int, home, box, box_dir, cwd):
     from jupyter_core.utils import run_sync
 
     contained = box is not None and box.uid is not None
-    km = quick_ready(kernel_manager_class(box, box_dir, cpu_limit))(kernel_name=KERNEL_NAME)
+    km = kernel_manager_class(box, box_dir, cpu_limit)(kernel_name=KERNEL_NAME)
     try:
         with open(os.devnull, "wb") as devnull:
             run_sync(km.start_kernel)(extra_arguments=["--HistoryManager.hist_file=:memory:"],
@@ -277,8 +220,7 @@ def make_executor(cell_timeout: int, deadline: float, cpu_limit: int = DEFAULT_C
                         self.skipped.add(index)
             return self.nb, self.resources
 
-    manager = kernel_manager_class(box, box_dir, cpu_limit)
-    extra = {"kernel_manager_class": quick_ready(manager)}
+    extra = {"kernel_manager_class": kernel_manager_class(box, box_dir, cpu_limit)}
     # "immediate": every reply is in, and whatever the kernel's atexit hooks would do is of no
     # use to grading (a graceful shutdown of a JAX kernel costs a second of wall time).
     return GradingExecute(timeout=cell_timeout, interrupt_on_timeout=True, allow_errors=True,

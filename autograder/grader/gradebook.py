@@ -35,16 +35,24 @@ def ensure_tools_on_path():
         os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
 
 
-def fast_alembic_version():
-    """nbgrader asks the ``alembic`` command for its schema version on every new gradebook
-    (a subprocess, seconds): ask once per process."""
+def alembic_version_once() -> None:
+    """nbgrader asks the ``alembic`` command (a subprocess, seconds) for its schema version each
+    time it creates a gradebook: ask at most once per process, and only when a new gradebook is
+    actually created (never for one that exists)."""
     import nbgrader.api as api
 
-    if not getattr(api.get_alembic_version, "_cached", False):
-        version = api.get_alembic_version()
-        cached = lambda: version  # noqa: E731
-        cached._cached = True
-        api.get_alembic_version = cached
+    original = api.get_alembic_version
+    if getattr(original, "_lazy", False):
+        return
+    version: list[str] = []
+
+    def once() -> str:
+        if not version:
+            version.append(original())
+        return version[0]
+
+    once._lazy = True
+    api.get_alembic_version = once
 
 
 def build_gradebook(source_path: Path, assignment: str, db_url: str):
@@ -81,7 +89,7 @@ def template_gradebook(source: Path, assignment: str) -> Path:
         from nbgrader.api import Gradebook
 
         ensure_tools_on_path()
-        fast_alembic_version()
+        alembic_version_once()
         fd, tmp = tempfile.mkstemp(suffix=".db", dir=path.parent)
         os.close(fd)
         os.unlink(tmp)

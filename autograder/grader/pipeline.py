@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .gradebook import ensure_tools_on_path, nbgrader_resources, save_autogrades, scratch_gradebook
-from ..common.course import GradingError, data_files, find_course_root, package_root, read_source, source_notebook
+from ..common.course import GradingError, data_files, find_course_root, read_source, source_notebook
 from .execution import early_kernel, kill_kernel, make_executor
 from .result import Result, zero_result
 from ..sandbox.containment import (
@@ -286,30 +286,22 @@ def _grade(g: Grading) -> Result:
         return zero_result(g.given, g.assignment, g.source, str(exc))
     except Done as done:
         return done.result
-    old_pp = os.environ.get("PYTHONPATH")  # the kernel imports this package, not an installed one
-    os.environ["PYTHONPATH"] = str(package_root()) + (os.pathsep + old_pp if old_pp else "")
-    try:
-        with tempfile.TemporaryDirectory(prefix="run-", dir=base) as tmp:
-            g.tmp = Path(tmp)
-            try:
-                for step in STEPS:
-                    step(g)
-            except Done as done:
-                return done.result
-            finally:
-                if g.box_check is not None:  # a step ended the grading before its verdict was read
-                    g.box_check.join()
-                if g.kernel is not None:  # started, never handed to the executor
-                    kill_kernel(g.kernel)
-                if g.judge is not None:
-                    g.judge.close()  # the runner is freed for the next notebook, however this one ended
-                if g.box is not None:
-                    g.box.close()
-    finally:
-        if old_pp is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = old_pp
+    with tempfile.TemporaryDirectory(prefix="run-", dir=base) as tmp:
+        g.tmp = Path(tmp)
+        try:
+            for step in STEPS:
+                step(g)
+        except Done as done:
+            return done.result
+        finally:
+            if g.box_check is not None:  # a step ended the grading before its verdict was read
+                g.box_check.join()
+            if g.kernel is not None:  # started, never handed to the executor
+                kill_kernel(g.kernel)
+            if g.judge is not None:
+                g.judge.close()  # the runner is freed for the next notebook, however this one ended
+            if g.box is not None:
+                g.box.close()
     return g.result
 
 

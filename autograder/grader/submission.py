@@ -17,12 +17,8 @@ import json
 import os
 from pathlib import Path
 
-from ..common.course import GradingError
-
-
 from ..common import settings
-
-MAX_NOTEBOOK_MB = settings.BY_NAME["AUTOGRADER_MAX_NOTEBOOK_MB"].default  # larger is not read
+from ..common.course import CHECK_TAG, GradingError
 
 
 def max_notebook_bytes() -> int:
@@ -101,7 +97,7 @@ class DropSelfCheck:
     does not run it (unless it is an nbgrader cell)."""
 
     def preprocess(self, nb, res):
-        nb.cells = [c for c in nb.cells if "check-my-answers" not in c.metadata.get("tags", [])
+        nb.cells = [c for c in nb.cells if CHECK_TAG not in c.metadata.get("tags", [])
                     or "nbgrader" in c.metadata]
         return nb, res
 
