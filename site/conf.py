@@ -19,7 +19,7 @@ project = "How JAX really runs your program"
 author = "the course's authors"
 copyright = "the course's authors"
 
-extensions = ["myst_nb", "claims_hold", "widget_pictures", "guide_links"]
+extensions = ["myst_nb", "claims_hold", "widget_pictures", "guide_links", "notebook_links"]
 root_doc = "index"
 exclude_patterns = ["**.ipynb_checkpoints"]
 

@@ -189,6 +189,7 @@ def test_chapter_pages_render_with_plots_errors_and_widgets(site, server, page):
 
 
 def test_exercise_pages_show_the_released_notebook(site, server, page):
+    """Every code cell, the Colab and download links, and the chapter it names is a link."""
     problems = []
     for exercise in site.exercises():
         rel = exercise.relative_to(site.checkout).as_posix()
@@ -199,6 +200,11 @@ def test_exercise_pages_show_the_released_notebook(site, server, page):
         if shown != code:
             problems.append(f"{rel}: {code} code cells, the page shows {shown}")
         problems += _notebook_links(page, server, rel, exercise)
+        markdown = "".join(c.source for c in nb.cells if c.cell_type == "markdown")
+        for path in set(re.findall(r"`((?:course|exercises)/[\w/]+\.ipynb)`", markdown)):
+            target = Path(path).with_suffix(".html").as_posix()
+            if (site.checkout / path).exists() and not page.locator(f"a[href$='{target}'] code").count():
+                problems.append(f"{rel}: `{path}` is not a link to its page")
     assert not problems, "\n".join(problems)
 
 
