@@ -1,5 +1,5 @@
 """The result of grading one notebook: the JSON contract of ``python -m autograder grade``
-(shared/DESIGN.md), the zero results of notebooks that could not be graded, and the
+(:meth:`Result.as_dict`), the zero results of notebooks that could not be graded, and the
 human-readable forms."""
 from __future__ import annotations
 
