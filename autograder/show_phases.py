@@ -44,7 +44,7 @@ _COLOUR = {"trace": "#0969da", "lower": "#8250df", "compile": "#bf3989", "execut
 _WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 _SHOWN_LINES = 400  # of a jaxpr or StableHLO shown in the view (the whole text is in .jaxpr, .stablehlo)
 # the same, with JAX's own instruments (the view's last line)
-_YOURSELF = ("jax.jit(f).trace(*args).jaxpr; .lower() then .as_text(); .compile() then .cost_analysis(), "
+_JAX_OWN = ("jax.jit(f).trace(*args).jaxpr; .lower() then .as_text(); .compile() then .cost_analysis(), "
              ".memory_analysis(); jax.config.update('jax_explain_cache_misses', True); "
              "jax.monitoring.register_event_duration_secs_listener")
 _recording = threading.local()
@@ -223,7 +223,7 @@ class Phases:
     call: int                                    # this function's call number (1, 2, ...)
     ran: dict                                    # phase -> True (ran) / False (JAX's cache answered)
     seconds: dict                                # phase -> wall seconds of its stage
-    why: list                                    # what changed since the previous call, in words
+    why: list                                    # why the phases ran, or did not, in words
     jax_says: list                               # JAX's own cache-miss explanations
     signature: dict                              # argument -> its type, or static value, in words
     jaxpr: str
@@ -280,7 +280,7 @@ class Phases:
             lines.append("memory analysis: " + ", ".join(f"{k.removesuffix('_in_bytes')} {v} B"
                                                          for k, v in self.memory.items()))
         lines.append(f"StableHLO: {len(self.stablehlo.splitlines())} lines (.stablehlo)")
-        lines.append(f"with JAX's own instruments: {_YOURSELF}")
+        lines.append(f"with JAX's own instruments: {_JAX_OWN}")
         return "\n".join(lines)
 
     __repr__ = __str__
@@ -329,10 +329,10 @@ class Phases:
         parts = "".join(f"<details{' open' if i == 0 else ''}><summary>{html.escape(t)}</summary>{body}</details>"
                         for i, (t, body) in enumerate(self.sections()))
         return (f'<div class="show-phases">{self.header_html()}{self.timeline_html()}{parts}'
-                f'{self.yourself_html()}</div>')
+                f'{self.instruments_html()}</div>')
 
-    def yourself_html(self) -> str:
-        return f"<div style='color:#57606a'>with JAX's own instruments: <code>{html.escape(_YOURSELF)}</code></div>"
+    def instruments_html(self) -> str:
+        return f"<div style='color:#57606a'>with JAX's own instruments: <code>{html.escape(_JAX_OWN)}</code></div>"
 
     # -- widget
     def widget(self):
@@ -348,7 +348,7 @@ class Phases:
             accordion.set_title(i, title)   # ipywidgets 7 and 8 (8's titles= is not in 7)
         accordion.selected_index = 0
         view = w.VBox([w.HTML(self.header_html()), w.HTML(self.timeline_html()), accordion,
-                       w.HTML(self.yourself_html())])
+                       w.HTML(self.instruments_html())])
         view.add_class("show-phases")
         return view
 
