@@ -38,7 +38,9 @@ def primitives_in(jaxpr, nested: bool = True) -> list[str]:
 
 
 def jaxpr_size(jaxpr, nested: bool = True) -> int:
-    """Number of equations in ``jaxpr`` (nested ones counted too)."""
+    """Number of equations in ``jaxpr`` (nested ones counted too): ``len(jaxpr.eqns)`` of
+    ``jax.make_jaxpr(f)(*args).jaxpr``, plus the equations of the jaxprs inside it (the bodies of
+    ``jit``, ``scan``, ``cond``, ``while``)."""
     return sum(1 for _ in iter_eqns(jaxpr, nested=nested))
 
 
