@@ -52,6 +52,7 @@ def test_claims_are_applied_after_the_evidence_and_can_only_fail():
     v = judge.verdict(evidence_fails, k, "test_step")
     assert seen == ["evidence checked"]
     assert not v.passed and v.feedback.startswith("the state was not threaded"), v  # the evidence's, first
+    assert "Also, a check made in the kernel on step failed" in v.feedback and "changed G" in v.feedback
     v = judge.verdict(lambda k: k.claim("check_pure", "step", 1), k, "test_step")
     assert not v.passed and "changed G" in v.feedback and "course/03_purity.ipynb" in v.feedback
     holds = judge.Kernel(channel=ForgedChannel({"ok": True, "idea": "", "detail": ""}))

@@ -91,14 +91,26 @@ NOT_DEFINED = ("{ename}: {evalue}. The exercise's function is not defined: run i
 def verdict(test, k: Kernel, grade_id: str) -> Verdict:
     """Run one judge test: :data:`~.outcome.PASSED` only when ``test(k)`` returned normally
     (having checked all its evidence) and no claim of the kernel failed; claims are applied
-    after the evidence (:meth:`Kernel.claim` keeps a failing one in ``k.failed_claims``), so
-    a test that fails on its evidence says so first. Every failure carries a fixed message
-    of the judge's, the learner's text after it made safe (:mod:`.outcome`)."""
+    after the evidence (:meth:`Kernel.claim` keeps a failing one in ``k.failed_claims``): a test
+    that fails on its evidence says so first, then what a failed claim saw. Every failure
+    carries a fixed message of the judge's, the learner's text after it made safe
+    (:mod:`.outcome`)."""
+    if hasattr(k, "failed_claims"):
+        k.failed_claims = []  # this test's own (a serial judge passes one Kernel to every test)
+    v = _evidence(test, k, grade_id)
+    claims = getattr(k, "failed_claims", None) or []
+    if not claims or not v.graded:
+        return v
+    if v.passed:
+        return claims[0]
+    return Verdict(False, f"{v.feedback} Also, {claims[0].feedback[0].lower()}{claims[0].feedback[1:]}")
+
+
+def _evidence(test, k: Kernel, grade_id: str) -> Verdict:
+    """The verdict of ``test(k)``'s own evidence (claims aside)."""
     from .. import wire
     from ..feedback import ExerciseFailure, explain_error
 
-    if hasattr(k, "failed_claims"):
-        k.failed_claims = []  # this test's own (a serial judge passes one Kernel to every test)
     try:
         test(k)
     except Starved as exc:  # the machine's fault, not the learner's: an error, never a zero
@@ -119,8 +131,7 @@ def verdict(test, k: Kernel, grade_id: str) -> Verdict:
     except Exception as exc:  # noqa: BLE001 - a bug in the judge: not graded, said plainly
         return not_graded(f"Not graded: the grader's own check for {grade_id} failed ({type(exc).__name__}: "
                           f"{str(exc)[:300]}); please tell the course staff.")
-    claims = getattr(k, "failed_claims", None) or []
-    return claims[0] if claims else PASSED
+    return PASSED
 
 
 def _failed(message: str, fallback: str) -> Verdict:
