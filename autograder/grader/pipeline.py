@@ -234,10 +234,22 @@ def box_checked(g: Grading) -> None:
 def execute(g: Grading) -> None:
     startup.judge_side_in_background()  # the judge's JAX while the kernel runs (unless imported already)
     g.executor = make_executor(g.options.cell_timeout, g.deadline, g.options.cpu_limit, g.home, g.box,
-                               g.box_dir, after_cells=[g.judge])  # f(live: execution.LiveKernel)
+                               g.box_dir, after_cells=[_once_imported(g.judge)])
     g.nb, g.res = g.executor.preprocess(g.nb, g.res, km=g.kernel)
     g.kernel = None  # the executor's now: killed by it
     g.box.close()  # every process of its uid killed, its box unmounted
+
+
+def _once_imported(judge):
+    """``judge`` (called with the live kernel, :class:`~autograder.grader.execution.LiveKernel`),
+    called once the judge's JAX, imported in the background while the kernel ran the notebook
+    (:func:`~autograder.grader.startup.judge_side_in_background`), is in."""
+    async def call(live):
+        import asyncio
+
+        await asyncio.get_running_loop().run_in_executor(None, startup.judge_side_ready)
+        await judge(live)
+    return call
 
 
 def score(g: Grading) -> None:
