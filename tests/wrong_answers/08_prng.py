@@ -36,7 +36,7 @@ def init_mlp(key, sizes):
         w = jax.random.normal(key, (m, n)) / jnp.sqrt(m)
         params.append({"w": w, "b": jnp.zeros((n,))})
     return params
-''', "consumed the same key more than once", "key_reuse"),
+''', "got identical (or strongly correlated) weights: each layer needs its own key", "prng"),
         ('''
 def init_mlp(key, sizes):
     # a key per layer *shape*: same-shaped layers still get the same key
@@ -92,3 +92,37 @@ def noisy_batch(key, x):
 ''', 'the program of noisy_batch grows with the batch', 'per_example_keys'),
     ],
 }
+
+WRONG["random_crop"] = [
+    ('''
+def random_crop(key, images, size):
+    n, h, w = images.shape
+    limits = jnp.array([h - size + 1, w - size + 1])
+
+    def crop_one(image):
+        top, left = jax.random.randint(key, (2,), 0, limits)  # the one key for every image
+        return jax.lax.dynamic_slice(image, (top, left), (size, size))
+
+    return jax.vmap(crop_one)(images)
+''', "cut every image at the same position", "per_example_keys"),
+    ('''
+def random_crop(key, images, size):
+    n, h, w = images.shape
+    crops = []
+    for i, k in enumerate(jax.random.split(key, n)):  # a Python loop: one copy per image
+        top, left = jax.random.randint(k, (2,), 0, jnp.array([h - size + 1, w - size + 1]))
+        crops.append(jax.lax.dynamic_slice(images[i], (top, left), (size, size)))
+    return jnp.stack(crops)
+''', "grows with the number of images", "per_example_keys"),
+    ('''
+def random_crop(key, images, size):
+    n, h, w = images.shape
+    limits = jnp.array([h - size, w - size])  # the last position that fits is never drawn
+
+    def crop_one(k, image):
+        top, left = jax.random.randint(k, (2,), 0, limits)
+        return jax.lax.dynamic_slice(image, (top, left), (size, size))
+
+    return jax.vmap(crop_one)(jax.random.split(key, n), images)
+''', "by the contract: one randint of shape (2,)", "per_example_keys"),
+]

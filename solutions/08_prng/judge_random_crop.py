@@ -1,0 +1,97 @@
+"""The judge of 08_prng's ``random_crop`` (trusted: runs in the grader, never in the kernel).
+
+The contract is exact: image ``i`` uses ``jax.random.split(key, n)[i]``, its corner is one
+``jax.random.randint(key_i, (2,), 0, [h - size + 1, w - size + 1])``, its crop the window there.
+The reference is computed here with the judge's own JAX from the same keys. The learner's
+program (``size`` static, the key as raw ``uint32[2]`` data and the images traced) is read at
+3 and 6 images before any is run: one that grows with the batch (a Python loop over the images)
+is told so. Its values on fresh images, keys and sizes are compared exactly (a crop copies
+numbers); an answer that cuts every image at one place, or that draws corners from one key, is
+told which. The compile count over new keys and images at one ``size`` is a kernel-side claim:
+it can fail the test, never pass it.
+"""
+import numpy as np
+
+import autograder as ag
+from autograder.judge import programs
+from autograder.judge import AsJax, Fixture, Key, Ref, Spec
+
+
+def _corners(seed, n, h, w, size):
+    """The corners the contract draws: (n, 2) ints, from the judge's own JAX."""
+    import jax
+    import jax.numpy as jnp
+
+    keys = jax.random.split(jax.random.key(int(seed)), n)
+    limits = jnp.array([h - size + 1, w - size + 1])
+    return np.asarray(jax.vmap(lambda k: jax.random.randint(k, (2,), 0, limits))(keys))
+
+
+def _crops(images, corners, size):
+    return np.stack([images[i, t:t + size, l:l + size] for i, (t, l) in enumerate(corners)])
+
+
+def _program(k, n, h, w, size):
+    return programs.trace(k, "random_crop", Spec((2,), "uint32"), Spec((n, h, w), "float32"), size,
+                          static_argnums=(2,), label=f"jax.jit(random_crop, static_argnames='size') at size={size}")
+
+
+def _check_not_unrolled(k, h, w, size):
+    sizes = {n: _program(k, n, h, w, size).total for n in (3, 6)}
+    if sizes[3] != sizes[6]:
+        ag.fail("per_example_keys", f"the program of random_crop grows with the number of images ({sizes[3]} "
+                                    f"operations at 3 images, {sizes[6]} at 6): a Python loop over the images is "
+                                    "unrolled into it, one copy of the draw and the cut per image. Crop every "
+                                    "image, from its own key, in a program whose size does not depend on the batch.")
+
+
+def _check(got, images, seed, size, what):
+    n, h, w = images.shape
+    corners = _corners(seed, n, h, w, size)
+    want = _crops(images, corners, size)
+    got = np.asarray(got)
+    if got.shape != want.shape:
+        ag.fail("per_example_keys", f"{what} has shape {got.shape}, expected one {size} x {size} crop per "
+                                    f"image, {want.shape}.")
+    if np.array_equal(got, want):
+        return
+    # Where each crop came from, if it is a window of its image at all.
+    found = []
+    for i in range(n):
+        at = [(t, l) for t in range(h - size + 1) for l in range(w - size + 1)
+              if np.array_equal(images[i, t:t + size, l:l + size], got[i])]
+        found.append(at[0] if at else None)
+    if None in found:
+        i = found.index(None)
+        ag.fail("per_example_keys", f"{what}: crop {i} is not a {size} x {size} window of image {i}.")
+    if len(set(found)) == 1 and n > 1:
+        ag.fail("per_example_keys", f"{what} cut every image at the same position {found[0]}: each image needs "
+                                    "a position of its own, drawn from a key of its own.")
+    i = next(i for i in range(n) if not np.array_equal(got[i], want[i]))
+    ag.fail("per_example_keys", f"{what}: image {i} was cut at {found[i]}, but its key (the {i}-th of "
+                                f"jax.random.split(key, {n})) draws the corner {tuple(int(v) for v in corners[i])} "
+                                "by the contract: one randint of shape (2,) from that key, between 0 and "
+                                "(h - size + 1, w - size + 1).")
+
+
+def test_random_crop(k):
+    rng = k.rng
+    h, w = int(rng.integers(8, 17)), int(rng.integers(8, 17))
+    size = int(rng.integers(2, min(h, w)))
+    _check_not_unrolled(k, h, w, size)
+    seeds = k.distinct_seeds(4)
+    for trial, (n, s) in enumerate([(int(rng.integers(5, 10)), size), (int(rng.integers(5, 10)), 1),
+                                    (int(rng.integers(2, 5)), min(h, w))]):
+        images = rng.normal(size=(n, h, w)).astype(np.float32)
+        program = _program(k, n, h, w, s)
+        for seed in seeds[:2] if trial == 0 else seeds[2:3]:
+            got = program(programs.raw_key(seed), images)
+            _check(got, images, seed, s, f"jax.jit(random_crop)(key, images, {s}) on {n} images of {h} x {w} "
+                                         f"(random input #{trial + 1})")
+    # Kernel-side claim: new keys and new images reuse the program compiled for one size.
+    n = int(rng.integers(3, 7))
+    calls = [((Ref("random_crop"), Key(s), AsJax(rng.normal(size=(n, h, w)).astype(np.float32))), {"size": size})
+             for s in seeds]
+    k.claim("check_compiles", Fixture("jit_call"), calls, 1,  # keyword arguments static: size
+            what=f"jax.jit(random_crop, static_argnames='size') at size={size} with four keys",
+            why="The key and the images are data: new values must reuse the compiled program.")
