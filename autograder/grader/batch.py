@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from ..common import settings
 from ..common.course import GradingError
 from .pipeline import DEFAULT_NOTEBOOK_TIMEOUT, grade_notebook
 from .result import Result, failed_result
@@ -22,7 +23,6 @@ from ..sandbox.containment import (
     NONE,
     PROCESS_GROUP,
     check_once,
-    check_settings,
     die_with_parent,
     limit_judge_memory,
     private_mounts,
@@ -132,7 +132,7 @@ def grade_many(paths, *, workers: int | None = None, progress: bool = False, per
     """
     paths = [str(p) for p in paths]
     try:  # an operator's setting that does not parse: every row says which, nothing is run
-        check_settings()
+        settings.check()
         max_notebook_bytes()
     except GradingError as exc:
         return [failed_result(p, str(exc), grade_kwargs.get("root")) for p in paths]
