@@ -212,6 +212,10 @@ def write_configs(course: dict, p: dict[str, Path], venv: Path | None = None) ->
                                                                 str(learner / "bashrc"), "-i"]}},
          "LabApp": {"app_settings_dir": str(lab_settings)}},
         indent=2))
+    # What a learner's server and kernels write (in /tmp, /dev/shm too) is theirs alone.
+    _write(learner / "jupyter_server_config.py",
+           "# Written by hub/workshop.py for every learner's server: files are the learner's alone.\n"
+           "import os\nos.umask(0o077)\n")
     _write(learner / "labconfig" / "page_config.json", json.dumps(
         {"disabledExtensions": {name: True for name in LEARNER_DISABLED_LAB}}, indent=2))
     # Instructors (and the single user alone) use the checkout's own nbgrader_config.py; their
@@ -298,8 +302,11 @@ def _link_or_copy(src: str, dst: str) -> None:
         shutil.copy2(src, dst)
 
 
-# Parts of the standard library no server needs (tests, the Tk GUI, the static library).
-_STDLIB_SKIP = {"test", "idlelib", "tkinter", "turtledemo", "site-packages", "__pycache__"}
+# Parts of the standard library no server needs (tests, the Tk GUI, the static library). Its
+# bytecode (__pycache__) is kept: learners cannot write it into the copy, and without it every
+# server and kernel compiled the modules it imports from source on each start (about 2.5 s of a
+# server's start on a loaded 2-core machine: docs/capacity.md).
+_STDLIB_SKIP = {"test", "idlelib", "tkinter", "turtledemo", "site-packages"}
 
 
 def shared_interpreter(p: dict[str, Path]) -> Path:
@@ -323,7 +330,7 @@ def shared_interpreter(p: dict[str, Path]) -> Path:
                           f"and {base} is not an installation the hub can copy (install python{version} "
                           "for everyone, or build .venv from a shared interpreter)")
     copy = p["state"] / "python"
-    stamp = f"{exe} {exe.stat().st_size} {exe.stat().st_mtime_ns} {sys.version}\n"
+    stamp = f"{exe} {exe.stat().st_size} {exe.stat().st_mtime_ns} {sys.version} bytecode\n"
     if (copy / "STAMP").is_file() and (copy / "STAMP").read_text() == stamp:
         return copy / "bin" / f"python{version}"
     if copy.exists():

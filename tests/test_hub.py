@@ -585,7 +585,7 @@ def test_the_workshop_in_chromium(released):
             assert all(None not in n for n in book["names"].values()), book["names"]
             rows = [r.split(",") for r in book["rows"][1:] if f",{ASSIGNMENT}," in r]
             assert {r[0] for r in rows} == set(hub.learners), book["rows"]
-            for student, _, exercise, points, max_points in rows:
+            for student, _, exercise, points, max_points, *_ in rows:  # then hints_seen
                 expected = max_points if student == solver else "0"
                 assert points == expected and float(max_points) > 0, (student, exercise, points, max_points)
             assert sorted(book["summary"][1:]) == sorted([f"{solver},{full:g},{full:g}", f"{idle},0,0"]), book["summary"]
@@ -664,6 +664,20 @@ def test_the_workshop_in_chromium(released):
         "    except PermissionError:\n"
         "        print('denied', path)\n"))
     assert "READABLE" not in out and out.count("denied") == 8, out
+    # What a learner's code writes where everyone may look (/tmp) the other learner cannot read.
+    left = f"/tmp/{idle}-{secrets.token_hex(4)}"
+    hub.run_in_kernel(idle, f"open({left!r}, 'w').write('my answer')\n")
+    try:
+        assert Path(left).stat().st_mode & 0o077 == 0, oct(Path(left).stat().st_mode)
+        hub.run_in_kernel(solver, (  # fails (its status is not ok) when the file can be read
+            "try:\n"
+            f"    open({left!r}).read()\n"
+            "except PermissionError:\n"
+            "    pass\n"
+            "else:\n"
+            f"    raise AssertionError('a learner read what another learner wrote in ' + {left!r})\n"))
+    finally:
+        Path(left).unlink(missing_ok=True)
     assert f"jax {jax_version()} 3" in out, f"a learner's kernel lacks the course's JAX: {out}"
 
     # A learner's server has no formgrader (the instructor's tools are switched off there).
@@ -754,5 +768,26 @@ def test_make_hub_refuses_when_learners_could_not_start_a_server(tmp_path):
             os.chmod(d, 0o755)
         with pytest.raises(SystemExit, match=r"missing modules: \['jupyterhub', 'jupyterlab'"):
             workshop.check_learners_run(empty)
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+def test_the_shared_interpreter_keeps_the_standard_librarys_bytecode(tmp_path):
+    """The copy of the interpreter learners run (when .venv's is under a private folder) has the
+    standard library's bytecode: a learner cannot write it there, and without it every server and
+    kernel compiled the modules it imports from source on each start."""
+    if os.geteuid() != 0:
+        pytest.skip("runs the copy as another user: needs root")
+    shared = Path(tempfile.mkdtemp(prefix="hubpython-", dir="/tmp"))
+    try:
+        os.chmod(shared, 0o755)
+        python = workshop.shared_interpreter(workshop.paths(shared / "state"))
+        if not str(python).startswith(str(shared)):
+            pytest.skip(f"{python} is the system's own interpreter: no copy was made")
+        probe = ("import importlib.util, json, os, argparse\n"
+                 "print(all(os.path.exists(importlib.util.cache_from_source(m.__file__)) for m in (json, os, argparse)))")
+        proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", str(python), "-c", probe],
+                              capture_output=True, text=True, timeout=120, cwd="/")
+        assert proc.stdout.strip() == "True", proc.stdout + proc.stderr
     finally:
         shutil.rmtree(shared, ignore_errors=True)
