@@ -41,14 +41,16 @@ def device_report() -> str:
             f"{len(devices)} device(s) [{', '.join(kinds)}]")
 
 
-def problem_size(cpu, gpu=None, tpu=None):
+def problem_size(cpu, gpu=None, tpu=None, *, platform=None):
     """Pick a problem size for the backend: small on CPU, larger on GPU/TPU.
 
-    ``gpu`` defaults to ``cpu`` and ``tpu`` to ``gpu``.
+    ``gpu`` defaults to ``cpu`` and ``tpu`` to ``gpu``. ``platform`` (``"cpu"``, ``"gpu"``,
+    ``"tpu"``) is the one the work runs on when it is not the default backend's: chapter 09 on
+    a single GPU computes on 8 virtual CPU devices, and sizes its problems for them.
     """
     gpu = cpu if gpu is None else gpu
     tpu = gpu if tpu is None else tpu
-    return {"cpu": cpu, "gpu": gpu, "tpu": tpu}.get(backend(), cpu)
+    return {"cpu": cpu, "gpu": gpu, "tpu": tpu}.get(platform or backend(), cpu)
 
 
 def block(x):
