@@ -1,5 +1,5 @@
 """Measured claims in the chapters: every sentence that states what a cell measured is backed by
-one verdict line computed from that measurement (``../shared/DESIGN.md``, "Measured claims")::
+one verdict line computed from that measurement (the rule of CONTRIBUTING.md's checklist)::
 
     claim: <what is claimed>: holds (<evidence>)
     claim: <what is claimed>: does not hold (<evidence>)
