@@ -1,0 +1,132 @@
+"""The judge of 10_review's ``kmeans`` (trusted: runs in the grader, never in the kernel).
+
+The contract is exact: initial centroids ``points[jax.random.choice(key, n, (k,),
+replace=False)]`` (drawn here with the judge's own JAX from the same key), then ``iters`` Lloyd
+steps (nearest centroid by squared distance, lowest index on ties; the mean of each cluster; a
+cluster with no point keeps its centroid), computed here in float64 NumPy. Inputs are drawn so
+that no point is within a margin of a tie between two different centroids (float32 and float64
+then assign alike); exact duplicates among the points are searched for so that, in one case,
+two initial centroids coincide and one cluster stays empty. The learner's program (``k`` and
+``iters`` static; the key as raw ``uint32[2]`` data and the points traced) is read at two
+values of ``iters`` and two of ``n`` before any is run: one that grows is told so. Its values
+are compared at float32 tolerance. The compile count over new keys and points is a
+kernel-side claim: it can fail the test, never pass it.
+"""
+import functools
+
+import numpy as np
+
+import autograder as ag
+from autograder.judge import programs
+from autograder.judge import AsJax, Fixture, Key, Ref, Spec
+
+MARGIN = 1e-3  # the least gap, relative, between a point's nearest and next different centroid
+
+
+@functools.lru_cache(maxsize=None)
+def _initial(seed, n, k):
+    import jax
+
+    return np.asarray(jax.random.choice(jax.random.key(int(seed)), n, (k,), replace=False))
+
+
+def _reference(points, init, iters):
+    """(centroids after each of 0..iters steps, the least relative tie margin, whether a
+    cluster was ever empty), float64."""
+    p = points.astype(np.float64)
+    c = p[init].copy()
+    margin, empty, history = np.inf, False, [c.copy()]
+    for _ in range(iters):
+        d = ((p[:, None, :] - c[None, :, :]) ** 2).sum(-1)
+        labels = d.argmin(1)
+        nearest = d[np.arange(len(p)), labels]
+        same = np.all(c[None, :, :] == c[labels][:, None, :], axis=-1)  # centroids equal to the nearest
+        others = np.where(same, np.inf, d).min(1)
+        margin = min(margin, float(((others - nearest) / (1.0 + nearest)).min()))
+        for j in range(len(c)):
+            if np.any(labels == j):
+                c[j] = p[labels == j].mean(0)
+            else:
+                empty = True
+        history.append(c.copy())
+    return history, margin, empty
+
+
+def _draw(rng, n, d, k, iters, want_empty, seeds):
+    """Points (a few exact duplicates) and a seed whose run has no near tie and, if
+    ``want_empty``, an empty cluster: ``(points, seed, reference centroids)``."""
+    for _ in range(400):
+        centers = rng.normal(size=(k, d)) * 6.0
+        points = (centers[rng.integers(0, k, n)] + rng.normal(size=(n, d))).astype(np.float32)
+        dup = rng.choice(n, size=4, replace=False)
+        points[dup] = points[dup[0]]  # four copies of one point
+        for seed in seeds:
+            history, margin, empty = _reference(points, _initial(seed, n, k), iters)
+            if margin > MARGIN and empty == want_empty and np.ptp(history[-1]) > 0:
+                return points, seed, history[-1]
+    raise RuntimeError("kmeans: no input without near ties was found")  # never expected
+
+
+def _program(k, n, d, kk, iters):
+    return programs.trace(k, "kmeans", Spec((2,), "uint32"), Spec((n, d), "float32"), kk, iters,
+                          static_argnums=(2, 3), loops=True,
+                          label=f"jax.jit(kmeans, static_argnames=('k', 'iters')) at k={kk}, iters={iters}")
+
+
+def _grows(small, large) -> bool:
+    """A program that copies a step per iteration (or per point) grows by whole steps; one loop
+    differs at most by a constant or two (the trip count's)."""
+    return large > 1.1 * small
+
+
+def _check_not_unrolled(k, d, kk):
+    by_iters = {i: _program(k, 24, d, kk, i).total for i in (2, 8)}
+    if _grows(by_iters[2], by_iters[8]):
+        ag.fail("loops", f"the program of kmeans grows with `iters` ({by_iters[2]} operations at iters=2, "
+                         f"{by_iters[8]} at iters=8): a Python loop over the steps is unrolled into it, one "
+                         "copy of the step per iteration.")
+    by_n = {n: _program(k, n, d, kk, 2).total for n in (24, 40)}
+    if _grows(by_n[24], by_n[40]):
+        ag.fail("shapes", f"the program of kmeans grows with the number of points ({by_n[24]} operations at "
+                          f"24 points, {by_n[40]} at 40): something is computed once per point or per "
+                          "cluster in Python; every step's shapes must follow from the input shapes.")
+
+
+def _check(got, want, what):
+    got = np.asarray(got)
+    if got.shape != want.shape:
+        ag.fail("capstone", f"{what} has shape {got.shape}, expected the k centroids, {want.shape}.")
+    if not np.all(np.isfinite(got)):
+        ag.fail("shapes", f"{what} has centroids that are not finite: a cluster with no point assigned "
+                          "keeps its centroid (a mean over no points is 0 / 0).")
+    ag.check_close(got, want, what=what, idea="capstone", rtol=1e-4, atol=1e-4, dtype=np.float32)
+
+
+def test_kmeans(k):
+    rng = k.rng
+    d, kk = int(rng.integers(2, 4)), int(rng.integers(3, 6))
+    _check_not_unrolled(k, d, kk)
+    seeds = k.distinct_seeds(40)
+    # iters = 0: the initial centroids are the key's choice of points.
+    points = rng.normal(size=(24, d)).astype(np.float32)
+    got0 = _program(k, 24, d, kk, 0)(programs.raw_key(seeds[0]), points)
+    want0 = points[_initial(seeds[0], 24, kk)].astype(np.float64)
+    if np.shape(got0) == want0.shape and not np.allclose(got0, want0):
+        chosen = all(any(np.array_equal(c, p) for p in points) for c in np.asarray(got0))
+        ag.fail("prng", "with iters=0 kmeans returned "
+                        + ("points, but not the ones `jax.random.choice(key, n, (k,), replace=False)` chooses"
+                           if chosen else "centroids that are not points of `points`")
+                        + ": the initial centroids are the key's choice, exactly as the prompt states.")
+    _check(got0, want0, f"jax.jit(kmeans)(key, points, {kk}, 0)")
+    # Lloyd steps, with and without an empty cluster (two equal initial centroids).
+    for trial, (n, iters, want_empty) in enumerate([(24, 4, False), (40, 6, True), (40, 3, False)]):
+        pts, seed, want = _draw(rng, n, d, kk, iters, want_empty, seeds[1:])
+        got = _program(k, n, d, kk, iters)(programs.raw_key(seed), pts)
+        empty = " (two initial centroids coincide: one cluster stays empty)" if want_empty else ""
+        _check(got, want, f"jax.jit(kmeans)(key, points, {kk}, {iters}) on random input #{trial + 1}{empty}")
+    # Kernel-side claim: one compile for new keys and points at one (k, iters).
+    calls = [((Ref("kmeans"), Key(s), AsJax(rng.normal(size=(24, d)).astype(np.float32))), {"k": kk, "iters": 3})
+             for s in seeds[:4]]
+    k.claim("check_compiles", Fixture("jit_call"), calls, 1,  # keyword arguments static: k, iters
+            what=f"jax.jit(kmeans, static_argnames=('k', 'iters')) at k={kk}, iters=3 with four keys",
+            why="The key and the points are data: new values must reuse the compiled program.")
