@@ -6,8 +6,11 @@ sphinx-book-theme, configured in site/conf.py.
 
 The pages are laid out in _site/src with the repository's paths: site/*.md, the chapters
 (course/*.ipynb), the released exercise notebooks (exercises/*/*.ipynb: never solutions/) and
-the instructor guide. A file is copied only when it changed, so Sphinx and myst-nb's
-jupyter-cache (_site/.jupyter_cache) read and execute only what changed since the last build.
+the instructor guide. A file is copied only when it changed, so Sphinx reads only what changed.
+
+Each chapter that myst-nb's jupyter-cache (_site/.jupyter_cache) has no run of is executed first,
+by the test suite's notebook runner (tests/notebook_runner.py: kernels on Unix sockets of their
+own, no widget stall), and its run stored in the cache, where myst-nb then finds every chapter.
 """
 from __future__ import annotations
 
@@ -18,11 +21,20 @@ import sys
 import time
 from pathlib import Path
 
+import nbformat
+from jupyter_cache import get_cache
+from jupyter_cache.base import CacheBundleIn
+from nbclient.exceptions import CellExecutionError, CellTimeoutError
 from sphinx.cmd.build import build_main
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+from notebook_runner import execute_notebook  # noqa: E402 - the suite's runner, found above
+
 SITE = ROOT / "_site"
 SRC, HTML, DOCTREES = SITE / "src", SITE / "html", SITE / "doctrees"
+CACHE = SITE / ".jupyter_cache"  # where myst-nb keeps its runs: beside the HTML folder
+TIMEOUT = 300  # seconds a cell may run, as the chapters' tests allow
 
 
 def pages() -> dict[str, Path]:
@@ -46,11 +58,41 @@ def stage() -> None:
         stale.unlink()
 
 
+def execute_uncached() -> list[str]:
+    """Execute every chapter the cache has no run of and store its run; the chapters whose
+    execution failed (an error in a cell not tagged raises-exception, a cell past TIMEOUT)."""
+    cache, failed = get_cache(str(CACHE)), []
+    for path in sorted((SRC / "course").glob("*.ipynb")):
+        nb = nbformat.read(str(path), as_version=4)
+        try:
+            cache.match_cache_notebook(nb)
+            continue
+        except KeyError:
+            pass
+        print(f"Executing notebook {path.relative_to(SRC)}", flush=True)
+        start = time.monotonic()
+        try:
+            execute_notebook(nb, path.parent, timeout=TIMEOUT)
+        except (CellExecutionError, CellTimeoutError) as exc:
+            print(f"{path}: execution failed:\n{exc}", file=sys.stderr, flush=True)
+            failed.append(path.relative_to(SRC).as_posix())
+            continue
+        seconds = time.monotonic() - start
+        cache.cache_notebook_bundle(CacheBundleIn(nb, str(path), data={"execution_seconds": seconds}),
+                                    check_validity=False, overwrite=True)
+        print(f"Executed notebook {path.relative_to(SRC)} in {seconds:.0f} s", flush=True)
+    return failed
+
+
 def main(argv: list[str]) -> int:
     stage()
     # the chapters' kernels import this checkout's autograder, wherever the venv was installed from
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     start = time.monotonic()
+    failed = execute_uncached()
+    if failed:
+        print(f"\nThe site is not built: these chapters failed to execute: {', '.join(failed)}", file=sys.stderr)
+        return 1
     status = build_main(["-b", "html", "-c", str(ROOT / "site"), "-d", str(DOCTREES), *argv, str(SRC), str(HTML)])
     if status:
         return status

@@ -23,10 +23,12 @@ extensions = ["myst_nb", "claims_hold", "widget_pictures", "guide_links", "noteb
 root_doc = "index"
 exclude_patterns = ["**.ipynb_checkpoints"]
 
-# Notebooks: executed by the build, each cell within a time limit (a stalled widget cell, nbclient
-# issue 312, fails the build instead of hanging it), outputs cached in _site/.jupyter_cache so an
-# unchanged chapter is not executed again. An error fails the build unless its cell is tagged
-# raises-exception. Exercise pages show the released notebook as a learner opens it: not executed.
+# Notebooks: executed by the build, their runs cached in _site/.jupyter_cache so an unchanged
+# chapter is not executed again. scripts/site.py executes each chapter the cache lacks with the
+# suite's notebook runner (no widget stall, nbclient issue 312) before Sphinx starts; myst-nb then
+# finds every run in the cache, and would execute (with these limits) only a notebook missing
+# from it. An error fails the build unless its cell is tagged raises-exception. Exercise pages
+# show the released notebook as a learner opens it: not executed.
 nb_execution_mode = "cache"
 nb_execution_timeout = 300  # seconds a cell may run, as the chapters' tests allow
 nb_execution_raise_on_error = True
