@@ -88,7 +88,7 @@ def main(argv=None) -> int:
 
         print(describe())
         return 0
-    if args.command in ("collect", "autograde", "feedback", "export"):
+    if args.command in ("collect", "autograde", "feedback", "export", "report"):
         from .instructor import run
 
         return run(args)

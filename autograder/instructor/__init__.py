@@ -792,9 +792,6 @@ def add_parsers(sub) -> None:
     p = common(sub.add_parser("report", help="the class report: one HTML page with plots (pass rate per "
                                             "exercise, learners per idea they tripped on, progress per learner)"))
     p.add_argument("--out", default=None, help="HTML path (default: <reports>/class-report.html)")
-    # `python -m autograder` hands run() the verbs collect, autograde, feedback and export: the
-    # report travels under export's name, and run() reads its own verb
-    p.set_defaults(command="export", verb="report")
 
 
 def run(args) -> int:
@@ -802,13 +799,13 @@ def run(args) -> int:
     try:
         return _run(args, course)
     except GradebookError as exc:
-        print(f"{getattr(args, 'verb', None) or args.command}: {exc}", file=sys.stderr)
+        print(f"{args.command}: {exc}", file=sys.stderr)
     except Exception as exc:  # the database went away mid-run: say so, without a traceback
         from sqlalchemy.exc import DBAPIError
 
         if not isinstance(exc, DBAPIError):
             raise
-        print(f"{getattr(args, 'verb', None) or args.command}: the gradebook {shown_url(course.db_url)} failed: "
+        print(f"{args.command}: the gradebook {shown_url(course.db_url)} failed: "
               f"{_one_line(exc, course.db_url)}", file=sys.stderr)
     return 2
 
@@ -837,11 +834,11 @@ def _run(args, course: Course) -> int:
                                                              for n in problems) if problems else ""))
         if problems:
             return 1
-    elif args.command == "export" and getattr(args, "verb", None) != "report":
+    elif args.command == "export":
         out = export(course, Path(args.out) if args.out else course.reports / "grades.csv",
                      Path(args.summary) if args.summary else None)
         print(f"wrote {out}", file=sys.stderr)  # stdout may be the CSV itself (--out /dev/stdout)
-    elif getattr(args, "verb", None) == "report":
+    elif args.command == "report":
         out = class_report(course, Path(args.out) if args.out else course.reports / "class-report.html")
         print(f"wrote {out}")
     return 0
