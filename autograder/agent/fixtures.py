@@ -353,6 +353,26 @@ def _in_course_timer() -> bool:
     return False
 
 
+def logged_on(fn, n_steps, every):
+    """``fn(step, params, batches, every)`` with a simulated jitted ``step``: each call returns
+    ``(params, loss)`` at once, the loss a :class:`autograder.timing.SimulatedResult` worth its
+    call's index and ready 5 ms later. Returns ``{"params": what fn returned as params,
+    "losses": its losses, "calls": the batch each call got, "waited": for each call's loss,
+    how many calls had been made when it was first waited for (None: never)}``."""
+    from ..timing import SimulatedDevice
+
+    sim = SimulatedDevice(0.005, [0.005])
+
+    def step(params, batch):
+        return params + 1, sim(batch)
+
+    params, losses = fn(step, 0, list(range(100, 100 + int(n_steps))), every)
+    if isinstance(losses, (list, tuple)):
+        losses = [v if isinstance(v, (int, float)) else f"a {type(v).__name__}" for v in losses]
+    return {"params": params, "losses": losses, "calls": [c[0][0] for c in sim.calls],
+            "waited": [r.waited_after_calls for r in sim.results]}
+
+
 def slow_compile_timed(timer, x, repeats, trace_s):
     """``timer(jax.jit(work), x, repeats=repeats)`` for a fresh ``work`` (``sin(x) * 2``) that
     sleeps ``trace_s`` seconds each time it is traced, a stand-in for a long compile.

@@ -162,3 +162,32 @@ def fused_update(w, x, y, lr):
 ''', 'after the first call a new `lr` must reuse the compiled program', 'recompiles'),
     ],
 }
+
+WRONG["logged_losses"] = [
+    ('''
+def logged_losses(step, params, batches, every):
+    losses = []
+    for i, batch in enumerate(batches):
+        params, loss = step(params, batch)
+        if i % every == 0:
+            losses.append(loss.item())  # waits for this step, inside the loop
+    return params, losses
+''', "before every step is dispatched", "async"),
+    ('''
+def logged_losses(step, params, batches, every):
+    logged = []
+    for i, batch in enumerate(batches):
+        params, loss = step(params, batch)
+        logged.append(loss)  # every step's loss kept, not every `every`-th
+    return params, [float(v) for v in logged]
+''', "(0, every, 2 * every, ...)", "async"),
+    ('''
+def logged_losses(step, params, batches, every):
+    logged = []
+    for i, batch in enumerate(batches):
+        params, loss = step(params, batch)
+        if i % every == 0:
+            logged.append(loss)
+    return params, logged  # device results, never turned into floats
+''', "return a Python list of floats", "async"),
+]
