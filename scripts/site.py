@@ -72,7 +72,8 @@ def execute_uncached() -> list[str]:
         print(f"Executing notebook {path.relative_to(SRC)}", flush=True)
         start = time.monotonic()
         try:
-            execute_notebook(nb, path.parent, timeout=TIMEOUT)
+            # no timing in the cells' metadata: jupyter-cache's key covers it
+            execute_notebook(nb, path.parent, timeout=TIMEOUT, record_timing=False)
         except (CellExecutionError, CellTimeoutError) as exc:
             print(f"{path}: execution failed:\n{exc}", file=sys.stderr, flush=True)
             failed.append(path.relative_to(SRC).as_posix())
