@@ -121,3 +121,27 @@ def segment_mean(values, segment_ids, num_segments):
 """, "divides each segment's sum by the number of all values", "shapes"),
     ],
 }
+
+WRONG["window_range"] = [
+    ('''
+def window_range(x, width):
+    # right values, but a Python loop over the positions: one slice per position in the program
+    return jnp.stack([jnp.max(x[i:i + width]) - jnp.min(x[i:i + width]) for i in range(x.shape[0] - width + 1)])
+''', "the program of window_range grows with the length of x", "loops"),
+    ('''
+def window_range(x, width):
+    def one(_, start):
+        window = jax.lax.dynamic_slice(x, (start,), (width - 1,))  # one entry short
+        return None, jnp.max(window) - jnp.min(window)
+
+    return jax.lax.scan(one, None, jnp.arange(x.shape[0] - width + 1))[1]
+''', "Its windows are one entry short", "shapes"),
+    ('''
+def window_range(x, width):
+    def one(_, start):
+        window = jax.lax.dynamic_slice(x, (start,), (width,))
+        return None, jnp.max(window) - jnp.mean(window)  # max - mean: not the range
+
+    return jax.lax.scan(one, None, jnp.arange(x.shape[0] - width + 1))[1]
+''', "on random input #1 of length 16", "shapes"),
+]

@@ -1,0 +1,56 @@
+"""The judge of 05_shapes's ``window_range`` (trusted: runs in the grader, never in the kernel).
+
+``jax.jit(window_range, static_argnames="width")`` is exported at two lengths for one width and
+the two programs, read as parsed modules, must have about the same number of operations
+(checked before either is run: a Python loop over the positions is told it grows); then its
+programs at fresh lengths and widths (``width`` 1 and ``n`` included) are run here on fresh data
+and compared with NumPy's ranges of ``x[i:i + width]``. Windows one entry short are told so. The compile count over new data of one shape is a kernel-side claim.
+"""
+import numpy as np
+
+import autograder as ag
+from autograder.judge import programs
+from autograder.judge import AsJax, Fixture, Ref, Spec
+
+
+def _reference(x, width):
+    x = np.asarray(x, np.float64)
+    return np.array([x[i:i + width].max() - x[i:i + width].min() for i in range(len(x) - width + 1)])
+
+
+def _program(k, n, width):
+    return programs.trace(k, "window_range", Spec((n,), "float32"), width, static_argnums=(1,), loops=True,
+                          label=f"jax.jit(window_range, static_argnames='width') at n={n}, width={width}")
+
+
+def _check(got, x, width, what):
+    want = _reference(x, width)
+    got = np.asarray(got)
+    if got.shape != want.shape:
+        ag.fail("shapes", f"{what} has shape {got.shape}, expected one range per window start, {want.shape}.")
+    try:
+        ag.check_close(got, want, what=what, idea="shapes", dtype=np.float32)
+    except ag.ExerciseFailure as exc:
+        if width >= 2 and np.allclose(got, _reference(x, width - 1)[:len(want)], rtol=1e-5, atol=1e-6):
+            ag.fail("shapes", f"{exc.detail} Its windows are one entry short: window i is x[i:i + width], "
+                              "`width` entries.")
+        raise
+
+
+def test_window_range(k):
+    rng = k.rng
+    width = int(rng.integers(3, 7))
+    sizes = {n: _program(k, n, width).total for n in (16, 48)}
+    if sizes[48] > 1.1 * sizes[16]:
+        ag.fail("loops", f"the program of window_range grows with the length of x ({sizes[16]} operations at "
+                         f"n=16, {sizes[48]} at n=48): a Python loop over the positions is unrolled into it, one "
+                         "slice per position.")
+    for trial, (n, w) in enumerate([(16, width), (48, width), (int(rng.integers(9, 30)), 1), (12, 12)]):
+        x = rng.normal(size=n).astype(np.float32)
+        got = _program(k, n, w)(x)
+        _check(got, x, w, f"jax.jit(window_range)(x, {w}) on random input #{trial + 1} of length {n}")
+    calls = [((Ref("window_range"), AsJax(rng.normal(size=16).astype(np.float32))), {"width": width})
+             for _ in range(4)]
+    k.claim("check_compiles", Fixture("jit_call"), calls, 1,  # keyword arguments static: width
+            what=f"jax.jit(window_range, static_argnames='width') at width={width} on four inputs",
+            why="x is data: new values of one shape must reuse the compiled program.")
