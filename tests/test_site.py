@@ -30,7 +30,9 @@ import pytest
 from conftest import ROOT
 from test_browser import ARGS, CHROMIUM, _ensure_browser, _playwright
 
-pytestmark = [pytest.mark.slow, pytest.mark.slow_env, pytest.mark.xdist_group("site")]
+# The build executes every chapter: it joins test_course_notebooks' xdist group (one worker, one
+# after the other), so its kernels never run beside the chapters whose measured claims are checked.
+pytestmark = [pytest.mark.slow, pytest.mark.slow_env, pytest.mark.xdist_group("course_notebooks")]
 BUILD_TIMEOUT = 3600
 TIMEOUT_MS = 120_000
 _course = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["course"]
