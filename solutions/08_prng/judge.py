@@ -229,7 +229,7 @@ def _check_not_unrolled(k, d):
         program = programs.trace(k, "noisy_batch", Spec((2,), "uint32"), Spec((rows, d), "float32"),
                                  label="jax.jit(noisy_batch)")
         sizes[rows] = program.total
-    if sizes[3] != sizes[6]:
+    if sizes[6] > 1.1 * sizes[3]:  # a few constants may differ with the batch; a copy per row doubles it
         ag.fail("per_example_keys", f"the program of noisy_batch grows with the batch ({sizes[3]} operations "
                                     f"at 3 rows, {sizes[6]} at 6): a Python loop over the rows is unrolled "
                                     "into it, one copy of the random draw per row, so a batch of a few hundred "

@@ -38,7 +38,7 @@ def _program(k, n, h, w, size):
 
 def _check_not_unrolled(k, h, w, size):
     sizes = {n: _program(k, n, h, w, size).total for n in (3, 6)}
-    if sizes[3] != sizes[6]:
+    if sizes[6] > 1.1 * sizes[3]:  # a few constants may differ with the batch; a copy per image doubles it
         ag.fail("per_example_keys", f"the program of random_crop grows with the number of images ({sizes[3]} "
                                     f"operations at 3 images, {sizes[6]} at 6): a Python loop over the images is "
                                     "unrolled into it, one copy of the draw and the cut per image. Crop every "
