@@ -42,7 +42,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..common.course import assignments, find_course_root, source_notebook
-from ..grader.gradebook import STUDENT, build_gradebook
+from ..grader.gradebook import STUDENT, alembic_version_once, build_gradebook
 from ..grader.result import zero_result
 
 
@@ -189,7 +189,7 @@ def course_gradebook(db_url: str):
     from ..grader.gradebook import ensure_tools_on_path
 
     ensure_tools_on_path()
-    _lazy_alembic_version()
+    alembic_version_once()
     with gradebook_lock(db_url), Gradebook(db_url) as gb:
         session = gb.db
         session.commit = session.flush  # nbgrader's helpers commit after each row
@@ -201,26 +201,6 @@ def course_gradebook(db_url: str):
             raise
         del session.commit
         session.commit()
-
-
-def _lazy_alembic_version() -> None:
-    """nbgrader asks the ``alembic`` command (a subprocess, seconds) for its schema version each
-    time it creates a gradebook: ask at most once per process, and only when a new gradebook is
-    actually created (never for one that exists)."""
-    import nbgrader.api as api
-
-    original = api.get_alembic_version
-    if getattr(original, "_cached", False) or getattr(original, "_lazy", False):
-        return
-    version: list[str] = []
-
-    def lazy() -> str:
-        if not version:
-            version.append(original())
-        return version[0]
-
-    lazy._lazy = True
-    api.get_alembic_version = lazy
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
@@ -533,7 +513,7 @@ def autograde(course: Course, assignments=None, workers=None, progress=True, reg
     found = [f for f in submissions(course, assignments) if students is None or f[0] in students]
     for a in sorted({a for _, a, _ in found}):
         with gradebook_lock(course.db_url):
-            _lazy_alembic_version()
+            alembic_version_once()
             build_gradebook(source_notebook(a, course.root), a, course.db_url)
     fingerprints = {(s, a): _fingerprint(course, p, a, limits) for s, a, p in found if p is not None}
     reused = {} if regrade else {k: d for k, fp in fingerprints.items()
