@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed-stamp
 PYTEST_WORKERS ?= 2
 
 .PHONY: help env lab test test-fast lint release check clean-outputs bench \
-        colab collect autograde feedback export bench-grading hub
+        colab collect autograde feedback export bench-grading hub check-exercises
 .DEFAULT_GOAL := help
 
 ## help: this list of targets (from the `## target: what it does` comments)
@@ -63,6 +63,13 @@ release: env
 	$(BIN)/python scripts/colab.py --check
 	$(BIN)/python scripts/slides.py --check
 	$(BIN)/python scripts/release.py
+
+## check-exercises: prove every exercise (ASSIGNMENT=05_shapes for one): the released notebook scores zero, the solution
+##      full marks, every known wrong answer fails naming its idea, every right alternative passes, three hints each
+check-exercises: env
+	$(BIN)/python scripts/release.py --check $(ASSIGNMENT)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -p no:cacheprovider tests/test_exercises.py tests/test_manifest.py \
+	    tests/test_judge_files.py tests/test_hints.py tests/test_solutions_not_copies.py -m "not slow_env" $(if $(ASSIGNMENT),-k $(ASSIGNMENT))
 
 ## clean-outputs: strip outputs and execution counts from every notebook
 clean-outputs: env
