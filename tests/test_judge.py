@@ -595,7 +595,6 @@ def test_a_program_that_never_ends_loses_only_its_own_test(tmp_path):
     # its neighbour keeps full marks, or (on a machine too busy to run it) is not graded: never a zero
     assert ok["max_score"] > 0 and all(t["passed"] or t["feedback"].startswith("Not graded:") for t in ok["tests"]), \
         [t["feedback"] for t in ok["tests"]]
-    assert not hung.get("error"), hung.get("error")
     lost = {t["grade_id"]: t for t in hung["tests"] if not t["passed"]}
     # only its own test is lost; another one the busy machine starved is not graded, never a zero
     assert "test_train_losses" in lost and all(
@@ -604,7 +603,10 @@ def test_a_program_that_never_ends_loses_only_its_own_test(tmp_path):
     assert ("ran out of time when the grader ran it" in lost["test_train_losses"]["feedback"]
             or "too busy to run it" in lost["test_train_losses"]["feedback"])
     assert took < 120, took  # the run's own time limit, not the notebook's and the watchdog's
-    assert code == 0
+    # a test the busy machine starved is not graded: an error in that notebook's JSON and a non-zero exit
+    starved = [any(t["feedback"].startswith("Not graded:") for t in r["tests"]) for r in (hung, ok)]
+    assert [bool(r.get("error")) for r in (hung, ok)] == starved, [r.get("error") for r in (hung, ok)]
+    assert code == (1 if any(starved) else 0)
 
 
 @pytest.mark.notebook

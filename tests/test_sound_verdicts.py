@@ -97,3 +97,7 @@ def test_a_starving_notebook_never_turns_its_neighbours_grade_into_a_silent_zero
     assert ok["max_score"] > 0
     zeros = [t["feedback"] for t in ok["tests"] if not t["passed"] and not t["feedback"].startswith("Not graded:")]
     assert not zeros, zeros
+    # a test it starved is an error of that notebook, and the command exits non-zero: never silent
+    starved = any(t["feedback"].startswith("Not graded:") for t in ok["tests"])
+    assert bool(ok.get("error")) == starved, ok.get("error")
+    assert code != 0 or not starved

@@ -262,6 +262,8 @@ def score(g: Grading) -> None:
     g.result.tests = save_autogrades(g.nb, g.res, g.source, feedback)
     g.result.score = sum(t["points"] for t in g.result.tests)
     g.result.max_score = sum(t["max_points"] for t in g.result.tests)
+    if g.judge.ungraded:  # the grader's fault or a starved machine's, never the learner's zero
+        g.result.error = "not graded: " + "; ".join(f"{gid}: {why}" for gid, why in g.judge.ungraded.items())
 
 
 def save_graded_copy(g: Grading) -> None:

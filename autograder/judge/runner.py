@@ -389,16 +389,6 @@ class _Died(Exception):
     pass
 
 
-def share(**kw) -> None:
-    """No runner is shared between submissions (issue 33): each notebook's judge starts its own
-    (:class:`autograder.judge.JudgeStep`). None, for callers that still ask for one."""
-    return None
-
-
-def unshare(shared) -> None:
-    """Nothing to stop: no runner is shared (see :func:`share`)."""
-
-
 _PROCESS: list = []  # [(runner, pid)]: this process's own runner
 _CURRENT: list = []  # a runner made current by use()
 
