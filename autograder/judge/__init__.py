@@ -45,8 +45,7 @@ The package, by who uses what:
 Every name a judge file imports is here: ``from autograder.judge import programs, Ref, Spec``
 (the channel's data markers of :mod:`autograder.wire` included).
 """
-from .._lazy import names_from as _names_from
-
+import importlib
 
 __all__ = [
     "MAX_OUTPUT_BYTES",
@@ -85,9 +84,10 @@ __all__ = [
     "values",
 ]
 
-# imported on first use (autograder._lazy): a grading process starts its kernel and prepares
-# this step without NumPy, which the channel's data and the Kernel need once the judge runs
-__getattr__, __dir__ = _names_from(__name__, {
+# The module defining each name of __all__, imported when the name is first used (``__getattr__``):
+# the program runner (``python -m autograder.judge.runner``) imports this package without the
+# channel's, the kernel's and the step's own imports.
+_HOMES = {
     "channel": ("MAX_OUTPUT_BYTES", "REQUEST_TIMEOUT", "Channel", "ChannelError", "LearnerError",
                 "learner_exception"),
     "kernel": ("Exported", "Kernel", "RemoteFunction"),
@@ -95,5 +95,16 @@ __getattr__, __dir__ = _names_from(__name__, {
              "is_test_cell", "judge_path", "judge_paths", "judge_tests", "load_judge", "run_judge", "verdict"),
     "runner": ("ProgramFailure",),
     "outcome": ("PASSED", "Verdict", "learner_text"),
-    ".wire": ("AsJax", "Fixture", "Key", "Opaque", "Ref", "Sharded", "Spec", "as_jax", "values"),  # autograder.wire
-})
+    "autograder.wire": ("AsJax", "Fixture", "Key", "Opaque", "Ref", "Sharded", "Spec", "as_jax", "values"),
+}
+_HOME = {name: module for module, names in _HOMES.items() for name in names}
+
+
+def __getattr__(name):
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    where = module if module.startswith("autograder.") else f".{module}"
+    value = getattr(importlib.import_module(where, __name__), name)
+    globals()[name] = value
+    return value

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
-from ..common.course import CHECK_TAG
+from ..common.course import CHECK_TAG, is_test_cell
 from .channel import REQUEST_TIMEOUT, Channel, ChannelError, LearnerError
 from .outcome import PASSED, Verdict, failed, learner_text, not_graded
 from .starvation import Starved
@@ -217,11 +217,6 @@ def _iopub_ready(kc, end: float) -> None:
     raise ChannelError("The grader could not connect to the kernel.")
 
 
-def is_test_cell(cell) -> bool:
-    meta = cell.get("metadata", {}).get("nbgrader", {}) or {}
-    return cell.get("cell_type") == "code" and bool(meta.get("grade")) and not meta.get("solution")
-
-
 class JudgeStep:
     """Grading with a judge: the notebook's test cells and its "Check my answers" cell are not
     run (:meth:`prepare` makes them raw cells while the kernel runs the others, :meth:`restore`
@@ -304,9 +299,7 @@ class JudgeStep:
             try:
                 _iopub_ready(kc, time.monotonic() + 30)
                 from . import runner as runner_mod
-                from ..grader.startup import judge_side_ready
 
-                judge_side_ready()  # JAX, imported while the kernel ran the notebook (one grading process)
                 ensure_judge_devices()  # before JAX starts (a no-op where it has)
                 runner_mod.use(self.runner)  # judges' own Exported objects run in it too
                 return run_judge(self.assignment_dir, kc, grade_ids=self.grade_ids, runner=self.runner,
