@@ -34,6 +34,7 @@ lab: env
 
 ## test: the linter, then the whole suite (what CI runs)
 test: env lint
+	@scripts/ensure_system_packages.sh
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -p no:cacheprovider tests
 
 ## lint: ruff over the whole tree, notebooks included (rules in pyproject.toml)

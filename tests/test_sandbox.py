@@ -496,23 +496,51 @@ def test_the_operator_may_grade_uncontained_and_the_json_says_so(tmp_path, fake_
     assert r["containment"] == "none" and "--no-sandbox" in r["containment_reason"], r
 
 
-LEARNER = [  # (case, environment): a learner's laptop is never refused, whatever it lacks
-    ("not root", {}),
-    ("not root, no unshare", {"AUTOGRADER_UNSHARE": "/nonexistent/unshare"}),
+def _fake_bwrap(folder: Path, line: str) -> str:
+    """A ``bwrap`` that fails as bubblewrap does where user namespaces are refused."""
+    path = folder / "bwrap"
+    path.write_text(f"#!/bin/sh\necho {line!r} >&2\nexit 1\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+NO_USERNS = "bwrap: No permissions to create new namespace"
+
+WITHOUT_ROOT = [  # (case, find_bwrap's answer: None, a failing fake, or the real one; the expected mode)
+    ("bubblewrap works", "real", "user-namespace", "bubblewrap: user, mount, PID and network namespaces"),
+    ("bubblewrap is not installed", None, "refused", "bubblewrap is not installed. Fix: install bubblewrap "
+                                                     "(Debian and Ubuntu: apt-get install bubblewrap"),
+    ("user namespaces refused", "fake", "refused", f"bubblewrap cannot create namespaces here ({NO_USERNS})"),
 ]
 
 
-@pytest.mark.parametrize("case,env", LEARNER, ids=[c[0] for c in LEARNER])
-def test_without_root_the_kernel_runs_in_a_process_group_as_before(monkeypatch, case, env):
+@pytest.mark.parametrize("case,bwrap,mode,reason", WITHOUT_ROOT, ids=[c[0] for c in WITHOUT_ROOT])
+def test_without_root_the_kernel_is_contained_by_bubblewrap_or_refused(monkeypatch, tmp_path, case, bwrap,
+                                                                       mode, reason):
     from autograder.sandbox import containment as sandbox
 
+    if bwrap == "real" and not (shutil.which("bwrap") and sandbox.bwrap_problem(shutil.which("bwrap")) == ("", "")):
+        pytest.skip("bubblewrap is not installed, or cannot create namespaces here")
+    found = {"real": shutil.which("bwrap"), "fake": _fake_bwrap(tmp_path, NO_USERNS), None: None}[bwrap]
     monkeypatch.delenv("AUTOGRADER_SANDBOX", raising=False)
-    for k, v in env.items():
-        monkeypatch.setenv(k, v)
+    monkeypatch.setattr(sandbox, "_BWRAP_PROBED", {})
+    monkeypatch.setattr(sandbox, "find_bwrap", lambda: found)
     monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)
     box = sandbox.open_sandbox(time.monotonic() + 5)
-    assert not box.refused and not box.contained
-    assert box.mode == "process-group" and box.reason == "the grader does not run as root"
+    assert box.mode == mode and reason in box.reason, box
+    assert box.contained == (mode == "user-namespace") and box.refused == (mode == "refused")
+    if box.refused:
+        assert "--no-sandbox" in box.reason  # how to grade anyway, for code one trusts
+
+
+def test_without_root_the_operator_may_still_turn_the_sandbox_off(monkeypatch):
+    from autograder.sandbox import containment as sandbox
+
+    monkeypatch.setenv("AUTOGRADER_SANDBOX", "off")
+    monkeypatch.setattr(sandbox, "find_bwrap", lambda: None)
+    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)
+    box = sandbox.open_sandbox(time.monotonic() + 5)
+    assert box.mode == "none" and not box.contained and not box.refused
 
 
 def _user_namespace_works() -> bool:
@@ -522,19 +550,36 @@ def _user_namespace_works() -> bool:
         return False
 
 
-@pytest.mark.skipif(not _user_namespace_works(), reason="needs util-linux's unshare --user")
-def test_without_root_a_batch_is_graded_end_to_end_in_process_groups(tmp_path):
-    """A learner's or an instructor's laptop, where the grader is not root (here: a user
-    namespace, in which this machine's root is uid 65534): a batch grades in process groups,
+def _bwrap_fails_there() -> str:
+    """bubblewrap's error inside ``unshare --user`` (no uid mapped: it cannot nest its own), '' if none."""
+    try:
+        ran = subprocess.run(["unshare", "--user", "bwrap", "--unshare-all", "--ro-bind", "/", "/", "true"],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return ran.stderr.strip().splitlines()[-1] if ran.returncode != 0 and ran.stderr.strip() else ""
+
+
+@pytest.mark.skipif(not (_user_namespace_works() and shutil.which("bwrap") and _bwrap_fails_there()),
+                    reason="needs util-linux's unshare --user and a bubblewrap that fails inside it")
+def test_without_root_where_bubblewrap_fails_grading_refuses_naming_why_unless_turned_off(tmp_path):
+    """A grader that is not root (here: a user namespace, in which this machine's root is uid
+    65534) where bubblewrap cannot create namespaces: every notebook is refused with bubblewrap's
+    own words and the fix, and nothing runs; with --no-sandbox the batch grades uncontained,
     says so, and a submission that ends its kernel loses only its own grade."""
     paths = [_notebook(tmp_path / "solved" / A / f"{A}.ipynb", solution_notebook(A)),
              _notebook(tmp_path / "released" / A / f"{A}.ipynb", released_notebook(A)),
              _notebook(tmp_path / "exits" / A / f"{A}.ipynb", solution_notebook(A), "import os\nos._exit(3)")]
     results, stderr, code = run_grader(paths, env={"AUTOGRADER_SANDBOX": ""}, prefix=("unshare", "--user"))
+    assert code != 0
+    why = _bwrap_fails_there()
+    for r in results:
+        assert r["score"] == 0 and why in r["error"] and "the sandbox cannot be set up" in r["error"], r
+        assert "containment" not in r or not r["containment"], r  # no kernel ran
+    results, stderr, code = run_grader(paths, "--no-sandbox", prefix=("unshare", "--user"))
     assert code == 0, stderr[-3000:]
     assert [r["score"] for r in results] == [FULL, 0.0, 0.0], [r.get("error") for r in results]
-    assert all(r["containment"] == "process-group" for r in results), results
-    assert "the grader does not run as root" in results[0]["containment_reason"]
+    assert all(r["containment"] == "none" for r in results), results
     assert all("kernel died" in t["feedback"] for t in results[2]["tests"]), results[2]["tests"]
 
 

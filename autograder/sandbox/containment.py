@@ -18,8 +18,14 @@ cannot fill the machine's disk.
 :func:`open_sandbox` returns the :class:`Sandbox` of one submission. It **fails closed**: as
 root, a sandbox that cannot be set up is a refusal (``mode`` ``REFUSED``, ``reason`` naming the
 cause and the fix), unless the operator asked for no sandbox (``--no-sandbox`` or
-``AUTOGRADER_SANDBOX=off``: mode ``NONE``). Without root (a learner's laptop), the kernel runs
-with the grader's uid in its own process group (``PROCESS_GROUP``), as it always did.
+``AUTOGRADER_SANDBOX=off``: mode ``NONE``).
+
+Without root (a hub instructor grades as an ordinary user), kernels and program runners run under
+bubblewrap (``USER_NAMESPACE``, :func:`bwrap_command`): user, mount, PID, network, IPC and UTS
+namespaces of their own, the same allow-listed view built from read-only binds, the box
+read-write, the same environment allow-list, the grader's uid. Where bubblewrap is not installed
+or cannot create namespaces (probed once, :func:`bwrap_problem`), that is a refusal naming the
+cause, unless the operator asked for no sandbox.
 """
 from __future__ import annotations
 
@@ -39,7 +45,8 @@ DEFAULT_CPU_LIMIT = 1800      # CPU seconds for one kernel (all its threads)
 SANDBOX_UIDS = range(61000, 61184)  # AUTOGRADER_SANDBOX_UIDS's default: above login.defs' UID_MAX
 
 NAMESPACE = "namespaces+uid"    # ``containment``: own mount, PID and network namespaces and uid
-PROCESS_GROUP = "process-group"  # ... the grader's uid, the kernel in its own process group
+PROCESS_GROUP = "process-group"  # ... the grader's uid, the kernel in its own process group (no longer made)
+USER_NAMESPACE = "user-namespace"  # ... bubblewrap: unprivileged user, mount, PID and network namespaces
 NONE = "none"                    # ... no sandbox, as the operator asked
 REFUSED = "refused"              # (never in a result: the notebook is not run)
 
@@ -151,6 +158,8 @@ class Sandbox:
     keep_rw: list = field(default_factory=list)
     ended: bool = True           # no process of the uid since its last kill_all
     box_mount: str | None = None  # the box's tmpfs (see mount_box), unmounted by close
+    bwrap: str = ""              # bubblewrap, in USER_NAMESPACE mode (uid: the grader's own)
+    token: str = ""              # names this sandbox's bwrap processes (kill_all), in that mode
 
     @property
     def refused(self) -> bool:
@@ -165,6 +174,8 @@ class Sandbox:
         if self.uid is None:
             return cmd
         self.ended = False
+        if self.mode == USER_NAMESPACE:
+            return [*bwrap_command(self.bwrap, self.token, self.keep_rw, self.hide), "--", *cmd]
         keep_ro = kernel_paths()
         launch = [self.unshare, "--mount", "--propagation", "private", "--pid", "--net", "--fork",
                   "--kill-child", "--ipc", "--", *LAUNCHER, "run", f"--uid={self.uid}"]
@@ -177,6 +188,10 @@ class Sandbox:
         """Kill every process of the sandbox's uid (whatever session or namespace it is in):
         ``kill(-1, SIGKILL)`` as that uid (``launcher kill``)."""
         if self.uid is None:
+            return
+        if self.mode == USER_NAMESPACE:
+            _kill_bwrap(self.token)
+            self.ended = True
             return
         import subprocess
 
@@ -210,7 +225,12 @@ class Sandbox:
 
     def close(self) -> None:
         """Kill what is left of the uid, unmount its box, remove its files from shared temporary
-        folders, remove its cgroup, unlock it."""
+        folders, remove its cgroup, unlock it. In ``USER_NAMESPACE`` mode: kill what is left of
+        its bwrap processes (their temporary folders were tmpfs of their own)."""
+        if self.mode == USER_NAMESPACE:
+            if not self.ended:
+                self.kill_all()
+            return
         if self.uid is None or self.lock_fd is None:
             return
         if not self.ended:
@@ -287,7 +307,11 @@ def limited(cmd: list, cpu_seconds: int, box: Sandbox | None = None, nice: int =
     contained = box is not None and box.uid is not None
     prefix = [*LAUNCHER, "limits", f"--cpu={cpu_seconds}",
               f"--parent={os.getpid()}", *([f"--nice={nice}"] if nice else [])]
-    if contained:
+    if contained and box.mode == USER_NAMESPACE:
+        # the memory limit only (RLIMIT_DATA): without root there is no cgroup, and RLIMIT_NPROC
+        # would count every process of the grader's own uid
+        prefix.append(f"--memory={memory_limit_mb() << 20}")
+    elif contained:
         prefix += [f"--nproc={thread_cap()}",
                    f"--memory={memory_limit_mb() << 20}"]
         if box.cgroup:
@@ -309,12 +333,23 @@ def kernel_paths() -> list[str]:
         if p and p not in paths:
             paths.append(p)
     inside = [os.path.realpath(p) for p in paths] + ["/usr", "/lib", "/lib64", "/lib32", "/bin"]
+    for folder in _site_packages():  # a venv whose lib/ is a link elsewhere (the hub's twin)
+        if not any(folder == k or folder.startswith(k + "/") for k in inside):
+            paths.append(folder)
+            inside.append(folder)
     for lib in _loaded_library_folders():
         if not any(lib == k or lib.startswith(k + "/") for k in inside):
             paths.append(lib)
             inside.append(lib)
     paths.append(str(package_root() / "autograder"))
     return paths
+
+
+def _site_packages() -> list[str]:
+    """The real paths of this interpreter's site-packages folders, wherever they live."""
+    import site
+
+    return [os.path.realpath(p) for p in site.getsitepackages() if os.path.isdir(p)]
 
 
 def _loaded_library_folders() -> list[str]:
@@ -455,6 +490,131 @@ def kernel_manager_class(box: Sandbox | None, box_dir: Path | None, cpu_seconds:
                 os.chown(self.connection_file, box.uid, box.uid)  # the kernel must read its key
 
     return BoxedKernelManager
+
+
+# --------------------------------------------------------------------------- without root: bubblewrap
+
+BWRAP_INSTALL = ("install bubblewrap (Debian and Ubuntu: apt-get install bubblewrap; Fedora: dnf "
+                 "install bubblewrap; Arch: pacman -S bubblewrap)")
+USERNS_FIX = ("let ordinary users create user namespaces (sysctl user.max_user_namespaces above 0 "
+              "and, where it exists, kernel.unprivileged_userns_clone=1; on Ubuntu 24.04, an "
+              "AppArmor profile allowing bwrap, or kernel.apparmor_restrict_unprivileged_userns=0)")
+
+
+def find_bwrap() -> str | None:
+    """bubblewrap's ``bwrap`` (the one on PATH or in the system's folders), None where it is
+    not installed."""
+    return shutil.which("bwrap", path=os.environ.get("PATH", "") + ":/usr/bin:/bin")
+
+
+_BWRAP_PROBED: dict = {}
+
+
+def bwrap_problem(bwrap: str | None) -> tuple[str, str]:
+    """``("", "")`` when ``bwrap`` can contain a process here (probed once per process: a
+    command run with every namespace unshared), else (the cause, its fix)."""
+    if not bwrap:
+        return "bubblewrap is not installed", BWRAP_INSTALL
+    if bwrap not in _BWRAP_PROBED:
+        import subprocess
+
+        try:
+            proc = subprocess.run([bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/",
+                                   "true"], stdin=subprocess.DEVNULL, capture_output=True, timeout=60,
+                                  cwd="/")
+            err = proc.stderr.decode(errors="replace").strip().splitlines()
+            problem = "" if proc.returncode == 0 else (
+                err[-1] if err else f"{bwrap} exited with status {proc.returncode}")
+        except (OSError, subprocess.SubprocessError) as exc:
+            problem = f"{bwrap} could not run ({exc})"
+        _BWRAP_PROBED[bwrap] = problem
+    problem = _BWRAP_PROBED[bwrap]
+    return (f"bubblewrap cannot create namespaces here ({problem})", USERNS_FIX) if problem else ("", "")
+
+
+def bwrap_command(bwrap: str, token: str, keep_rw=(), hide=()) -> list[str]:
+    """bubblewrap's command line for a kernel or program runner (the command follows, after
+    ``--``): every namespace of its own (user, mount, PID, network, IPC, UTS), a new session, dead
+    with its parent; a root built empty with the same allow-list as the launcher's view (the
+    system's folders :data:`launcher.SYSTEM`, the files :data:`launcher.ETC` of ``/etc``, an
+    accelerator's devices, :func:`kernel_paths`) read-only, ``keep_rw`` (the box) read-write,
+    private ``/proc``, ``/dev``, ``/tmp``, ``/var/tmp`` and ``/dev/shm``; a folder of ``hide``
+    that lies inside a kept one is emptied. Its environment is the one it is started with (the
+    caller's allow-list: :func:`kernel_env`). ``token`` names its processes for :meth:`Sandbox.kill_all`
+    (its host name)."""
+    from . import launcher as launch
+
+    cmd = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--as-pid-1", "--hostname", token,
+           "--proc", "/proc", "--dev", "/dev"]
+    for shared in ("/tmp", "/var/tmp", "/dev/shm"):
+        cmd += ["--tmpfs", shared]
+    devices = [f"/dev/{n}" for n in launch.ACCELERATORS if os.path.exists(f"/dev/{n}")]
+    devices += [f"/dev/{n}" for n in launch._listdir("/dev") if n.startswith(("nvidia", "accel"))
+                and f"/dev/{n}" not in devices]
+    for path in devices:
+        cmd += ["--dev-bind", path, path]
+    if devices and os.path.isdir("/sys"):
+        cmd += ["--ro-bind", "/sys", "/sys"]  # a GPU or TPU runtime reads its devices there
+    etc = [f"/etc/{n}" for n in launch.ETC]
+    for path in [*launch.SYSTEM, *etc]:
+        if os.path.islink(path):
+            cmd += ["--symlink", os.readlink(path), path]
+        elif os.path.exists(path):
+            cmd += ["--ro-bind", path, path]
+    keep = [(p, "--ro-bind", *launch._resolve(p)) for p in kernel_paths()]
+    keep += [(p, "--bind", *launch._resolve(p)) for p in keep_rw]
+    links = set()
+    for _, how, way, real in sorted(keep, key=lambda k: launch._depth(k[3])):
+        if not os.path.exists(real):
+            continue
+        for link, text in way:
+            if link not in links:
+                links.add(link)
+                cmd += ["--symlink", text, link]
+        cmd += [how, real, real]
+    kept = [real for *_, real in keep]
+    for path in sorted({os.path.realpath(p) for p in hide}):
+        if os.path.isdir(path) and any(path.startswith(k + "/") for k in kept):
+            cmd += ["--tmpfs", path]
+    return cmd
+
+
+def _kill_bwrap(token: str) -> None:
+    """SIGKILL this user's ``bwrap`` processes started with ``token`` (its host name, random):
+    every process inside dies with them (their PID namespace's first process asked to,
+    ``--die-with-parent``)."""
+    import signal
+
+    me, wanted = os.getuid(), [b"--hostname", os.fsencode(token)]
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            if entry.stat().st_uid != me:
+                continue
+            with open(f"/proc/{entry.name}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            at = argv.index(wanted[1]) if wanted[1] in argv else 0
+            if at and argv[at - 1] == wanted[0]:
+                os.kill(int(entry.name), signal.SIGKILL)
+        except (OSError, ValueError):
+            continue
+
+
+def _user_namespace_sandbox(root, submission, hide) -> Sandbox:
+    """A sandbox of bubblewrap, for a grader that is not root (see :func:`open_sandbox`)."""
+    import secrets as random_names
+
+    bwrap = find_bwrap()
+    cause, fix = bwrap_problem(bwrap)
+    if cause:
+        return _refuse(cause, fix)
+    mb = memory_limit_mb()
+    return Sandbox(USER_NAMESPACE, f"bubblewrap: user, mount, PID and network namespaces of its own, "
+                                   f"the grader's uid; memory limit {mb} MiB per process (RLIMIT_DATA); "
+                                   f"no CPU share or thread cap without root",
+                   uid=os.getuid(), bwrap=bwrap, token=f"autograder-{random_names.token_hex(8)}",
+                   hide=_hidden_paths(root, submission, hide))
 
 
 # --------------------------------------------------------------------------- setting it up
@@ -670,7 +830,7 @@ def open_sandbox(deadline: float, root: Path | None = None, submission: Path | N
                              "AUTOGRADER_SANDBOX=off): the kernel ran with the grader's uid, "
                              "its files and its network")
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
-        return Sandbox(reason="the grader does not run as root")
+        return _user_namespace_sandbox(root, submission, hide)
     unshare = settings.get("AUTOGRADER_UNSHARE") or shutil.which(
         "unshare", path=os.environ.get("PATH", "") + ":/usr/bin:/bin:/usr/sbin:/sbin")
     if not unshare or not os.access(unshare, os.X_OK):
@@ -715,7 +875,7 @@ def check_sandbox(box: Sandbox, home: Path, workdir: Path, secrets=()) -> str:
     ipykernel and the autograder package, writes its home, and cannot see ``secrets``.
 
     Checked once per process, temporary folder and ``unshare``: the same for every uid."""
-    key = (sys.executable, str(home.parent.parent.parent), box.unshare)
+    key = (sys.executable, str(home.parent.parent.parent), box.mode, box.unshare or box.bwrap)
     if key not in _CHECKED:
         _CHECKED[key] = _probe_sandbox(box, home, workdir, secrets)
     return _CHECKED[key]
@@ -774,7 +934,9 @@ def probe_refusal(problem: str) -> str:
     """The refusal's words for a failed :func:`check_sandbox`, with the fix for its real cause:
     a mount or namespace refused (the machine's permissions), a file the sandbox uid cannot
     read (named, with its mode), or what the kernel's view lacks."""
-    if "cannot read" in problem:
+    if "bwrap" in problem or "bubblewrap" in problem:
+        fix = USERNS_FIX
+    elif "cannot read" in problem:
         fix = "make the files it names readable by other users"
     elif "failed:" in problem or "unshare" in problem or "not permitted" in problem:
         fix = NAMESPACES_FIX
@@ -785,6 +947,8 @@ def probe_refusal(problem: str) -> str:
 
 
 def chown_tree(path: Path, uid: int) -> None:
+    if uid == os.geteuid():
+        return  # already its (bubblewrap's sandbox runs with the grader's uid)
     os.chown(path, uid, uid, follow_symlinks=False)
     for dirpath, dirnames, filenames in os.walk(path):
         for name in dirnames + filenames:
