@@ -229,3 +229,36 @@ def test_a_probe_graded_by_an_ordinary_user_cannot_reach(graded, case):
 def test_a_probe_graded_by_an_ordinary_user_writes_nothing_outside_its_box(graded, case):
     assert graded["control"][2][case], f"even uncontained the probe did not write {case}: it proves nothing"
     assert not graded["contained"][2][case], f"a kernel contained by bubblewrap wrote into {case}"
+
+
+_THREADS = """\
+import subprocess, sys
+from pathlib import Path
+from autograder.sandbox import containment as c
+box = c.open_sandbox(0)
+cap = c.thread_cap()
+code = ("import threading, time\\nn = 0\\ntry:\\n    while n < %d:\\n"
+        "        threading.Thread(target=time.sleep, args=(20,), daemon=True).start()\\n"
+        "        n += 1\\nexcept RuntimeError:\\n    pass\\nprint(n)\\n" % (cap + 50))
+for contained in (True, False):
+    cmd = [sys.executable, "-c", code]
+    cmd = c.limited(box.wrap(cmd), 60, box) if contained else cmd
+    ran = subprocess.run(cmd, env=c.kernel_env(Path("/tmp"), True), capture_output=True, text=True,
+                         cwd="/", timeout=300)
+    print(box.mode if contained else "none", cap, ran.stdout.strip() or ran.stderr[-300:])
+box.close()
+"""
+
+
+def test_a_kernel_contained_by_bubblewrap_has_a_thread_cap_of_its_own(nobody):
+    """Without root there is no cgroup: the cap on threads is RLIMIT_NPROC set inside the
+    sandbox's user namespace, where it counts that sandbox's processes only (the grader's own,
+    and its other kernels', do not count). The same code uncontained starts every thread."""
+    python, base = nobody
+    ran = _as_nobody([python, "-c", _THREADS], base / "home")
+    lines = [line.split() for line in ran.stdout.splitlines()]
+    assert len(lines) == 2, ran.stdout + ran.stderr[-2000:]
+    (mode, cap, contained), (_, _, control) = lines
+    assert mode == "user-namespace"
+    assert control == str(int(cap) + 50), "uncontained, every thread should start: the test proves nothing"
+    assert int(contained) < int(cap), f"a contained kernel started {contained} threads, over the cap of {cap}"

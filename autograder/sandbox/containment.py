@@ -175,7 +175,10 @@ class Sandbox:
             return cmd
         self.ended = False
         if self.mode == USER_NAMESPACE:
-            return [*bwrap_command(self.bwrap, self.token, self.keep_rw, self.hide), "--", *cmd]
+            # the thread cap set inside its user namespace, where RLIMIT_NPROC counts the
+            # sandbox's own processes only (Linux 5.14 and later), not all of the grader's uid
+            return [*bwrap_command(self.bwrap, self.token, self.keep_rw, self.hide), "--",
+                    *LAUNCHER, "limits", f"--nproc={thread_cap()}", "--", *cmd]
         keep_ro = kernel_paths()
         launch = [self.unshare, "--mount", "--propagation", "private", "--pid", "--net", "--fork",
                   "--kill-child", "--ipc", "--", *LAUNCHER, "run", f"--uid={self.uid}"]
@@ -309,7 +312,7 @@ def limited(cmd: list, cpu_seconds: int, box: Sandbox | None = None, nice: int =
               f"--parent={os.getpid()}", *([f"--nice={nice}"] if nice else [])]
     if contained and box.mode == USER_NAMESPACE:
         # the memory limit only (RLIMIT_DATA): without root there is no cgroup, and RLIMIT_NPROC
-        # would count every process of the grader's own uid
+        # here would count every process of the grader's own uid (Sandbox.wrap sets it inside)
         prefix.append(f"--memory={memory_limit_mb() << 20}")
     elif contained:
         prefix += [f"--nproc={thread_cap()}",
@@ -612,7 +615,8 @@ def _user_namespace_sandbox(root, submission, hide) -> Sandbox:
     mb = memory_limit_mb()
     return Sandbox(USER_NAMESPACE, f"bubblewrap: user, mount, PID and network namespaces of its own, "
                                    f"the grader's uid; memory limit {mb} MiB per process (RLIMIT_DATA); "
-                                   f"no CPU share or thread cap without root",
+                                   f"{thread_cap()} threads at most (RLIMIT_NPROC in its user "
+                                   f"namespace); no CPU share without root",
                    uid=os.getuid(), bwrap=bwrap, token=f"autograder-{random_names.token_hex(8)}",
                    hide=_hidden_paths(root, submission, hide))
 

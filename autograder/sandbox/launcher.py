@@ -322,7 +322,8 @@ def limits(args) -> None:
     die_with_parent(args.parent)  # the grading process that started it
     # the grading process's own cap on data memory (a soft limit, for the judge) is not the kernel's
     resource.setrlimit(resource.RLIMIT_DATA, (resource.getrlimit(resource.RLIMIT_DATA)[1],) * 2)
-    resource.setrlimit(resource.RLIMIT_CPU, (args.cpu, args.cpu + 5))
+    if args.cpu:
+        resource.setrlimit(resource.RLIMIT_CPU, (args.cpu, args.cpu + 5))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if args.nice:
         os.nice(args.nice)  # kept across execve; raised back by root only (see the runner's start)
@@ -359,7 +360,7 @@ def main(argv=None) -> int:
     c.add_argument("--package", default="")
     c.add_argument("--secret", action="append", default=[])
     lim = sub.add_parser("limits")
-    lim.add_argument("--cpu", type=int, required=True, help="CPU seconds")
+    lim.add_argument("--cpu", type=int, default=0, help="CPU seconds (unchanged when 0)")
     lim.add_argument("--parent", type=int, default=0, help="the pid that must still be the parent")
     lim.add_argument("--nproc", type=int, default=0)
     lim.add_argument("--nice", type=int, default=0, help="added to the nice value (a lower priority)")
