@@ -62,13 +62,15 @@ try:
     _seen["a TCP connection to the grader's 127.0.0.1"] = ["sent"]
 except OSError:
     _seen["a TCP connection to the grader's 127.0.0.1"] = []
+_os.system("setsid sh -c 'sleep 120 # {daemon}' >/dev/null 2>&1 &")  # a daemon in a new session
 print("probe-report: " + _json.dumps(_seen))
 """
 
 READS = ["a judge, found through autograder.__file__", "a judge of the checkout",
          "a source notebook of the checkout", "the submission's gradebook", "the course state's gradebook",
          "a file in the grader's home", "a TCP connection to the grader's 127.0.0.1"]
-WRITES = ["the shared temporary folder", "/var/tmp", "/dev/shm", "the grader's home", "the course state"]
+WRITES = ["the shared temporary folder", "/var/tmp", "/dev/shm", "the grader's home", "the course state",
+          "a process that outlives its grading"]
 
 
 def _as_nobody(args, home: Path, env=None, timeout=900):
@@ -173,7 +175,7 @@ def _grade_as_nobody(python, base: Path, name: str, env: dict):
     listener = _Listener()
     try:
         probe = _PROBE.format(root=str(ROOT), tmp=tempfile.gettempdir(), state=str(state), home=str(home),
-                              writes=writes, port=listener.sock.getsockname()[1])
+                              writes=writes, port=listener.sock.getsockname()[1], daemon=marker)
         path = _with_probe(run / "subs" / "alice" / A / f"{A}.ipynb", probe)
         saved, out = run / "graded.ipynb", run / "results.json"
         subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(run)], check=True)
@@ -182,7 +184,10 @@ def _grade_as_nobody(python, base: Path, name: str, env: dict):
         results = json.loads(out.read_text()) if out.exists() else None
         report = printed(saved, "probe-report: ")
         reached = listener.got
+        left = _processes_named(marker, wait=10)
     finally:
+        for pid in _processes_named(marker):
+            os.kill(pid, 9)
         listener.close()
         written = {what: os.path.exists(p) for what, p in writes.items()}
         for p in writes.values():
@@ -191,7 +196,22 @@ def _grade_as_nobody(python, base: Path, name: str, env: dict):
     report = None if report is None else json.loads(report)
     if report is not None:
         report["a TCP connection to the grader's 127.0.0.1"] += ["accepted"] * reached
+    written["a process that outlives its grading"] = bool(left)
     return results[0], report, written, proc.stderr
+
+
+def _processes_named(marker: str, wait: float = 0) -> list[int]:
+    """The processes whose command line holds ``marker``, once there are none or ``wait`` seconds
+    passed (a killed sandbox's last processes may take a moment to go, on a loaded machine)."""
+    import time
+
+    end = time.monotonic() + wait
+    while True:
+        ran = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
+        pids = [int(pid) for pid in ran.stdout.split()]
+        if not pids or time.monotonic() >= end:
+            return pids
+        time.sleep(0.5)
 
 
 @pytest.fixture(scope="module")
