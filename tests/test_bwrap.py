@@ -22,6 +22,8 @@ import pytest
 
 from conftest import _GRADE_SAVING, ROOT, printed, solution_notebook
 
+pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("grading")]
+
 A = "01_phases"
 NOBODY = 65534
 
