@@ -39,7 +39,9 @@ the home folder is writable, and the paths given cannot be read.
 (``PR_SET_PDEATHSIG``, kept across ``execve``), lifts the grading process's own soft limit on
 data memory, sets the CPU-time limit and no core dumps (and, with ``--nice``, a lower
 priority), in a sandbox a cap on processes and the memory limit (the cgroup joined, or
-``RLIMIT_DATA``), and executes the rest of its command line.
+``RLIMIT_DATA``), and executes the rest of its command line. Without root it runs a second time
+inside bubblewrap's sandbox, with ``--nproc`` alone: there ``RLIMIT_NPROC`` counts the sandbox's
+own processes, not all of the grader's uid (:meth:`autograder.sandbox.containment.Sandbox.wrap`).
 
 ``kill UID``: as root, drop to ``UID`` and kill every process of it (``kill(-1, SIGKILL)``, in
 whatever session or namespace): :meth:`autograder.sandbox.containment.Sandbox.kill_all`.
