@@ -13,11 +13,12 @@ def build_parser() -> argparse.ArgumentParser:
                            description="Grade learner notebooks: test cells are restored from "
                                        "solutions/, each notebook runs in a fresh kernel with a "
                                        "time limit. The assignment is the notebook's folder name. "
-                                       "Run as root, each kernel is contained (its own mount, PID "
-                                       "and network namespaces, an unprivileged uid of its own, a "
-                                       "memory limit; the course and other submissions out of its "
-                                       "sight); a sandbox that cannot be set up is a refusal. The "
-                                       "JSON's 'containment' says how each notebook ran.")
+                                       "Each kernel is contained (its own mount, PID and network "
+                                       "namespaces and a memory limit; as root an unprivileged uid "
+                                       "of its own, otherwise bubblewrap's user namespace; the "
+                                       "course and other submissions out of its sight); a sandbox "
+                                       "that cannot be set up is a refusal. The JSON's "
+                                       "'containment' says how each notebook ran.")
     grade.add_argument("notebooks", nargs="+", metavar="NOTEBOOK")
     grade.add_argument("--json", action="store_true", help="print JSON (one object, or a list for several)")
     grade.add_argument("--root", help="course root holding solutions/ (default: found automatically)")
@@ -28,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="notebooks graded in parallel (default: one per core, and one more)")
     grade.add_argument("--progress", action="store_true", help="show a progress bar on stderr")
     grade.add_argument("--no-sandbox", action="store_true",
-                       help="as root, run kernels uncontained (only for code you trust; the same as "
+                       help="run kernels uncontained (only for code you trust; the same as "
                             "AUTOGRADER_SANDBOX=off; the JSON's containment then says 'none')")
     sub.add_parser("settings", help="list the AUTOGRADER_* settings, their defaults and values",
                    description="Every AUTOGRADER_* environment variable the grader reads, with its "

@@ -29,8 +29,8 @@ class Setting:
 
 SETTINGS = [
     Setting("AUTOGRADER_SANDBOX", "on", "'off' grades without containment (only code you trust; "
-            "--no-sandbox sets it); as root, on is the default and a sandbox that cannot be set up "
-            "is a refusal", "flag"),
+            "--no-sandbox sets it); on, a sandbox that cannot be set up (as root: namespaces and a uid "
+            "of its own; otherwise bubblewrap) is a refusal", "flag"),
     Setting("AUTOGRADER_UNSHARE", "", "util-linux's unshare to use (default: the one on PATH)", "path"),
     Setting("AUTOGRADER_SANDBOX_UIDS", "61000-61183", "the user ids lent to contained kernels and "
             "program runners, one per process at a time (never a real account's)", "range"),

@@ -22,6 +22,7 @@ from ..sandbox.containment import (
     NAMESPACE,
     NONE,
     PROCESS_GROUP,
+    USER_NAMESPACE,
     check_once,
     die_with_parent,
     limit_judge_memory,
@@ -306,24 +307,29 @@ def summary(results) -> str:
     return "\n".join(l for l in lines if l)
 
 
+# how each containment mode ran a kernel, in words (autograder.sandbox.containment's modes)
+_HOW = {
+    NAMESPACE: "in its own mount, PID and network namespaces under its own unprivileged uid",
+    USER_NAMESPACE: "in bubblewrap's unprivileged user, mount, PID and network namespaces",
+    NONE: "without any sandbox, as the operator asked",
+    PROCESS_GROUP: "with the grader's uid in its own process group only",
+}
+_CONTAINED = (NAMESPACE, USER_NAMESPACE)
+
+
 def containment_summary(results) -> str:
     """One line: how the kernels that ran were contained (and why not, where they were not)."""
     ran = [r for r in results if r.containment]
     if not ran:
         return ""
-    sandboxed = [r for r in ran if r.containment == NAMESPACE]
-    if len(sandboxed) == len(ran):
-        memory = sorted({r.containment_reason for r in ran} - {""})
-        return (f"containment: every kernel ran in its own mount, PID and network namespaces under "
-                f"its own unprivileged uid ({NAMESPACE}" + (f"; {'; '.join(memory)}" if memory else "")
-                + ")")
     parts = []
-    for mode, what in ((NONE, "without any sandbox, as the operator asked"),
-                       (PROCESS_GROUP, "with the grader's uid in their own process group only")):
+    for mode, how in _HOW.items():
         some = [r for r in ran if r.containment == mode]
         if some:
             reasons = sorted({r.containment_reason for r in some} - {""})
-            parts.append(f"{len(some)} of {len(ran)} kernel(s) ran {what} ({mode}"
-                         + (f": {'; '.join(reasons)}" if reasons else "") + ")")
-    return ("containment: " + "; ".join(parts) + "; files they write, their network and processes "
-            "they start in a new session are not contained")
+            who = "every kernel" if len(some) == len(ran) else f"{len(some)} of {len(ran)} kernel(s)"
+            parts.append(f"{who} ran {how} ({mode}" + (f": {'; '.join(reasons)}" if reasons else "") + ")")
+    line = "containment: " + "; ".join(parts)
+    if any(r.containment not in _CONTAINED for r in ran):
+        line += "; files they write, their network and processes they start in a new session are not contained"
+    return line
