@@ -1,16 +1,11 @@
 """The hostile corpus: scoring attacks on 03_purity, each paired with WRONG answers (issue 11).
 
-One table serves two graders:
+tests/test_judge.py grades every entry with the grader of this checkout (the judge outside the
+kernel, the kernel contained) and asserts that it earns nothing. Each attack once earned full
+marks from the course's earlier grader (hidden tests run in the kernel behind a guard), which is
+why it is here.
 
-* tests/test_judge.py grades every entry with the grader of this checkout (the judge outside
-  the kernel, the kernel in namespaces) and asserts that it earns nothing;
-* tests/test_attacks_old_grader.py grades every entry marked ``old_grader`` with the grader
-  of commit ``OLD_GRADER`` (hidden tests in the notebook, an in-kernel guard), and asserts that
-  it earns full marks there: the control that shows each attack is real, not a weak form that
-  scores zero anyway.
-
-Issue 11's attack classes, each given full marks by the old grader under containment
-``pid-namespace+uid``, and the entry that carries it:
+Issue 11's attack classes, and the entry that carries it:
 
 1. a ``post_run_cell`` callback that clears the cell's error: ``post_run_cell_clears_errors``;
 2. ``ExecutionResult.success`` patched to always be true: ``execution_result_success_patched``;
@@ -27,18 +22,15 @@ Issue 11's attack classes, each given full marks by the old grader under contain
 9. the instructor's solution read from ``solutions/`` (found through ``autograder.__file__``)
    and executed: ``READ_SOLUTIONS``.
 
-``agent_forges_replies`` targets the new grader's kernel agent, which the old grader has not:
-it is not part of the old-grader control (``old_grader=False``).
+``agent_forges_replies`` targets the grader's kernel agent.
 
-Each attack must still leave the new grader able to grade (it then scores 0): one entry feeds
-both graders, so an attack aimed at the old guard (its builtin, its mark) does nothing harmful
-where there is none.
+Each attack must still leave the grader able to grade (it then scores 0): an attack aimed at the
+earlier grader's guard (its builtin, its mark) does nothing harmful where there is none.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-OLD_GRADER = "511c696"  # the last commit whose grader ran hidden tests in the kernel, behind a guard
 A = "03_purity"         # the assignment every attack is graded on
 
 WRONG = {  # wrong answers: each attack below comes with them, and must not turn them into points
@@ -56,7 +48,6 @@ class Attack:
     cells: tuple = ("step",)       # the answer cells it goes into
     after: bool = False            # appended to the answer (default: prepended)
     stubs: bool = False            # with the released stubs (only ``step`` written) instead of WRONG
-    old_grader: bool = True        # part of the old-grader control (it earns full marks there)
 
     def answers(self) -> dict:
         """``{grade_id: source}`` of the answer cells to fill in the released notebook."""
@@ -66,7 +57,7 @@ class Attack:
         return base
 
 
-# The old guard (autograder/grading.py's _GUARD_SETUP at OLD_GRADER) is a builtin named
+# The earlier grader's guard (autograder/grading.py's _GUARD_SETUP at commit 511c696) is a builtin named
 # `_<24 hex digits>`; it starts every test cell as `_<hex>(<cell index>)`, restores IPython's
 # transformers, the autograder/NumPy/jax module namespaces and their functions' code after
 # every cell, and displays `<token>:<index>` (the secret mark) when it runs.
@@ -139,7 +130,7 @@ ATTACKS = {
         "    nonce = dict(json.loads(text)['items'])['nonce']\n"
         "    reply = {'nonce': nonce, 'value': 0.0, 'claim': {'ok': True, 'idea': '', 'detail': ''}}\n"
         "    display({_wire.MIME: _wire.encode(reply)}, raw=True)\n"
-        "_agent.serve = _serve\n", issue=None, old_grader=False),
+        "_agent.serve = _serve\n", issue=None),
     # The guard snapshots the jax and jax.numpy namespaces, not jax.tree_util's.
     "tree_flattening_patched": Attack(
         "import jax\n_none = jax.tree_util.tree_structure(None)\n"
@@ -166,13 +157,6 @@ READ_SOLUTIONS = Attack(
     "for _c in _nb.cells:\n"
     "    if _c.get('metadata', {}).get('nbgrader', {}).get('solution'):\n"
     "        exec(_c.source, globals())\n", issue=9, cells=tuple(WRONG), after=True)
-
-
-def old_grader_table() -> dict:
-    """``{name: Attack}`` of the attacks the old grader is graded on (READ_SOLUTIONS included)."""
-    table = {name: a for name, a in ATTACKS.items() if a.old_grader}
-    table["read_solutions"] = READ_SOLUTIONS
-    return table
 
 
 # --------------------------------------------------------------------------- issue 20: classes 1, 3, 5

@@ -373,8 +373,7 @@ def test_an_unreadable_exported_program_is_a_channel_error():
 
 # --------------------------------------------------------------------------- scoring attacks on 03_purity
 
-# The corpus (ATTACKS, WRONG, READ_SOLUTIONS) is tabled in tests/attacks.py; the same table, graded
-# by the old in-kernel guard (tests/test_attacks_old_grader.py), earns full marks there.
+# The corpus (ATTACKS, WRONG, READ_SOLUTIONS) is tabled in tests/attacks.py.
 HIDES_COURSE = "namespaces+uid"  # the containment that hides the course root from the kernel
 AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0 and bool(shutil.which("unshare"))
 

@@ -627,12 +627,6 @@ def _sandbox_uids() -> range:
     return settings.get("AUTOGRADER_SANDBOX_UIDS")
 
 
-def check_settings() -> None:
-    """Every setting the operator may give in the environment parses (else
-    :class:`GradingError` naming it)."""
-    settings.check()
-
-
 def _lock_dir() -> Path | None:
     """A folder only root can write, for the uid locks (shared by every grader on the machine)."""
     import stat
