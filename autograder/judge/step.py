@@ -236,7 +236,7 @@ class JudgeStep:
 
     @classmethod
     def for_source(cls, source_notebook: Path, cell_timeout: float = REQUEST_TIMEOUT):
-        """The step for an assignment that has a judge file, else ``None`` (the legacy path)."""
+        """The step for an assignment that has a judge file, else ``None`` (it cannot be graded)."""
         folder = Path(source_notebook).parent
         return cls(folder, cell_timeout) if judge_path(folder).is_file() else None
 
