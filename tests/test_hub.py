@@ -517,6 +517,14 @@ def test_the_workshop_in_chromium(released):
             path = f"api/contents/{COURSE_ID}/{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
             model = hub.user(solver, "GET", path)
             answers, filled = _solution_answers(), set()
+            # a probe after the first answer, run only when the instructor grades it: reading a judge
+            # fails the answer (the solver's full marks are asserted below), and it writes a file
+            marker = Path(tempfile.gettempdir()) / f"hub-probe-{secrets.token_hex(6)}"
+            first = next(iter(answers))
+            answers[first] += (
+                f"\ntry:\n    open({str(hub.root / 'solutions' / ASSIGNMENT / 'judge.py')!r}).read()\n"
+                f"except OSError:\n    pass\nelse:\n    raise RuntimeError('the probe read a judge')\n"
+                f"try:\n    open({str(marker)!r}, 'w').write('out of the box')\nexcept OSError:\n    pass\n")
             for cell in model["content"]["cells"]:
                 gid = cell["metadata"].get("nbgrader", {}).get("grade_id")
                 if gid in answers:
@@ -565,6 +573,7 @@ def test_the_workshop_in_chromium(released):
             assert "autograded 2 submission(s)" in autograde, autograde[-3000:]
             # graded from the instructor's seat, with nothing typed as root: contained all the same
             assert "every kernel ran in bubblewrap's" in autograde and "(user-namespace" in autograde, autograde[-3000:]
+            assert not marker.exists(), "the probe graded from the instructor's seat wrote outside its box"
             feedback = next(out for cmd, out in outputs.items() if "release-feedback" in cmd)
             assert "released 2 feedback page(s)" in feedback, feedback[-3000:]
 
