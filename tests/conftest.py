@@ -173,3 +173,24 @@ def wait_until_serving(proc, url: str, seconds: float, what: str, log=lambda: ""
         except OSError:
             time.sleep(0.5)
     pytest.fail(f"{what} did not answer on {url} within {seconds:g} s: {log()}")
+
+
+def grade_attack_table(table: dict, tmp: Path) -> dict:
+    """Grade every row of an attack table (tests/attacks.py: rows with ``assignment``, ``released``
+    and ``filled(answers)``) in one contained batch, with each assignment's solution beside them
+    (the correct control, ``control-<assignment>``): ``{name: result}``."""
+    paths, names = [], []
+    for name, attack in table.items():
+        a = attack.assignment
+        base = released_notebook(a) if attack.released else solution_notebook(a)
+        answers = {c.metadata["nbgrader"]["grade_id"]: c.source
+                   for c in nbformat.read(str(base), as_version=4).cells
+                   if c.metadata.get("nbgrader", {}).get("solution")}
+        paths.append(fill_answers(base, attack.filled(answers), tmp / name / a / f"{a}.ipynb"))
+        names.append(name)
+    for a in sorted({attack.assignment for attack in table.values()}):
+        paths.append(fill_answers(solution_notebook(a), {}, tmp / f"control-{a}" / a / f"{a}.ipynb"))
+        names.append(f"control-{a}")
+    results, stderr, code = run_grader(paths, "--jobs", "2")
+    assert code == 0, stderr[-3000:]
+    return dict(zip(names, results))

@@ -15,7 +15,8 @@ import pytest
 from autograder import judge, wire
 from autograder.feedback import ExerciseFailure
 from attacks import ATTACKS, READ_SOLUTIONS  # the hostile corpus, shared with the old-grader control
-from conftest import ROOT, course_in_0700, fill_answers, released_notebook, run_grader, solution_notebook, start_ipc_kernel
+from conftest import (ROOT, course_in_0700, fill_answers, grade_attack_table, released_notebook, run_grader,
+                      solution_notebook, start_ipc_kernel)
 
 A = "03_purity"
 
@@ -477,22 +478,7 @@ def program_attacks(tmp_path_factory):
     its assignment beside it (the correct control)."""
     from attacks import PROGRAM_ATTACKS
 
-    tmp = tmp_path_factory.mktemp("program-attacks")
-    paths, names = [], []
-    for name, attack in PROGRAM_ATTACKS.items():
-        a = attack.assignment
-        base = released_notebook(a) if attack.released else solution_notebook(a)
-        answers = {c.metadata["nbgrader"]["grade_id"]: c.source
-                   for c in nbformat.read(str(base), as_version=4).cells
-                   if c.metadata.get("nbgrader", {}).get("solution")}
-        paths.append(fill_answers(base, attack.filled(answers), tmp / name / a / f"{a}.ipynb"))
-        names.append(name)
-    for a in sorted({attack.assignment for attack in PROGRAM_ATTACKS.values()}):
-        paths.append(fill_answers(solution_notebook(a), {}, tmp / f"control-{a}" / a / f"{a}.ipynb"))
-        names.append(f"control-{a}")
-    results, stderr, code = run_grader(paths, "--jobs", "2")
-    assert code == 0, stderr[-3000:]
-    return dict(zip(names, results))
+    return grade_attack_table(PROGRAM_ATTACKS, tmp_path_factory.mktemp("program-attacks"))
 
 
 def _program_attack_names():

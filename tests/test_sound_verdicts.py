@@ -8,7 +8,7 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from conftest import fill_answers, released_notebook, run_grader, solution_notebook
+from conftest import fill_answers, grade_attack_table, run_grader, solution_notebook
 
 pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("sound-verdicts")]
 
@@ -23,22 +23,7 @@ def _names():
 def graded(tmp_path_factory):
     from attacks import SOUND_ATTACKS
 
-    tmp = tmp_path_factory.mktemp("sound-verdicts")
-    paths, names = [], []
-    for name, attack in SOUND_ATTACKS.items():
-        a = attack.assignment
-        base = released_notebook(a) if attack.released else solution_notebook(a)
-        answers = {c.metadata["nbgrader"]["grade_id"]: c.source
-                   for c in nbformat.read(str(base), as_version=4).cells
-                   if c.metadata.get("nbgrader", {}).get("solution")}
-        paths.append(fill_answers(base, attack.filled(answers), tmp / name / a / f"{a}.ipynb"))
-        names.append(name)
-    for a in sorted({attack.assignment for attack in SOUND_ATTACKS.values()}):
-        paths.append(fill_answers(solution_notebook(a), {}, tmp / f"control-{a}" / a / f"{a}.ipynb"))
-        names.append(f"control-{a}")
-    results, stderr, code = run_grader(paths, "--jobs", "2")
-    assert code == 0, stderr[-3000:]
-    return dict(zip(names, results))
+    return grade_attack_table(SOUND_ATTACKS, tmp_path_factory.mktemp("sound-verdicts"))
 
 
 @pytest.mark.parametrize("name", _names())

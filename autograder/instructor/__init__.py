@@ -662,8 +662,6 @@ def export(course: Course, out: Path, summary: Path | None = None) -> Path:
     import io
     import stat
 
-    from nbgrader.api import MissingEntry
-
     from ..hints import seen
 
     check_gradebook(course.db_url)
@@ -681,20 +679,14 @@ def export(course: Course, out: Path, summary: Path | None = None) -> Path:
         writer.writerow(["student", "assignment", "exercise", "points", "max_points", "hints_seen"])
         names = sorted(a.name for a in gb.assignments)
         students = sorted(s.id for s in gb.students)
-        for assignment in sorted(gb.assignments, key=lambda a: a.name):
-            for student in students:
-                for nb in assignment.notebooks:
-                    try:
-                        sub = gb.find_submission_notebook(nb.name, assignment.name, student)
-                    except MissingEntry:
-                        continue
-                    hints = seen(course.submitted / student / assignment.name / f"{nb.name}.ipynb")
-                    for g in sorted(sub.grades, key=lambda g: g.name):
-                        exercise = g.name.removeprefix("test_")
-                        writer.writerow([student, assignment.name, exercise, f"{g.score:g}",
-                                         f"{g.max_score:g}", hints.get(exercise, 0)])
-                        got = points.setdefault(student, {})
-                        got[assignment.name] = got.get(assignment.name, 0.0) + g.score
+        for assignment, student, notebook, sub in _graded_notebooks(gb):
+            hints = seen(course.submitted / student / assignment / f"{notebook}.ipynb")
+            for g in sorted(sub.grades, key=lambda g: g.name):
+                exercise = g.name.removeprefix("test_")
+                writer.writerow([student, assignment, exercise, f"{g.score:g}", f"{g.max_score:g}",
+                                 hints.get(exercise, 0)])
+                got = points.setdefault(student, {})
+                got[assignment] = got.get(assignment, 0.0) + g.score
     _write_atomic(out, fh.getvalue().encode())
     if summary is not None:
         fh = io.StringIO(newline="")
@@ -710,23 +702,30 @@ def export(course: Course, out: Path, summary: Path | None = None) -> Path:
 
 def gradebook_points(course: Course) -> dict:
     """``{(student, assignment): {exercise: (points, max_points)}}`` from the gradebook."""
-    from nbgrader.api import MissingEntry
-
     check_gradebook(course.db_url)
     points: dict = {}
     with course_gradebook(course.db_url) as gb:
-        students = sorted(s.id for s in gb.students)
-        for assignment in sorted(gb.assignments, key=lambda a: a.name):
-            for student in students:
-                for nb in assignment.notebooks:
-                    try:
-                        sub = gb.find_submission_notebook(nb.name, assignment.name, student)
-                    except MissingEntry:
-                        continue
-                    got = points.setdefault((student, assignment.name), {})
-                    for g in sub.grades:
-                        got[g.name.removeprefix("test_")] = (float(g.score), float(g.max_score))
+        for assignment, student, _, sub in _graded_notebooks(gb):
+            got = points.setdefault((student, assignment), {})
+            for g in sub.grades:
+                got[g.name.removeprefix("test_")] = (float(g.score), float(g.max_score))
     return points
+
+
+def _graded_notebooks(gb):
+    """``(assignment, student, notebook, its nbgrader SubmissionNotebook)`` of every submission in
+    the gradebook ``gb``, by assignment then student."""
+    from nbgrader.api import MissingEntry
+
+    students = sorted(s.id for s in gb.students)
+    for assignment in sorted(gb.assignments, key=lambda a: a.name):
+        for student in students:
+            for nb in assignment.notebooks:
+                try:
+                    yield assignment.name, student, nb.name, gb.find_submission_notebook(
+                        nb.name, assignment.name, student)
+                except MissingEntry:
+                    continue
 
 
 def class_report(course: Course, out: Path) -> Path:
