@@ -28,7 +28,7 @@ import nbformat
 import pytest
 
 from conftest import ROOT
-from test_browser import ARGS, CHROMIUM, _ensure_browser, _playwright
+from test_browser import browser_page  # noqa: F401 - the fixture `page` uses
 
 # The build executes every chapter: it joins test_course_notebooks' xdist group (one worker, one
 # after the other), so its kernels never run beside the chapters whose measured claims are checked.
@@ -108,17 +108,9 @@ def server(site):
 
 
 @pytest.fixture(scope="module")
-def page():
-    sync_api = _playwright()
-    _ensure_browser()
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        try:
-            pg = browser.new_page(viewport={"width": 1400, "height": 1000})
-            pg.set_default_timeout(TIMEOUT_MS)
-            yield pg
-        finally:
-            browser.close()
+def page(browser_page):  # noqa: F811 - the fixture imported above
+    """Chromium's page, as tests/test_browser.py starts it."""
+    return browser_page
 
 
 def html_page(notebook: Path, checkout: Path) -> str:
