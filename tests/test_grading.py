@@ -703,5 +703,3 @@ def test_results_say_how_the_kernel_was_contained(hostile_results):
     modes = {r.get("containment") for r in results.values()}
     assert modes == {"namespaces+uid" if CAN_SANDBOX else "user-namespace"}, modes
     assert "containment:" in stderr
-
-
