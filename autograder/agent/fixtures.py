@@ -501,6 +501,39 @@ def linear_structures(cls, w, b, x):
     return report
 
 
+def linear_program(cls, activation, keyword, w, b, x):
+    """Traced, never called: the judge exports it (``cls``, ``activation`` and ``keyword``
+    static; ``w``, ``b`` and ``x`` traced) and runs the program on its own arrays. The layer is
+    built from the traced ``w`` and ``b`` (by keyword if ``keyword``); returns ``out``
+    (``layer(x)``), ``leaves`` (``jax.tree.leaves(layer)``: its children, which must be ``w``
+    and ``b``), ``back_out`` (the layer rebuilt by ``jax.tree.unflatten``, applied to ``x``),
+    ``jit_out`` (a jitted apply) and ``grad_leaves`` (the leaves of the gradient of
+    ``sum(layer(x) ** 2)`` with respect to the layer)."""
+    import jax
+    import jax.numpy as jnp
+
+    layer = cls(w=w, b=b, activation=activation) if keyword else cls(w, b, activation)
+    leaves, treedef = jax.tree.flatten(layer)
+    grads = jax.grad(lambda l, a: jnp.sum(l(a) ** 2))(layer, x)
+    return {"out": layer(x), "leaves": leaves, "back_out": jax.tree.unflatten(treedef, leaves)(x),
+            "jit_out": jax.jit(lambda l, a: l(a))(layer, x), "grad_leaves": jax.tree.leaves(grads)}
+
+
+def linear_structures_program(cls, w, b, x):
+    """Traced, never called (``cls`` static): four layers, relu (w, b), relu (2w, b+1), tanh
+    (w, b), tanh (w, 3b), each applied to ``x`` by ONE ``jax.jit`` of ``layer(x)``, made here;
+    returns the four outputs. A jitted function called inside a traced one is a call of a
+    function of the program, one function per trace: the judge reads which function each of
+    the four calls calls (a tree structure per activation: two functions, the relu layers
+    sharing one and the tanh layers the other) and what each is given (the layer's leaves and
+    ``x``), from the program (:meth:`autograder.judge.programs.Program.calls`)."""
+    import jax
+
+    layers = [cls(w, b, "relu"), cls(w * 2, b + 1, "relu"), cls(w, b, "tanh"), cls(w, b * 3, "tanh")]
+    apply = jax.jit(lambda layer, a: layer(a))
+    return [apply(layer, x) for layer in layers]
+
+
 # --------------------------------------------------------------------------- 05_shapes
 
 def call_each(f, args_list):

@@ -23,7 +23,8 @@ Facts (:class:`Program`):
   ``sdy.manual_computation``, or GSPMD's ``SPMDFullToShardShape``).
 - ``top_level``: the entry function's own operations as written, in order, before
   inlining (a call there is one :class:`Op` named ``func.call``, its callee's facts in
-  ``callee``): how the learner's Python dispatches, not what runs.
+  ``callee``): how the learner's Python dispatches, not what runs; ``calls()`` numbers the
+  functions those calls call (one per trace of a jitted function).
 - ``ops``: every operation of every reachable function once, with operand and result types
   (for an allow-list and shape checks).
 
@@ -116,6 +117,23 @@ class Program(Facts):
     def count(self, *names: str) -> int:
         """How many operations named any of ``names`` (such as ``"stablehlo.case"``)."""
         return sum(self.op_counts.get(n, 0) for n in names)
+
+    def calls(self) -> list:
+        """The entry function's calls as written (:attr:`top_level`), in order: for each, the
+        number of the function it calls, numbered by first call (``[0, 0, 1, 1]``: two
+        functions, each called twice). A jitted function called from traced Python is one
+        function per trace: calls that share a number reused one trace."""
+        functions: list = []
+        numbers = []
+        for op in self.top_level:
+            if op.name != CALL:
+                continue
+            i = next((j for j, f in enumerate(functions) if f is op.callee), None)
+            if i is None:
+                functions.append(op.callee)
+                i = len(functions) - 1
+            numbers.append(i)
+        return numbers
 
     @classmethod
     def parse(cls, text: str, platforms=()) -> "Program":
