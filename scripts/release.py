@@ -22,6 +22,7 @@ package too (``autograder/visible_tests/<assignment>.hints.json``).
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import filecmp
 import shutil
@@ -50,6 +51,39 @@ def _tag(cell, tag: str) -> None:
 
 # nbgrader's default ignore list, plus the trusted judge files (solutions/<a>/judge.py, judge_<exercise>.py)
 JUDGE_IGNORE = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "judge.py", "judge_*.py"]
+
+
+KNOWN = ("WRONG", "RIGHT")  # a judge file's known answers: data at its top level
+
+
+def judge_data(path: Path) -> dict:
+    """The known answers of one judge file, ``{"WRONG": {exercise: [(answer source, feedback
+    phrase, idea), ...]}, "RIGHT": {exercise: [answer source, ...]}}``, read as data (the literal
+    ``WRONG = {...}`` and ``RIGHT = {...}`` at its top level): a judge file is never run to read them."""
+    found = {name: {} for name in KNOWN}
+    for node in ast.parse(Path(path).read_text(), str(path)).body:
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+        if isinstance(target, ast.Name) and target.id in KNOWN:
+            try:
+                found[target.id] = ast.literal_eval(node.value)
+            except ValueError as exc:
+                raise ValueError(f"{path}: {target.id} must be a literal (data, never code): {exc}") from None
+    return found
+
+
+def known_answers(folder: Path) -> dict:
+    """The known answers of an assignment (``solutions/NN_slug``), merged over its judge files as
+    :func:`judge_data` gives them; an exercise's answers in two judge files is an error."""
+    from autograder.judge import judge_paths
+
+    merged = {name: {} for name in KNOWN}
+    for path in judge_paths(folder):
+        for name, answers in judge_data(path).items():
+            twice = set(answers) & set(merged[name])
+            if twice:
+                raise ValueError(f"{path}: {name} of {sorted(twice)} also in another judge file of {Path(folder).name}")
+            merged[name].update(answers)
+    return merged
 
 
 def assignments(root: Path = ROOT) -> list[str]:

@@ -1,6 +1,7 @@
 """Shared helpers for the test suite: paths, filling answers into notebooks, grading."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import runpy
@@ -81,10 +82,21 @@ def fill_answers(src: Path, answers: dict, dest: Path) -> Path:
     return dest
 
 
+@functools.cache
+def release_script() -> dict:
+    """scripts/release.py's names (``generate``, ``check``, ``known_answers``...), loaded once."""
+    return runpy.run_path(str(ROOT / "scripts" / "release.py"))
+
+
+def known_answers(assignment: str) -> dict:
+    """``{"WRONG": {grade_id: [(source, expected feedback phrase, idea), ...]}, "RIGHT": {grade_id:
+    [source, ...]}}``: the known answers held as data in the assignment's judge files."""
+    return release_script()["known_answers"](ROOT / "solutions" / assignment)
+
+
 def wrong_answers(assignment: str) -> dict:
-    """``{grade_id: [(source, expected feedback phrase, idea), ...]}`` from tests/wrong_answers/."""
-    path = ROOT / "tests" / "wrong_answers" / f"{assignment}.py"
-    return runpy.run_path(str(path))["WRONG"] if path.exists() else {}
+    """``{grade_id: [(source, expected feedback phrase, idea), ...]}`` from the judge files' ``WRONG``."""
+    return known_answers(assignment)["WRONG"]
 
 
 def run_grader(paths, *extra, timeout=900, env=None, cwd=ROOT, prefix=()):
@@ -106,9 +118,10 @@ def run_grader(paths, *extra, timeout=900, env=None, cwd=ROOT, prefix=()):
 _GRADE_SAVING = """\
 import json, sys
 from pathlib import Path
+from autograder.common.settings import Settings
 from autograder.grader.batch import grade_many
 paths, saved, root, jobs, out = json.loads(sys.argv[1])
-results = grade_many(paths, workers=jobs, root=Path(root) if root else None,
+results = grade_many(paths, Settings.load(), workers=jobs, root=Path(root) if root else None,
                      per_job=lambda p: {"save_graded": saved[p]} if p in saved else {})
 Path(out).write_text(json.dumps([r.as_dict() for r in results]))
 """

@@ -4,7 +4,6 @@ to the mistake, and the pointer to the course section that teaches the idea."""
 from __future__ import annotations
 
 import functools
-import runpy
 import shutil
 import tempfile
 from pathlib import Path
@@ -13,8 +12,8 @@ import nbformat
 import pytest
 
 from autograder.feedback import TAUGHT_IN, where
-from conftest import (ASSIGNMENTS, ROOT, fill_answers, released_notebook, run_grader, solution_notebook,
-                      wrong_answers)
+from conftest import (ASSIGNMENTS, fill_answers, known_answers, released_notebook, run_grader,
+                      solution_notebook, wrong_answers)
 
 pytestmark = pytest.mark.notebook
 # One xdist group per assignment: its notebooks are graded once, by one worker.
@@ -29,9 +28,8 @@ def _answer_ids(assignment):
 
 def _right_answers(assignment):
     """``{grade_id: [answer source, ...]}``: other right answers (``RIGHT`` beside ``WRONG`` in
-    tests/wrong_answers/), each of which must earn the exercise's points."""
-    path = ROOT / "tests" / "wrong_answers" / f"{assignment}.py"
-    return runpy.run_path(str(path)).get("RIGHT", {}) if path.exists() else {}
+    the judge files), each of which must earn the exercise's points."""
+    return known_answers(assignment)["RIGHT"]
 
 
 def _fill_rounds(tmp, assignment, name, by_gid):

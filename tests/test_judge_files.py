@@ -1,5 +1,7 @@
 """An assignment's judge may be split over ``judge.py`` and ``judge_<exercise>.py`` files: the
-grader loads them all, and neither release nor the learner's kernel ever sees one."""
+grader loads them all, and neither release nor the learner's kernel ever sees one. Each holds the
+known answers of its exercises as data (``WRONG``, ``RIGHT``), which the tests and release read
+without running the file."""
 from __future__ import annotations
 
 import fnmatch
@@ -9,7 +11,7 @@ import pytest
 
 from autograder.common.course import data_files
 from autograder.judge import judge_tests
-from conftest import ROOT
+from conftest import ROOT, release_script
 
 
 def _assignment(tmp_path, **files):
@@ -55,3 +57,33 @@ def _nbgrader_ignore():
     path = ROOT / "nbgrader_config.py"
     exec(compile(path.read_text(), str(path), "exec"), {"get_config": lambda: c, "__file__": str(path)})  # noqa: S102 - the course config
     return list(c.CourseDirectory.ignore)
+
+
+def _known_answers(folder):
+    return release_script()["known_answers"](folder)
+
+
+def test_known_answers_are_read_as_data_never_run(tmp_path):
+    """A judge file's WRONG and RIGHT are read from its text: the judge file is not run (its
+    import of a missing module stays unread), and its tests are not called."""
+    folder = _assignment(tmp_path, **{
+        "judge.py": "import a_module_that_does_not_exist\ndef test_a(k):\n    pass\n"
+                    "WRONG = {'a': [('def a(): pass', 'returns None', 'numerics')]}\n",
+        "judge_b.py": "def test_b(k):\n    pass\nWRONG = {'b': [('b = 1', 'not a function', 'phases')]}\n"
+                      "RIGHT = {'b': ['def b(): return 1']}\n"})
+    known = _known_answers(folder)
+    assert known == {"WRONG": {"a": [("def a(): pass", "returns None", "numerics")],
+                               "b": [("b = 1", "not a function", "phases")]},
+                     "RIGHT": {"b": ["def b(): return 1"]}}
+
+
+def test_known_answers_that_are_code_are_refused(tmp_path):
+    folder = _assignment(tmp_path, **{"judge.py": "def test_a(k):\n    pass\nWRONG = {'a': [make_answer()]}\n"})
+    with pytest.raises(ValueError, match="WRONG must be a literal"):
+        _known_answers(folder)
+
+
+def test_an_exercises_answers_in_two_judge_files_is_an_error(tmp_path):
+    folder = _assignment(tmp_path, **{"judge.py": "WRONG = {'a': []}\n", "judge_a.py": "WRONG = {'a': []}\n"})
+    with pytest.raises(ValueError, match=r"WRONG of \['a'\] also in another judge file"):
+        _known_answers(folder)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import ast
 import json
 import re
-import runpy
 import sys
 import tomllib
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 from autograder import manifest as manifest_module
 from autograder.feedback import TAUGHT_IN
 from autograder.manifest import ManifestError, load, parse
+from conftest import known_answers, release_script
 
 ROOT = Path(__file__).resolve().parent.parent
 M = load()
@@ -74,8 +74,12 @@ def test_every_exercise_has_one_judge_test_and_wrong_answers(chapter):
     assert set(judged) == {f"test_{n}" for n in listed}, f"{chapter}: judge tests {sorted(judged)}"
     twice = {t: files for t, files in judged.items() if len(files) > 1}
     assert not twice, f"{chapter}: tests defined in two judge files: {twice}"
-    wrong = runpy.run_path(str(ROOT / "tests" / "wrong_answers" / f"{chapter}.py"))["WRONG"]
-    assert set(wrong) <= listed, f"{chapter}: wrong answers for unknown exercises {set(wrong) - listed}"
+    for path in sorted((ROOT / "solutions" / chapter).glob("judge*.py")):
+        judged_here = {t.removeprefix("test_") for t, files in judged.items() if path.name in files}
+        for name, answers in release_script()["judge_data"](path).items():
+            assert set(answers) <= judged_here, (f"{chapter}/{path.name}: {name} holds answers for "
+                                                 f"{sorted(set(answers) - judged_here)}, whose tests are not in this file")
+    wrong = known_answers(chapter)["WRONG"]
     few = [n for n in listed if len(wrong.get(n, [])) < 2]
     assert not few, f"{chapter}: fewer than two wrong answers for {few}"
 

@@ -128,3 +128,102 @@ def test_count_primitives(k):
         what = f"count_primitives(f, ...) for {desc}"
         results.append((what, *_counts_of(k, fixture, args, what)))
     _check_all(results)
+
+
+# Known answers: data, read (never run) by `make release` and the course's tests, and never by
+# the judge. WRONG[exercise] = [(an answer cell's source, a phrase of the feedback specific to the
+# mistake, the idea whose section the feedback must point to), ...]: each must fail so. RIGHT[exercise]
+# = [an answer cell's source, ...]: other right answers the prompt allows, each earning full marks.
+
+WRONG = {
+    "count_primitives": [
+        ('''
+from jax.extend import core as jax_core
+
+
+def count_primitives(f, *args):
+    counts = {}
+    for eqn in jax.make_jaxpr(f)(*args).eqns:  # the top level only
+        counts[eqn.primitive.name] = counts.get(eqn.primitive.name, 0) + 1
+    return counts
+''', "it counts the top level only", "phases"),
+        ('''
+from jax.extend import core as jax_core
+
+
+def count_primitives(f, *args):
+    counts = {}
+
+    def walk(jaxpr):
+        for eqn in jaxpr.eqns:
+            counts[eqn.primitive.name] = counts.get(eqn.primitive.name, 0) + 1
+            for value in eqn.params.values():
+                if isinstance(value, (jax_core.ClosedJaxpr, jax_core.Jaxpr)):  # a cond's tuple of branches is missed
+                    walk(value)
+
+    walk(jax.make_jaxpr(f)(*args))
+    return counts
+''', "inside a tuple or list in the params", "phases"),
+        ('''
+from jax.extend import core as jax_core
+
+
+def count_primitives(f, *args):
+    counts, seen = {}, set()
+
+    def walk(jaxpr):
+        for eqn in jaxpr.eqns:
+            counts[eqn.primitive.name] = counts.get(eqn.primitive.name, 0) + 1
+            for value in eqn.params.values():
+                for inner in value if isinstance(value, (tuple, list)) else [value]:
+                    if isinstance(inner, (jax_core.ClosedJaxpr, jax_core.Jaxpr)) and id(inner) not in seen:
+                        seen.add(id(inner))  # a jaxpr shared by two equations is walked once
+                        walk(inner)
+
+    walk(jax.make_jaxpr(f)(*args))
+    return counts
+''', "once per place", "phases"),
+        ('''
+from collections import Counter
+from jax.extend import core as jax_core
+
+
+def count_primitives(f, *args):
+    counts = Counter()
+
+    def walk(jaxpr):
+        for eqn in jaxpr.eqns:
+            inner = [v for value in eqn.params.values()
+                     for v in (value if isinstance(value, (tuple, list)) else [value])
+                     if isinstance(v, (jax_core.ClosedJaxpr, jax_core.Jaxpr))]
+            if inner:
+                for j in inner:  # the holding equation itself is not counted
+                    walk(j)
+            else:
+                counts[eqn.primitive.name] += 1
+
+    walk(jax.make_jaxpr(f)(*args))
+    return dict(counts)
+''', "does not count the equation that holds a nested jaxpr", "phases"),
+        ('''
+from jax.extend import core as jax_core
+
+
+def count_primitives(f, *args):
+    counts = {}
+
+    def add(jaxpr, deeper):
+        for eqn in jaxpr.eqns:
+            counts[eqn.primitive.name] = counts.get(eqn.primitive.name, 0) + 1
+            if not deeper:
+                continue
+            for value in eqn.params.values():
+                for inner in value if isinstance(value, (tuple, list)) else [value]:
+                    if isinstance(inner, (jax_core.ClosedJaxpr, jax_core.Jaxpr)):
+                        add(inner, False)  # one level of nesting only
+
+    add(jax.make_jaxpr(f)(*args), True)
+    return counts
+''', "one level of nesting only", "phases"),
+    ],
+}

@@ -125,3 +125,70 @@ def test_apply_layer(k):
             what=f"apply_layer over {len(calls)} calls with {len(set(pairs))} distinct (activation, depth)",
             why="Only what chooses the program (the activation and the depth) may be part of the compile "
                 "signature, and nothing may compile outside the one program per configuration.")
+
+
+# Known answers: data, read (never run) by `make release` and the course's tests, and never by
+# the judge. WRONG[exercise] = [(an answer cell's source, a phrase of the feedback specific to the
+# mistake, the idea whose section the feedback must point to), ...]: each must fail so. RIGHT[exercise]
+# = [an answer cell's source, ...]: other right answers the prompt allows, each earning full marks.
+
+WRONG = {
+    "apply_layer": [
+        ('''
+@partial(jax.jit, static_argnames="items")
+def _layer(x, items):
+    config = dict(items)
+    act = {"relu": jax.nn.relu, "tanh": jnp.tanh, "gelu": jax.nn.gelu}[config["activation"]]
+    y = x
+    for _ in range(config["depth"]):
+        y = act(y * config["scale"] + config["shift"])
+    return y
+
+
+def apply_layer(x, config):
+    return _layer(x, tuple(sorted(config.items())))  # hashable, but scale and shift are static too
+''', "must be hashable; and only what chooses the program belongs there", "static"),
+        ('''
+@partial(jax.jit, static_argnames=("activation", "depth", "scale"))
+def _layer(x, shift, activation, depth, scale):
+    act = {"relu": jax.nn.relu, "tanh": jnp.tanh, "gelu": jax.nn.gelu}[activation]
+    y = x
+    for _ in range(depth):
+        y = act(y * scale + shift)
+    return y
+
+
+def apply_layer(x, config):
+    # the scale is still part of the compile signature
+    return _layer(x, config["shift"], config["activation"], config["depth"], float(config["scale"]))
+''', "needed the Python value of a traced `scale` or `shift`", "static"),
+        ('''
+@partial(jax.jit, static_argnames=("activation", "depth"))
+def _layer(x, scale, shift, activation, depth):
+    act = {"relu": jax.nn.relu, "tanh": jnp.tanh, "gelu": jax.nn.gelu}[activation]
+    y = x * scale + shift  # ...
+    for _ in range(depth - 1):
+        y = act(y) * scale + shift
+    return act(y)
+
+
+def apply_layer(x, config):
+    x = jnp.asarray(x, jnp.float32) + 0.0  # eager work before the compiled program: a compile of its own
+    return _layer(x, config["scale"], config["shift"], activation=config["activation"], depth=config["depth"])
+''', "distinct (activation, depth) compiled", "recompiles"),
+        ('''
+@partial(jax.jit, static_argnames=("activation", "depth"))
+def _layer(x, scale, shift, activation, depth):
+    act = {"relu": jax.nn.relu, "tanh": jnp.tanh,
+           "gelu": lambda v: jax.nn.gelu(v, approximate=False)}[activation]
+    y = x
+    for _ in range(depth):
+        y = act(y * scale + shift)
+    return y
+
+
+def apply_layer(x, config):
+    return _layer(x, config["scale"], config["shift"], activation=config["activation"], depth=config["depth"])
+''', "It computes the exact gelu", "numerics"),
+    ],
+}

@@ -241,3 +241,96 @@ def test_normalize_batch(k):
         k, "normalize_batch", _ref_normalize,
         lambda rng: (_batch(rng, b=int(rng.integers(4, 12)), d=int(rng.integers(2, 6))),),
         trials=3, seed=k.seed(), what="`jax.jit(normalize_batch)`", dtype=F32)
+
+
+# Known answers: data, read (never run) by `make release` and the course's tests, and never by
+# the judge. WRONG[exercise] = [(an answer cell's source, a phrase of the feedback specific to the
+# mistake, the idea whose section the feedback must point to), ...]: each must fail so. RIGHT[exercise]
+# = [an answer cell's source, ...]: other right answers the prompt allows, each earning full marks.
+
+WRONG = {
+    "step": [
+        ('''
+STEPS_TAKEN = 0
+
+def step(state, x):
+    global STEPS_TAKEN
+    STEPS_TAKEN += 1  # "just bookkeeping", but a global written on every call
+    count = state["count"] + 1
+    total = state["total"] + x
+    return {"count": count, "total": total}, total / count
+''', "changed the global(s) ['STEPS_TAKEN']", "purity"),
+        ('''
+def step(state, x, _seen=[]):
+    # the history hides in a mutable default argument instead of a global
+    _seen.append(x)
+    count = state["count"] + 1
+    total = state["total"] + x
+    return {"count": count, "total": total}, sum(_seen) / len(_seen)
+''', "`step` gave different results for the same inputs", "purity"),
+        ('''
+def step(state, x):
+    # updates the caller's dict in place instead of returning a new one
+    state["count"] = state["count"] + 1
+    state["total"] = state["total"] + x
+    return state, state["total"] / state["count"]
+''', "`step` changed the `state` dict it was given in place", "state"),
+        ('''
+def step(state, x):
+    total = state["total"] + x
+    # the mean uses the old count: off by one
+    return {"count": state["count"] + 1, "total": total}, total / jnp.maximum(state["count"], 1)
+''', "`step`'s result on random input #1[1] is wrong", "state"),
+    ],
+    "set_diagonal": [
+        ('''
+def set_diagonal(x, v):
+    # a copy through NumPy: fine eagerly, impossible on a tracer under jit
+    out = np.array(x, copy=True)
+    np.fill_diagonal(out, v)
+    return jnp.asarray(out)
+''', "jax.jit(set_diagonal) converted a traced array to NumPy", "inplace"),
+        ('''
+def set_diagonal(x, v):
+    x = np.asarray(x)  # no copy: writes into the caller's NumPy array
+    i = np.arange(x.shape[0])
+    x[i, i] = v
+    return jnp.asarray(x)
+''', "set_diagonal on a NumPy array modified that array in place", "inplace"),
+        ('''
+def set_diagonal(x, v):
+    i = jnp.arange(x.shape[0])
+    return jnp.asarray(x).at[i, i].add(v)  # adds to the diagonal instead of setting it
+''', "set_diagonal(x, 7.0) is wrong", "inplace"),
+    ],
+    "normalize_batch": [
+        ('''
+_CACHE = {}
+
+def normalize_batch(x):
+    # statistics cached per shape: a new batch of the same shape reuses old statistics
+    if x.shape not in _CACHE:
+        _CACHE[x.shape] = (jnp.mean(x, axis=0), jnp.sqrt(jnp.var(x, axis=0) + 1e-5))
+    mean, std = _CACHE[x.shape]
+    return (x - mean) / std
+''', "normalize_batch(batch 2), called after batch 1 is wrong", "purity"),
+        ('''
+SEEN = {"batches": 0}
+
+def normalize_batch(x):
+    SEEN["batches"] += 1  # bookkeeping "on the side", in a global
+    mean, var = jnp.mean(x, axis=0), jnp.var(x, axis=0)
+    return (x - mean) / jnp.sqrt(var + 1e-5)
+''', "changed the global(s) ['SEEN']", "purity"),
+        ('''
+def normalize_batch(x):
+    mean = jnp.mean(x, axis=0)
+    return (x - mean) / (jnp.std(x, axis=0) + 1e-5)  # eps outside the square root
+''', "It adds eps outside the square root", "numerics"),
+        ('''
+def normalize_batch(x):
+    mean = jnp.mean(x, axis=0)
+    return (x - mean) / jnp.sqrt(jnp.var(x, axis=0, ddof=1) + 1e-5)  # sample variance
+''', "It divides by the sample variance (ddof=1)", "numerics"),
+    ],
+}

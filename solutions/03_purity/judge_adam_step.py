@@ -186,3 +186,111 @@ def test_adam_step(k):
                           "different results: it depends on something besides its inputs (a global, an "
                           "object's attribute) that the first call changed.")
     _check_step(twice["first"][0], _reference(scalars, [g0], [lr0])[0], 1, "adam_step (unjitted)")
+
+
+# Known answers: data, read (never run) by `make release` and the course's tests, and never by
+# the judge. WRONG[exercise] = [(an answer cell's source, a phrase of the feedback specific to the
+# mistake, the idea whose section the feedback must point to), ...]: each must fail so. RIGHT[exercise]
+# = [an answer cell's source, ...]: other right answers the prompt allows, each earning full marks.
+
+WRONG = {
+    "adam_step": [
+        ('''
+STEP = [0]  # the step count kept outside the state
+
+
+def adam_init(params):
+    zeros = lambda tree: jax.tree_util.tree_map(jnp.zeros_like, tree)
+    return {"m": zeros(params), "v": zeros(params)}
+
+
+def adam_step(params, grads, state, lr):
+    STEP[0] += 1
+    t = STEP[0]
+    m = jax.tree_util.tree_map(lambda m, g: 0.9 * m + 0.1 * g, state["m"], grads)
+    v = jax.tree_util.tree_map(lambda v, g: 0.999 * v + 0.001 * g * g, state["v"], grads)
+    new = jax.tree_util.tree_map(
+        lambda p, m, v: p - lr * (m / (1 - 0.9 ** t)) / (jnp.sqrt(v / (1 - 0.999 ** t)) + 1e-8), params, m, v)
+    return new, {"m": m, "v": v}
+''', "after step 2", "state"),
+        ('''
+def adam_init(params):
+    zeros = lambda tree: jax.tree_util.tree_map(jnp.zeros_like, tree)
+    return {"m": zeros(params), "v": zeros(params), "t": jnp.zeros((), jnp.int32)}
+
+
+def adam_step(params, grads, state, lr):
+    state["t"] = state["t"] + 1  # writes into the state it was given
+    t = state["t"].astype(jnp.float32)
+    state["m"] = jax.tree_util.tree_map(lambda m, g: 0.9 * m + 0.1 * g, state["m"], grads)
+    state["v"] = jax.tree_util.tree_map(lambda v, g: 0.999 * v + 0.001 * g * g, state["v"], grads)
+    new = jax.tree_util.tree_map(
+        lambda p, m, v: p - lr * (m / (1 - 0.9 ** t)) / (jnp.sqrt(v / (1 - 0.999 ** t)) + 1e-8),
+        params, state["m"], state["v"])
+    return new, state
+''', "changed the state it was given", "purity"),
+        ('''
+def adam_init(params):
+    zeros = lambda tree: jax.tree_util.tree_map(jnp.zeros_like, tree)
+    return {"m": zeros(params), "v": zeros(params), "t": 0}  # a Python int, not an array
+
+
+def adam_step(params, grads, state, lr):
+    t = state["t"] + 1
+    m = jax.tree_util.tree_map(lambda m, g: 0.9 * m + 0.1 * g, state["m"], grads)
+    v = jax.tree_util.tree_map(lambda v, g: 0.999 * v + 0.001 * g * g, state["v"], grads)
+    new = jax.tree_util.tree_map(
+        lambda p, m, v: p - lr * (m / (1 - 0.9 ** t)) / (jnp.sqrt(v / (1 - 0.999 ** t)) + 1e-8), params, m, v)
+    return new, {"m": m, "v": v, "t": t}
+''', "the state must be a pytree of arrays", "state"),
+        ('''
+def adam_init(params):
+    zeros = lambda tree: jax.tree_util.tree_map(jnp.zeros_like, tree)
+    return (zeros(params), zeros(params), jnp.zeros((), jnp.int32))
+
+
+def adam_step(params, grads, state, lr):
+    m, v, t = state
+    m = jax.tree_util.tree_map(lambda m, g: 0.9 * m + 0.1 * g, m, grads)
+    v = jax.tree_util.tree_map(lambda v, g: 0.999 * v + 0.001 * g * g, v, grads)
+    tf = t.astype(jnp.float32)  # the bias correction uses the count before this step
+    new = jax.tree_util.tree_map(
+        lambda p, m, v: p - lr * (m / (1 - 0.9 ** (tf + 1))) / (jnp.sqrt(v / (1 - 0.999 ** (tf + 1))) + 1e-8),
+        params, m, v)
+    return new, (m, v, t)  # ...and never advances it
+''', "after step 2", "state"),
+    ],
+}
+
+RIGHT = {
+    "adam_step": [
+        '''
+import dataclasses
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass
+class AdamState:
+    """The optimizer's state as a class of one's own: a pytree of arrays, registered."""
+    m: dict
+    v: dict
+    t: jax.Array
+
+
+def adam_init(params):
+    zeros = lambda tree: jax.tree_util.tree_map(jnp.zeros_like, tree)
+    return AdamState(m=zeros(params), v=zeros(params), t=jnp.zeros((), jnp.int32))
+
+
+def adam_step(params, grads, state, lr):
+    b1, b2, eps = 0.9, 0.999, 1e-8
+    t = state.t + 1
+    m = jax.tree_util.tree_map(lambda m, g: b1 * m + (1 - b1) * g, state.m, grads)
+    v = jax.tree_util.tree_map(lambda v, g: b2 * v + (1 - b2) * g * g, state.v, grads)
+    tf = t.astype(jnp.float32)
+    new_params = jax.tree_util.tree_map(
+        lambda p, m, v: p - lr * (m / (1 - b1 ** tf)) / (jnp.sqrt(v / (1 - b2 ** tf)) + eps), params, m, v)
+    return new_params, AdamState(m=m, v=v, t=t)
+''',
+    ],
+}

@@ -103,3 +103,58 @@ def test_bouncing_ball(k):
     k.claim("check_compiles", Fixture("jit_call"), calls, 1,  # keyword arguments static: steps
             what=f"jax.jit(bouncing_ball, static_argnames='steps') at steps={steps} on four inputs",
             why="x0, v0 and dt are data: new values must reuse the compiled program.")
+
+
+# Known answers: data, read (never run) by `make release` and the course's tests, and never by
+# the judge. WRONG[exercise] = [(an answer cell's source, a phrase of the feedback specific to the
+# mistake, the idea whose section the feedback must point to), ...]: each must fail so. RIGHT[exercise]
+# = [an answer cell's source, ...]: other right answers the prompt allows, each earning full marks.
+
+WRONG = {
+    "bouncing_ball": [
+        ('''
+def bouncing_ball(x0, v0, dt, steps):
+    def one_step(carry, _):
+        x, v = carry
+        v = v - 9.81 * dt
+        x = x + v * dt
+        if x < 0:  # a loop that runs on the device, but a bounce still decided in Python
+            x, v = -x, -0.8 * v
+        return (x, v), x
+    return lax.scan(one_step, (jnp.float32(x0), jnp.float32(v0)), None, length=steps)[1]
+''', "traced value in a Python", "branches"),
+        ('''
+def bouncing_ball(x0, v0, dt, steps):
+    x, v = jnp.float32(x0), jnp.float32(v0)
+    heights = []
+    for _ in range(steps):  # the bounce is traceable now, but the loop still unrolls
+        v = v - 9.81 * dt
+        x = x + v * dt
+        x, v = jnp.where(x < 0, -x, x), jnp.where(x < 0, -0.8 * v, v)
+        heights.append(x)
+    return jnp.stack(heights)
+''', "the program of bouncing_ball grows with `steps`", "loops"),
+        ('''
+def bouncing_ball(x0, v0, dt, steps):
+    def one_step(carry, _):
+        x, v = carry
+        x = x + v * dt  # moves with the old velocity: the steps in the wrong order
+        v = v - 9.81 * dt
+        through = x < 0
+        return (jnp.where(through, -x, x), jnp.where(through, -0.8 * v, v)), jnp.where(through, -x, x)
+    return lax.scan(one_step, (jnp.float32(x0), jnp.float32(v0)), None, length=steps)[1]
+''', "the height after step 1 is", "branches"),
+        ('''
+def bouncing_ball(x0, v0, dt, steps):
+    def one_step(carry, _):
+        x, v = carry
+        v = v - 9.81 * dt
+        x = x + v * dt
+        through = x < 0
+        x = jnp.where(through, -x, x)
+        v = lax.cond(jnp.any(through), lambda u: -u, lambda u: u, v)  # bounces without losing speed
+        return (x, v), x
+    return lax.scan(one_step, (jnp.float32(x0), jnp.float32(v0)), None, length=steps)[1]
+''', "then the bounce where x < 0", "branches"),
+    ],
+}

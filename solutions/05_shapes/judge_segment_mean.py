@@ -94,3 +94,44 @@ def test_segment_mean(k):
     k.claim("check_compiles", Fixture("jit_call"), calls, 1,  # keyword arguments static: num_segments
             what=f"jax.jit(segment_mean) at n={n}, num_segments={num_segments} on four data",
             why="How the values fall into segments is data: new data must reuse the compiled program.")
+
+
+# Known answers: data, read (never run) by `make release` and the course's tests, and never by
+# the judge. WRONG[exercise] = [(an answer cell's source, a phrase of the feedback specific to the
+# mistake, the idea whose section the feedback must point to), ...]: each must fail so. RIGHT[exercise]
+# = [an answer cell's source, ...]: other right answers the prompt allows, each earning full marks.
+
+WRONG = {
+    "segment_mean": [
+        ('''
+def segment_mean(values, segment_ids, num_segments):
+    means = []
+    for s in range(num_segments):
+        idx = jnp.flatnonzero(segment_ids == s)  # as many indices as the segment has entries
+        means.append(jnp.where(idx.size > 0, jnp.mean(values[idx]), 0.0))
+    return jnp.stack(means)
+''', "asked for a shape that depends on the values of its inputs", "dynamic_shapes"),
+        ('''
+def segment_mean(values, segment_ids, num_segments):
+    sums = jax.ops.segment_sum(values, segment_ids, num_segments=num_segments)
+    counts = jax.ops.segment_sum(jnp.ones_like(values), segment_ids, num_segments=num_segments)
+    return sums / counts  # 0 / 0 for an empty segment
+''', "has no entry, so its mean must be 0.0", "shapes"),
+        ('''
+def segment_mean(values, segment_ids, num_segments):
+    means = []
+    for s in range(num_segments):
+        idx = jnp.nonzero(segment_ids == s, size=values.shape[0], fill_value=0)[0]
+        count = jnp.sum(segment_ids == s)
+        # the padding indices point at entry 0, a real value, and are averaged in
+        means.append(jnp.where(count > 0, jnp.mean(values[idx]), 0.0))
+    return jnp.stack(means)
+''', "It averages in entries that are not in the segment", "shapes"),
+        ('''
+def segment_mean(values, segment_ids, num_segments):
+    member = segment_ids[:, None] == jnp.arange(num_segments)
+    sums = jnp.sum(jnp.where(member, values[:, None], 0.0), axis=0)
+    return sums / values.shape[0]  # every segment divided by all n values
+''', "divides each segment's sum by the number of all values", "shapes"),
+    ],
+}

@@ -54,3 +54,35 @@ def test_window_range(k):
     k.claim("check_compiles", Fixture("jit_call"), calls, 1,  # keyword arguments static: width
             what=f"jax.jit(window_range, static_argnames='width') at width={width} on four inputs",
             why="x is data: new values of one shape must reuse the compiled program.")
+
+
+# Known answers: data, read (never run) by `make release` and the course's tests, and never by
+# the judge. WRONG[exercise] = [(an answer cell's source, a phrase of the feedback specific to the
+# mistake, the idea whose section the feedback must point to), ...]: each must fail so. RIGHT[exercise]
+# = [an answer cell's source, ...]: other right answers the prompt allows, each earning full marks.
+
+WRONG = {
+    "window_range": [
+        ('''
+def window_range(x, width):
+    # right values, but a Python loop over the positions: one slice per position in the program
+    return jnp.stack([jnp.max(x[i:i + width]) - jnp.min(x[i:i + width]) for i in range(x.shape[0] - width + 1)])
+''', "the program of window_range grows with the length of x", "loops"),
+        ('''
+def window_range(x, width):
+    def one(_, start):
+        window = jax.lax.dynamic_slice(x, (start,), (width - 1,))  # one entry short
+        return None, jnp.max(window) - jnp.min(window)
+
+    return jax.lax.scan(one, None, jnp.arange(x.shape[0] - width + 1))[1]
+''', "Its windows are one entry short", "shapes"),
+        ('''
+def window_range(x, width):
+    def one(_, start):
+        window = jax.lax.dynamic_slice(x, (start,), (width,))
+        return None, jnp.max(window) - jnp.mean(window)  # max - mean: not the range
+
+    return jax.lax.scan(one, None, jnp.arange(x.shape[0] - width + 1))[1]
+''', "on random input #1 of length 16", "shapes"),
+    ],
+}

@@ -233,3 +233,110 @@ def test_fused_update(k):
         ag.fail("recompiles", f"called directly with 4 new learning rates, `fused_update` compiled {list(counts)} "
                               "times per call: after the first call a new `lr` must reuse the compiled program. "
                               "A program built anew inside the function at every call compiles at every call.")
+
+
+# Known answers: data, read (never run) by `make release` and the course's tests, and never by
+# the judge. WRONG[exercise] = [(an answer cell's source, a phrase of the feedback specific to the
+# mistake, the idea whose section the feedback must point to), ...]: each must fail so. RIGHT[exercise]
+# = [an answer cell's source, ...]: other right answers the prompt allows, each earning full marks.
+
+WRONG = {
+    "honest_time": [
+        ('''
+def honest_time(f, *args, repeats=5):
+    f(*args)  # warm-up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        out = f(*args)  # returns when dispatched, long before the work is done
+        times.append(time.perf_counter() - start)
+    jax.block_until_ready(out)
+    return float(statistics.median(times))
+''', "never waited for the result of call #2", "timing"),
+        ('''
+def honest_time(f, *args, repeats=5):
+    jax.block_until_ready(f(*args))
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(f(*args))
+        times.append(time.perf_counter() - start)
+    return sum(times) / len(times)  # the mean: one outlier moves it
+''', "Report the median of the `repeats` timed calls (not the mean, minimum or total)", "timing"),
+        ('''
+def honest_time(f, *args, repeats=5):
+    times = []
+    for _ in range(repeats):  # no warm-up: the first timed call compiles
+        start = time.perf_counter()
+        jax.block_until_ready(f(*args))
+        times.append(time.perf_counter() - start)
+    return float(statistics.median(times))
+''', "with repeats=1 an honest timer calls it at least twice", "timing"),
+        ('''
+def honest_time(f, *args, repeats=5):
+    jax.block_until_ready(f(*args))
+    start = time.perf_counter()
+    outs = [f(*args) for _ in range(repeats)]  # overlapping calls, one wait at the end
+    jax.block_until_ready(outs)
+    return (time.perf_counter() - start) / repeats
+''', "made call #6 before waiting for the result of call #2", "timing"),
+        ('''
+def honest_time(f, *args, repeats=3):  # the contract's default is 5 timed calls
+    jax.block_until_ready(f(*args))
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(f(*args))
+        times.append(time.perf_counter() - start)
+    return float(statistics.median(times))
+''', "expected 5 timed calls after at least one untimed warm-up call", "timing"),
+        ('''
+def honest_time(f, *args, repeats=5):
+    jax.block_until_ready(f(*args))
+    for _ in range(repeats):
+        jax.block_until_ready(f(*args))
+    return 0.06  # a number that once looked right, whatever f costs
+''', "Report the median of the `repeats` timed calls (not the mean, minimum or total)", "timing"),
+        ('''
+def honest_time(f, *args, repeats=5):
+    return float(ag.honest_time(f, *args, repeats=repeats).median)  # the course's timer does the job
+''', "handed the timing to the course's own `ag.honest_time`", "timing"),
+    ],
+    "fused_update": [
+        ('''
+predict_and_grad = jax.jit(lambda w, x, y: (predict(w, x), grad_mse(w, x, y)))
+
+def fused_update(w, x, y, lr):
+    _, g = predict_and_grad(w, x, y)  # one program here...
+    return apply_update(w, g, lr)     # ...and another one here
+''', "one call of fused_update dispatches 2 separately compiled programs", "dispatch"),
+        ('''
+def fused_update(w, x, y, lr):
+    r = x @ w - y  # every jnp operation outside jit is its own dispatch
+    return w - lr * 2 * x.T @ r / y.shape[0]
+''', "operations eagerly, each one a separate dispatch", "dispatch"),
+        ('''
+from functools import partial
+
+@partial(jax.jit, static_argnames="lr")
+def fused_update(w, x, y, lr):
+    return apply_update(w, grad_mse(w, x, y), lr)  # a new lr, a new compile
+''', "it marks one of them (such as the learning rate) static, so every new value compiles again", "recompiles"),
+        ('''
+@jax.jit
+def fused_update(w, x, y, lr):
+    return w - lr * x.T @ (x @ w - y) / y.shape[0]  # forgets the factor 2 of the square
+''', "one step of w - lr * (the gradient of the mean squared error), is wrong", "numerics"),
+        ('''
+_grad = jax.jit(lambda w, x, y: grad_mse(w, x, y))
+
+def fused_update(w, x, y, lr):
+    return w - lr * _grad(w, x, y)  # the update itself runs outside the jitted program
+''', "besides one jitted call, fused_update runs 3 eager operation(s) outside it", "dispatch"),
+        ('''
+def fused_update(w, x, y, lr):
+    # one program per call: a new jitted function, the learning rate baked in as a constant
+    return jax.jit(lambda w, x, y: apply_update(w, grad_mse(w, x, y), lr))(w, x, y)
+''', "after the first call a new `lr` must reuse the compiled program", "recompiles"),
+    ],
+}

@@ -64,3 +64,40 @@ def test_logged_losses(k):
         ag.fail("async", f"{what} did not return a pair (params, losses).")
     ag.check_close(np.asarray(losses, np.float64), _reference(params, batches, every),
                    what=f"{what}, the losses of steps 0, every, 2 * every, ...", idea="async", rtol=1e-4, atol=1e-5)
+
+
+# Known answers: data, read (never run) by `make release` and the course's tests, and never by
+# the judge. WRONG[exercise] = [(an answer cell's source, a phrase of the feedback specific to the
+# mistake, the idea whose section the feedback must point to), ...]: each must fail so. RIGHT[exercise]
+# = [an answer cell's source, ...]: other right answers the prompt allows, each earning full marks.
+
+WRONG = {
+    "logged_losses": [
+        ('''
+def logged_losses(step, params, batches, every):
+    losses = []
+    for i, batch in enumerate(batches):
+        params, loss = step(params, batch)
+        if i % every == 0:
+            losses.append(loss.item())  # waits for this step, inside the loop
+    return params, losses
+''', "before every step is dispatched", "async"),
+        ('''
+def logged_losses(step, params, batches, every):
+    logged = []
+    for i, batch in enumerate(batches):
+        params, loss = step(params, batch)
+        logged.append(loss)  # every step's loss kept, not every `every`-th
+    return params, [float(v) for v in logged]
+''', "(0, every, 2 * every, ...)", "async"),
+        ('''
+def logged_losses(step, params, batches, every):
+    logged = []
+    for i, batch in enumerate(batches):
+        params, loss = step(params, batch)
+        if i % every == 0:
+            logged.append(loss)
+    return params, logged  # device results, never turned into floats
+''', "return a Python list of floats", "async"),
+    ],
+}

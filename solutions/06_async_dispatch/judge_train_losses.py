@@ -125,3 +125,70 @@ def test_train_losses(k):
                             "new values of one shape: one compiled program must serve them all.")
     p, b = _data(k.rng, few)
     k.claim("check_no_host_transfer", "train_losses", (as_jax(p), as_jax(b)), what="train_losses")
+
+
+# Known answers: data, read (never run) by `make release` and the course's tests, and never by
+# the judge. WRONG[exercise] = [(an answer cell's source, a phrase of the feedback specific to the
+# mistake, the idea whose section the feedback must point to), ...]: each must fail so. RIGHT[exercise]
+# = [an answer cell's source, ...]: other right answers the prompt allows, each earning full marks.
+
+WRONG = {
+    "train_losses": [
+        ('''
+def train_losses(params, batches):
+    steps = jax.tree.leaves(batches)[0].shape[0]
+    losses = []
+    for i in range(steps):
+        params, loss = sgd_step(params, jax.tree.map(lambda a: a[i], batches))
+        losses.append(loss.item())  # a host sync, just spelled differently
+    return jnp.array(losses)
+''', "tracing train_losses under jax.jit needed the concrete value of a traced array", "async"),
+        ('''
+def train_losses(params, batches):
+    def body(p, batch):
+        p, loss = sgd_step(p, batch)
+        return p, loss
+    _, losses = jax.lax.scan(body, params, batches)
+    return np.asarray(losses)  # copies to the host at the end
+''', "converted a traced array to NumPy", "async"),
+        ('''
+def train_losses(params, batches):
+    def body(p, batch):
+        p, _ = sgd_step(p, batch)
+        return p, loss_fn(p, batch)  # the loss after the step, not the one sgd_step reports
+    _, losses = jax.lax.scan(body, params, batches)
+    return losses
+''', "(the loss `sgd_step` returns at each step) is wrong", "numerics"),
+        ('''
+def train_losses(params, batches):
+    steps = jax.tree.leaves(batches)[0].shape[0]
+    losses = []
+    for i in range(steps):
+        params, loss = sgd_step(params, jax.tree.map(lambda a: a[i], batches))
+        losses.append(loss)
+    return losses  # a list of scalars, not one array
+''', "returned list of shape None; return the losses as one array of shape (6,)", "async"),
+        ('''
+def train_losses(params, batches):
+    def body(p, batch):
+        _, loss = sgd_step(params, batch)  # the initial params at every step: nothing is learned
+        return p, loss
+    _, losses = jax.lax.scan(body, params, batches)
+    return losses
+''', "(the loss `sgd_step` returns at each step) is wrong", "numerics"),
+        ('''
+def train_losses(params, batches):
+    steps = jax.tree.leaves(batches)[0].shape[0]
+    losses = []
+    for i in range(steps):  # no host sync any more, but the loop is unrolled while tracing
+        params, loss = sgd_step(params, jax.tree.map(lambda a: a[i], batches))
+        losses.append(loss)
+    return jnp.stack(losses)
+''', "it grows with the number of steps", "dispatch"),
+        ('''
+def train_losses(params, batches):
+    _, losses = jax.lax.scan(sgd_step, params, batches, unroll=True)  # a scan, fully unrolled
+    return losses
+''', "it grows with the number of steps", "dispatch"),
+    ],
+}

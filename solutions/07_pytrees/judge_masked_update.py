@@ -199,3 +199,40 @@ def test_masked_update(k):
         ag.fail("recompiles", f"jax.jit(masked_update) traced {traces} times for {len(calls)} masks of one "
                               "structure passed as traced booleans: the flags are data, so a new mask of the "
                               "same structure must reuse the compiled program.")
+
+
+# Known answers: data, read (never run) by `make release` and the course's tests, and never by
+# the judge. WRONG[exercise] = [(an answer cell's source, a phrase of the feedback specific to the
+# mistake, the idea whose section the feedback must point to), ...]: each must fail so. RIGHT[exercise]
+# = [an answer cell's source, ...]: other right answers the prompt allows, each earning full marks.
+
+WRONG = {
+    "masked_update": [
+        ('''
+def masked_update(params, grads, trainable, lr):
+    def update_subtree(flag, p_subtree, g_subtree):
+        # the flag as a 0/1 factor: frozen leaves get p - lr * g * 0
+        return jax.tree.map(lambda p, g: p - lr * g * flag, p_subtree, g_subtree)
+    return jax.tree.map(update_subtree, trainable, params, grads)
+''', "arithmetic on it, even times zero, changes -0.0, inf and nan", "pytrees"),
+        ('''
+def masked_update(params, grads, trainable, lr):
+    # one flag per leaf, lined up beside params and grads
+    return jax.tree.map(lambda p, g, t: jnp.where(t, p - lr * g, p), params, grads, trainable)
+''', "its structure is a prefix of params'", "pytrees"),
+        ('''
+def masked_update(params, grads, trainable, lr):
+    def update_subtree(flag, p_subtree, g_subtree):
+        if flag:  # a Python decision on the flag
+            return jax.tree.map(lambda p, g: p - lr * g, p_subtree, g_subtree)
+        return p_subtree
+    return jax.tree.map(update_subtree, trainable, params, grads)
+''', "traced value in a Python", "control_flow"),
+        ('''
+def masked_update(params, grads, trainable, lr):
+    def update_subtree(flag, p_subtree, g_subtree):
+        return jax.tree.map(lambda p, g: jnp.where(flag, p - lr * g, p).astype(jnp.bfloat16), p_subtree, g_subtree)
+    return jax.tree.map(update_subtree, trainable, params, grads)
+''', "expected float32", "pytrees"),
+    ],
+}

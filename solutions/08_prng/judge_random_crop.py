@@ -95,3 +95,45 @@ def test_random_crop(k):
     k.claim("check_compiles", Fixture("jit_call"), calls, 1,  # keyword arguments static: size
             what=f"jax.jit(random_crop, static_argnames='size') at size={size} with four keys",
             why="The key and the images are data: new values must reuse the compiled program.")
+
+
+# Known answers: data, read (never run) by `make release` and the course's tests, and never by
+# the judge. WRONG[exercise] = [(an answer cell's source, a phrase of the feedback specific to the
+# mistake, the idea whose section the feedback must point to), ...]: each must fail so. RIGHT[exercise]
+# = [an answer cell's source, ...]: other right answers the prompt allows, each earning full marks.
+
+WRONG = {
+    "random_crop": [
+        ('''
+def random_crop(key, images, size):
+    n, h, w = images.shape
+    limits = jnp.array([h - size + 1, w - size + 1])
+
+    def crop_one(image):
+        top, left = jax.random.randint(key, (2,), 0, limits)  # the one key for every image
+        return jax.lax.dynamic_slice(image, (top, left), (size, size))
+
+    return jax.vmap(crop_one)(images)
+''', "cut every image at the same position", "per_example_keys"),
+        ('''
+def random_crop(key, images, size):
+    n, h, w = images.shape
+    crops = []
+    for i, k in enumerate(jax.random.split(key, n)):  # a Python loop: one copy per image
+        top, left = jax.random.randint(k, (2,), 0, jnp.array([h - size + 1, w - size + 1]))
+        crops.append(jax.lax.dynamic_slice(images[i], (top, left), (size, size)))
+    return jnp.stack(crops)
+''', "grows with the number of images", "per_example_keys"),
+        ('''
+def random_crop(key, images, size):
+    n, h, w = images.shape
+    limits = jnp.array([h - size, w - size])  # the last position that fits is never drawn
+
+    def crop_one(k, image):
+        top, left = jax.random.randint(k, (2,), 0, limits)
+        return jax.lax.dynamic_slice(image, (top, left), (size, size))
+
+    return jax.vmap(crop_one)(jax.random.split(key, n), images)
+''', "by the contract: one randint of shape (2,)", "per_example_keys"),
+    ],
+}

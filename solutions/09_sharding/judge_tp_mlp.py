@@ -163,3 +163,48 @@ def test_tp_mlp(k):
     _check_out(res["out"], res["placement"], np.asarray(res["mesh"]).reshape(res["mesh_shape"]).tolist(), args,
                what)
 
+
+# Known answers: data, read (never run) by `make release` and the course's tests, and never by
+# the judge. WRONG[exercise] = [(an answer cell's source, a phrase of the feedback specific to the
+# mistake, the idea whose section the feedback must point to), ...]: each must fail so. RIGHT[exercise]
+# = [an answer cell's source, ...]: other right answers the prompt allows, each earning full marks.
+
+WRONG = {
+    "tp_mlp": [
+        ('''
+def tp_mlp(x, w1, w2, mesh):
+    def per_device(x, w1, w2):
+        w1 = jax.lax.all_gather(w1, "model", axis=1, tiled=True)  # the whole w1 on every device
+        h = jax.nn.relu(x @ w1)
+        i = jax.lax.axis_index("model")
+        rows = w2.shape[0]
+        return jax.lax.psum(jax.lax.dynamic_slice_in_dim(h, i * rows, rows, axis=1) @ w2, "model")
+    return shard_map_fn()(per_device, mesh=mesh, in_specs=(P("data", None), P(None, "model"), P("model", None)),
+                          out_specs=P("data", None))(x, w1, w2)
+''', "all-gather: data other than the partial products crosses the mesh", "shard_map"),
+        ('''
+@jax.jit
+def _mlp(x, w1, w2):
+    return jax.nn.relu(x @ w1) @ w2  # the compiler partitions it: right numbers, no per-device code
+
+def tp_mlp(x, w1, w2, mesh):
+    return _mlp(x, w1, w2)
+''', "has no per-device region", "shard_map"),
+        ('''
+def tp_mlp(x, w1, w2, mesh):
+    def per_device(x, w1, w2):
+        return jax.lax.pmean(jax.nn.relu(x @ w1) @ w2, "model")  # the mean of the partial products
+    return shard_map_fn()(per_device, mesh=mesh, in_specs=(P("data", None), P(None, "model"), P("model", None)),
+                          out_specs=P("data", None))(x, w1, w2)
+''', "relu(x @ w1) @ w2, is wrong", "shard_map"),
+        ('''
+def tp_mlp(x, w1, w2, mesh):
+    def per_device(x, w1, w2):
+        i, rows = jax.lax.axis_index("model"), w1.shape[1]
+        own = jax.lax.dynamic_slice_in_dim(w2, i * rows, rows, axis=0)  # its rows, cut from the whole w2
+        return jax.lax.psum(jax.nn.relu(x @ w1) @ own, "model")
+    return shard_map_fn()(per_device, mesh=mesh, in_specs=(P("data", None), P(None, "model"), P()),
+                          out_specs=P("data", None))(x, w1, w2)
+''', "a weight or an activation is gathered or redistributed", "shard_map"),
+    ],
+}

@@ -176,3 +176,82 @@ def test_train(k):
     # No key consumed twice (JAX's key-reuse checker, kernel-side; it inspects the traced program).
     k.claim("check_no_key_reuse", Fixture("trace_static"), (Ref("train"), ["steps"], Key(s2), *args),
             jit=False, kwargs={"steps": _STEPS, "lr": _LR}, what="jax.jit(train)")
+
+
+# Known answers: data, read (never run) by `make release` and the course's tests, and never by
+# the judge. WRONG[exercise] = [(an answer cell's source, a phrase of the feedback specific to the
+# mistake, the idea whose section the feedback must point to), ...]: each must fail so. RIGHT[exercise]
+# = [an answer cell's source, ...]: other right answers the prompt allows, each earning full marks.
+
+WRONG = {
+    "train": [
+        ('''
+def train(key, params, xs, ys, steps, lr):
+    # pure and jitted, but the minibatches come from a fixed key: `key` is ignored
+    def step(params, k):
+        idx = jax.random.randint(k, (BATCH,), 0, xs.shape[0])
+        loss, grads = jax.value_and_grad(loss_fn)(params, xs[idx], ys[idx])
+        return jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads), loss
+    return jax.lax.scan(step, params, jax.random.split(jax.random.key(0), steps))
+''', "different keys gave the same losses", "prng"),
+        ('''
+def train(key, params, xs, ys, steps, lr):
+    # pure, explicit keys, but a Python loop over the steps unrolls into the jaxpr
+    losses = []
+    for k in jax.random.split(key, steps):
+        idx = jax.random.randint(k, (BATCH,), 0, xs.shape[0])
+        loss, grads = jax.value_and_grad(loss_fn)(params, xs[idx], ys[idx])
+        params = jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads)
+        losses.append(loss)
+    return params, jnp.stack(losses)
+''', "the program of train grows with `steps`", "loops"),
+        ('''
+def train(key, params, xs, ys, steps, lr):
+    # shuffles with `key` and then splits the same `key` again: one key consumed twice
+    order = jax.random.permutation(key, xs.shape[0])
+    xs, ys = xs[order], ys[order]
+    def step(params, k):
+        idx = jax.random.randint(k, (BATCH,), 0, xs.shape[0])
+        loss, grads = jax.value_and_grad(loss_fn)(params, xs[idx], ys[idx])
+        return jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads), loss
+    return jax.lax.scan(step, params, jax.random.split(key, steps))
+''', "jax.jit(train) consumed the same key more than once", "key_reuse"),
+        ('''
+def train(key, params, xs, ys, steps, lr):
+    # everything in lax.scan, but the loss is pulled to the host every step
+    def step(params, k):
+        idx = jax.random.randint(k, (BATCH,), 0, xs.shape[0])
+        loss, grads = jax.value_and_grad(loss_fn)(params, xs[idx], ys[idx])
+        return jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads), float(loss)
+    return jax.lax.scan(step, params, jax.random.split(key, steps))
+''', "tracing train needed the concrete value of a traced array (such as `float(loss)`", "async"),
+        ('''
+def train(key, params, xs, ys, steps, lr):
+    # the learning rate is dropped: a fixed, much smaller step
+    def step(params, k):
+        idx = jax.random.randint(k, (BATCH,), 0, xs.shape[0])
+        loss, grads = jax.value_and_grad(loss_fn)(params, xs[idx], ys[idx])
+        return jax.tree_util.tree_map(lambda p, g: p - 0.01 * g, params, grads), loss
+    return jax.lax.scan(step, params, jax.random.split(key, steps))
+''', "plain minibatch SGD reaches", "capstone"),
+        ('''
+def train(key, params, xs, ys, steps, lr):
+    # everything in lax.scan, but every step's loss is printed from the compiled loop: a host callback
+    def step(params, k):
+        idx = jax.random.randint(k, (BATCH,), 0, xs.shape[0])
+        loss, grads = jax.value_and_grad(loss_fn)(params, xs[idx], ys[idx])
+        jax.debug.print("loss {}", loss)
+        return jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads), loss
+    return jax.lax.scan(step, params, jax.random.split(key, steps))
+''', "calls back into Python from the compiled program", "purity"),
+        ('''
+def train(key, params, xs, ys, steps, lr):
+    # one loop in lax.scan, but every step draws its minibatch from the same `key`
+    def step(params, _):
+        idx = jax.random.randint(key, (BATCH,), 0, xs.shape[0])
+        loss, grads = jax.value_and_grad(loss_fn)(params, xs[idx], ys[idx])
+        return jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads), loss
+    return jax.lax.scan(step, params, None, length=steps)
+''', "every step drew the same minibatch, from the same key", "key_reuse"),
+    ],
+}

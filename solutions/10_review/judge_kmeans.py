@@ -130,3 +130,71 @@ def test_kmeans(k):
     k.claim("check_compiles", Fixture("jit_call"), calls, 1,  # keyword arguments static: k, iters
             what=f"jax.jit(kmeans, static_argnames=('k', 'iters')) at k={kk}, iters=3 with four keys",
             why="The key and the points are data: new values must reuse the compiled program.")
+
+
+# Known answers: data, read (never run) by `make release` and the course's tests, and never by
+# the judge. WRONG[exercise] = [(an answer cell's source, a phrase of the feedback specific to the
+# mistake, the idea whose section the feedback must point to), ...]: each must fail so. RIGHT[exercise]
+# = [an answer cell's source, ...]: other right answers the prompt allows, each earning full marks.
+
+WRONG = {
+    "kmeans": [
+        ('''
+def kmeans(key, points, k, iters):
+    n = points.shape[0]
+    init = points[jax.random.choice(key, n, (k,), replace=False)]
+
+    def step(centroids, _):
+        distances = jnp.sum((points[:, None, :] - centroids[None, :, :]) ** 2, axis=-1)
+        labels = jnp.argmin(distances, axis=1)
+        sums = jax.ops.segment_sum(points, labels, num_segments=k)
+        counts = jax.ops.segment_sum(jnp.ones(n, points.dtype), labels, num_segments=k)
+
+        return sums / jnp.maximum(counts, 1)[:, None], None  # an empty cluster falls to the origin
+
+    return jax.lax.scan(step, init, None, length=iters)[0]
+''', "(two initial centroids coincide: one cluster stays empty)", "capstone"),
+        ('''
+def kmeans(key, points, k, iters):
+    n = points.shape[0]
+    init = points[jax.random.choice(key, n, (k,), replace=False)]
+
+    def step(centroids, _):
+        distances = jnp.sum((points[:, None, :] - centroids[None, :, :]) ** 2, axis=-1)
+        labels = jnp.argmin(distances, axis=1)
+        sums = jax.ops.segment_sum(points, labels, num_segments=k)
+        counts = jax.ops.segment_sum(jnp.ones(n, points.dtype), labels, num_segments=k)
+
+        return sums / counts[:, None], None  # 0 / 0 for an empty cluster
+
+    return jax.lax.scan(step, init, None, length=iters)[0]
+''', "a cluster with no point assigned keeps its centroid", "shapes"),
+        ('''
+def kmeans(key, points, k, iters):
+    n = points.shape[0]
+    centroids = points[jax.random.choice(key, n, (k,), replace=False)]
+    for _ in range(iters):  # a Python loop: one copy of the step per iteration
+        distances = jnp.sum((points[:, None, :] - centroids[None, :, :]) ** 2, axis=-1)
+        labels = jnp.argmin(distances, axis=1)
+        sums = jax.ops.segment_sum(points, labels, num_segments=k)
+        counts = jax.ops.segment_sum(jnp.ones(n, points.dtype), labels, num_segments=k)
+        centroids = jnp.where((counts > 0)[:, None], sums / jnp.maximum(counts, 1)[:, None], centroids)
+    return centroids
+''', "the program of kmeans grows with `iters`", "loops"),
+        ('''
+def kmeans(key, points, k, iters):
+    n = points.shape[0]
+    init = points[:k]  # the first k points: the key decides nothing
+
+    def step(centroids, _):
+        distances = jnp.sum((points[:, None, :] - centroids[None, :, :]) ** 2, axis=-1)
+        labels = jnp.argmin(distances, axis=1)
+        sums = jax.ops.segment_sum(points, labels, num_segments=k)
+        counts = jax.ops.segment_sum(jnp.ones(n, points.dtype), labels, num_segments=k)
+
+        return jnp.where((counts > 0)[:, None], sums / jnp.maximum(counts, 1)[:, None], centroids), None
+
+    return jax.lax.scan(step, init, None, length=iters)[0]
+''', "but not the ones `jax.random.choice(key, n, (k,), replace=False)` chooses", "prng"),
+    ],
+}
