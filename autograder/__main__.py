@@ -31,9 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--no-sandbox", action="store_true",
                        help="run kernels uncontained (only for code you trust; the same as "
                             "AUTOGRADER_SANDBOX=off; the JSON's containment then says 'none')")
-    sub.add_parser("settings", help="list the AUTOGRADER_* settings, their defaults and values",
-                   description="Every AUTOGRADER_* environment variable the grader reads, with its "
-                               "default, its value now and a line of help.")
+    sub.add_parser("settings", help="list the settings (AUTOGRADER_*, COURSE_*), their defaults and values",
+                   description="Every environment variable the grader and the instructor's commands "
+                               "read, with its default, its value now and a line of help.")
     from .instructor import add_parsers
 
     add_parsers(sub)

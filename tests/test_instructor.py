@@ -175,11 +175,11 @@ def test_collect_never_reads_more_than_the_grader_would(tmp_path, monkeypatch, c
     assert got["erin"].stat().st_size == 2**20 + 1 and got["frank"].stat().st_size == len(big)
     assert "erin_bomb.zip holds a notebook over 1 MB" in err and "frank" not in err
     for student in ("erin", "frank"):
-        r = grade_notebook(got[student], root=ROOT)
+        r = grade_notebook(got[student], course.settings, root=ROOT)
         assert r.score == 0 and "more than the 1 MB the grader reads" in r.error, r.error
-    assert "is 3 MB" in grade_notebook(got["frank"], root=ROOT).error
+    assert "is 3 MB" in grade_notebook(got["frank"], course.settings, root=ROOT).error
     assert "gina_bad.zip cannot be unzipped" in err
-    assert "not valid JSON" in grade_notebook(got["gina"], root=ROOT).error
+    assert "not valid JSON" in grade_notebook(got["gina"], course.settings, root=ROOT).error
 
 
 
@@ -306,24 +306,45 @@ def test_nbgraders_autograde_first_then_ours_loses_no_grade(tmp_path):
         shutil.rmtree(base, ignore_errors=True)
 
 
-def test_autograde_that_cannot_grade_keeps_the_grade_and_exits_non_zero(course):
-    """The grader fails for every submission (an operator setting it cannot use): nothing is
-    written, the earlier grades stay in the gradebook and the results, the exit status is not
-    zero and the summary names each submission."""
+def test_autograde_refuses_a_setting_it_cannot_use_and_changes_nothing(course):
+    """An operator setting that does not parse (checked once, before anything is done): the
+    command names it and what it must be, exits non-zero, and no result or grade changes."""
     state, *_ = course
     before = {p: p.read_bytes() for p in (state / "autograded").glob("*/*/result.json")}
     grades = _grades(state)
     proc = subprocess.run([sys.executable, "-m", "autograder", "autograde", "--state", state, "--regrade"],
                           capture_output=True, text=True, cwd=ROOT, timeout=900,
                           env=dict(os.environ, AUTOGRADER_MEMORY_MB="lots"))
-    assert proc.returncode != 0, proc.stdout + proc.stderr[-3000:]
-    graded = sorted(p.parent.parent.name for p in before)
+    assert proc.returncode == 2, proc.stdout + proc.stderr[-3000:]
+    assert "autograde: AUTOGRADER_MEMORY_MB='lots' is not a positive whole number of MiB" in proc.stderr, proc.stderr
+    assert {p: p.read_bytes() for p in (state / "autograded").glob("*/*/result.json")} == before
+    assert _grades(state) == grades
+
+
+def test_autograde_that_cannot_grade_keeps_the_grade_and_exits_non_zero(course, monkeypatch, capsys):
+    """The grader fails for every submission (here its batch is replaced by one that fails
+    each): nothing is written, the earlier grades stay in the gradebook and the results, the exit
+    status is not zero and the summary names each submission."""
+    from autograder.__main__ import main
+    from autograder.grader import batch
+    from autograder.grader.result import failed_result
+
+    def failing(paths, settings, **kwargs):
+        return [failed_result(p, "internal grading error: the grader broke", kwargs.get("root")) for p in paths]
+
+    state, *_ = course
+    before = {p: p.read_bytes() for p in (state / "autograded").glob("*/*/result.json")}
+    grades = _grades(state)
+    monkeypatch.setattr(batch, "grade_many", failing)
+    monkeypatch.setenv("PATH", os.environ["PATH"])  # autograde puts the venv's bin on it
+    assert main(["autograde", "--state", str(state), "--regrade"]) == 1
+    out, err = capsys.readouterr()
     for student in ("alice", "alicetwin", "bob", "dave"):
-        assert f"{student}/{A}" in proc.stderr and f"{student}/{A}" in proc.stdout, proc.stderr[-3000:]
-    assert "NOT graded" in proc.stdout and "AUTOGRADER_MEMORY_MB" in proc.stderr, proc.stderr[-3000:]
+        assert f"{student}/{A}: internal grading error: the grader broke" in err and f"{student}/{A}" in out, err
+    assert "NOT graded" in out, out
     after = {p: p.read_bytes() for p in (state / "autograded").glob("*/*/result.json")}
     unchanged = {p for p in before if "carol" not in p.parts}  # carol's file is no notebook: a zero again
-    assert {p: after[p] for p in unchanged} == {p: before[p] for p in unchanged}, graded
+    assert {p: after[p] for p in unchanged} == {p: before[p] for p in unchanged}
     assert _grades(state) == grades
     rows = list(csv.DictReader(_cli("export", "--state", state, "--out", "/dev/stdout").stdout.splitlines()))
     assert sum(float(r["points"]) for r in rows if r["student"] == "alice") > 0

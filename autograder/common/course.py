@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from . import settings
 from .errors import GradingError
 
 SOURCE = "solutions"     # nbgrader's source folder (instructor-only)
@@ -25,14 +24,13 @@ def package_root() -> Path:
     return Path(__file__).resolve().parent.parent.parent
 
 
-def find_course_root(start: Path | None = None) -> Path:
+def find_course_root(start: Path | None = None, course_root: str = "") -> Path:
     """The course root (the folder holding ``solutions/``).
 
-    Looked up in ``$AUTOGRADER_COURSE_ROOT``, then upwards from ``start`` and the
-    current directory, then beside the package (a checkout).
+    Looked up in ``course_root`` (the setting ``AUTOGRADER_COURSE_ROOT``), then upwards from
+    ``start`` and the current directory, then beside the package (a checkout).
     """
-    env = settings.get("AUTOGRADER_COURSE_ROOT")
-    candidates = [Path(env)] if env else []
+    candidates = [Path(course_root)] if course_root else []
     for base in (start, Path.cwd()):
         if base is not None:
             base = Path(base).resolve()

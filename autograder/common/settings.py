@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from dataclasses import dataclass, field, fields
 
 from .errors import GradingError
@@ -155,7 +156,7 @@ def describe(environ=None) -> str:
     environ = os.environ if environ is None else environ
     lines = []
     for s in SETTINGS:
-        now = environ.get(s.name, "").strip()
+        now = re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", environ.get(s.name, "").strip())  # no password
         value = f"{now!r}" if now else "unset"
         default = s.default or "(none)"
         lines.append(f"{s.name}  [default {default}; now {value}]\n    {s.help}")

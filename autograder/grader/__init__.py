@@ -3,16 +3,15 @@
 - :mod:`.cli`: ``python -m autograder grade``;
 - :mod:`.batch`: many notebooks in parallel grading processes, nothing lost;
 - :mod:`.pipeline`: one notebook, as a list of steps on one :class:`~.pipeline.Grading`;
-- :mod:`.course`: the course root, assignments, source notebooks;
 - :mod:`.submission`: a submission read and sanitized as nbgrader's ``autograde`` does;
 - :mod:`.execution`: the notebook run in a fresh, contained kernel (nbclient's loop);
-- :mod:`.sandbox` and :mod:`.launcher`: the kernel's containment (namespaces, a uid, an
-  allow-listed view of the files and of the environment, limits);
 - :mod:`.result`: the JSON contract and its human forms;
-- :mod:`.settings`: every ``AUTOGRADER_*`` setting, its default and help.
+- :mod:`.gradebook`: nbgrader's gradebook, scratch and shared; :mod:`.startup`: warm-up imports.
 
-The judge (:mod:`autograder.judge`, a folder beside this one, with its program runner
-:mod:`autograder.judge.runner`) and the kernel-side agent (:mod:`autograder.agent`, another
-folder beside it) are their own packages; the instructor's verbs in :mod:`autograder.instructor`.
-Nothing here is imported by ``import autograder``.
+Every command builds one :class:`autograder.common.settings.Settings` and passes it down. The
+course's paths are :mod:`autograder.common.course`'s, the kernel's containment
+:mod:`autograder.sandbox`'s, the judge :mod:`autograder.judge`'s (its program runner
+:mod:`autograder.judge.runner`), the kernel-side agent :mod:`autograder.agent`'s, the
+instructor's verbs :mod:`autograder.instructor`'s. Nothing here is imported by
+``import autograder``.
 """

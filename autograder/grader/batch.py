@@ -14,8 +14,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from ..common import settings
-from ..common.course import GradingError
+from ..common.settings import Settings
 from .pipeline import DEFAULT_NOTEBOOK_TIMEOUT, grade_notebook
 from .result import Result, failed_result
 from ..sandbox.containment import (
@@ -28,7 +27,6 @@ from ..sandbox.containment import (
     limit_judge_memory,
     private_mounts,
 )
-from .submission import max_notebook_bytes
 from . import startup
 
 
@@ -45,7 +43,12 @@ def _grade(job) -> Result:
     try:
         return grade_notebook(path, **kwargs)
     except Exception as exc:  # noqa: BLE001 - the row says why, every test listed at zero
-        return failed_result(path, f"internal grading error: {type(exc).__name__}: {exc}", kwargs.get("root"))
+        return _failed(job, f"internal grading error: {type(exc).__name__}: {exc}")
+
+
+def _failed(job, why: str) -> Result:
+    path, kwargs = job
+    return failed_result(path, why, kwargs.get("root") or kwargs["settings"].course_root or None)
 
 
 def _grade_job(job) -> dict:
@@ -120,9 +123,9 @@ class _Worker:
         self.conn.close()
 
 
-def grade_many(paths, *, workers: int | None = None, progress: bool = False, per_job=None,
-               **grade_kwargs) -> list[Result]:
-    """Grade ``paths`` and return their results in the same order.
+def grade_many(paths, settings: Settings, *, workers: int | None = None, progress: bool = False,
+               per_job=None, **grade_kwargs) -> list[Result]:
+    """Grade ``paths`` with the command's ``settings`` and return their results in the same order.
 
     One notebook is graded in this process (:func:`grade_here`). Several are graded by
     ``workers`` grading processes (forked from this warm one), each grading one notebook at a
@@ -132,14 +135,9 @@ def grade_many(paths, *, workers: int | None = None, progress: bool = False, per
     -> dict`` may add keyword arguments for one path (e.g. ``save_graded``).
     """
     paths = [str(p) for p in paths]
-    try:  # an operator's setting that does not parse: every row says which, nothing is run
-        settings.check()
-        max_notebook_bytes()
-    except GradingError as exc:
-        return [failed_result(p, str(exc), grade_kwargs.get("root")) for p in paths]
     folders = {f for p in paths for f in (Path(p).resolve().parent, Path(p).resolve().parent.parent)}
     grade_kwargs.setdefault("hide", tuple(sorted(map(str, folders))))  # out of every kernel's sight
-    jobs = [(p, {**grade_kwargs, **(per_job(p) if per_job else {})}) for p in paths]
+    jobs = [(p, {**grade_kwargs, **(per_job(p) if per_job else {}), "settings": settings}) for p in paths]
     if len(jobs) == 1:
         return [grade_here(jobs[0], progress)]
     return _grade_in_processes(jobs, min(workers or default_workers(len(jobs)), len(jobs)), progress)
@@ -229,8 +227,7 @@ def _grade_in_processes(jobs, workers: int, progress: bool) -> list[Result]:
                     w.proc.kill()
                     w.proc.join(timeout=5)
                     w.conn.close()
-                    finish(i, failed_result(jobs[i][0], OVERDUE.format(limit=job_limit(jobs[i][1])),
-                                            jobs[i][1].get("root")))
+                    finish(i, _failed(jobs[i], OVERDUE.format(limit=job_limit(jobs[i][1]))))
                     continue
                 if w.conn not in ready and w.proc.sentinel not in ready:
                     continue
@@ -252,7 +249,7 @@ def _grade_in_processes(jobs, workers: int, progress: bool) -> list[Result]:
                 if attempts[i] < 2:
                     queue.insert(0, i)  # once more, in a fresh process
                 else:
-                    finish(i, failed_result(jobs[i][0], DIED, jobs[i][1].get("root")))
+                    finish(i, _failed(jobs[i], DIED))
     finally:
         for w in pool:  # all asked to stop first: each ends its own runners and boxes meanwhile
             w.ask_to_stop()

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from ..common import settings
-from .result import format_human, format_progress
+from ..common.errors import GradingError
+from .result import failed_result, format_human, format_progress
 
 
 class _StdoutGuard:
@@ -29,13 +30,18 @@ class _StdoutGuard:
 
 def grade_command(args) -> int:
     root = Path(args.root).resolve() if args.root else None
-    flags = {"AUTOGRADER_SANDBOX": "off"} if getattr(args, "no_sandbox", False) else {}
+    flags = {"AUTOGRADER_SANDBOX": "off"} if args.no_sandbox else {}  # for settings.get, until the sandbox takes `config`
     ok = True
     with _StdoutGuard() as out, settings.given(**flags):
         from .batch import containment_summary, grade_many  # whatever its imports print: stderr
 
-        results = grade_many(args.notebooks, workers=args.jobs, progress=args.progress, root=root,
-                             cell_timeout=args.cell_timeout, notebook_timeout=args.notebook_timeout)
+        try:
+            config = settings.Settings.load(sandbox=False if args.no_sandbox else None)
+        except GradingError as exc:  # every row says which setting, and nothing is run
+            results = [failed_result(nb, str(exc), root) for nb in args.notebooks]
+        else:
+            results = grade_many(args.notebooks, config, workers=args.jobs, progress=args.progress, root=root,
+                                 cell_timeout=args.cell_timeout, notebook_timeout=args.notebook_timeout)
         for nb, result in zip(args.notebooks, results):
             if result.error:
                 ok = False

@@ -49,6 +49,7 @@ from pathlib import Path
 
 from .gradebook import ensure_tools_on_path, nbgrader_resources, save_autogrades, scratch_gradebook
 from ..common.course import GradingError, data_files, find_course_root, read_source, source_notebook
+from ..common.settings import Settings
 from .execution import early_kernel, kill_kernel, make_executor
 from .result import Result, zero_result
 from ..sandbox.containment import (
@@ -69,8 +70,9 @@ DEFAULT_NOTEBOOK_TIMEOUT = 600
 
 @dataclass
 class Options:
-    """How to grade (the command line's and the batch's choices)."""
+    """How to grade (the command's settings, the command line's and the batch's choices)."""
 
+    settings: Settings
     root: Path | None = None
     cell_timeout: int = DEFAULT_CELL_TIMEOUT
     notebook_timeout: int = DEFAULT_NOTEBOOK_TIMEOUT
@@ -127,7 +129,7 @@ class Done(Exception):
 def find_assignment(g: Grading) -> None:
     g.assignment = g.path.resolve().parent.name
     try:
-        g.root = g.options.root or find_course_root(g.path.parent)
+        g.root = g.options.root or find_course_root(g.path.parent, g.options.settings.course_root)
         g.source = source_notebook(g.assignment, g.root)
     except GradingError as exc:
         if not g.path.exists():  # a mistyped path says so, whatever folder it names
@@ -137,7 +139,7 @@ def find_assignment(g: Grading) -> None:
 
 def read_json(g: Grading) -> None:
     try:
-        g.nb = read_json_of(g.path)
+        g.nb = read_json_of(g.path, g.options.settings.max_notebook_bytes)
     except GradingError as exc:
         raise g.zero(str(exc)) from None
 
@@ -281,13 +283,14 @@ STEPS = [open_box, check_box, start_kernel, read_notebook, make_gradebook, sanit
          box_checked, execute, score, save_graded_copy]  # in this grading's temporary folder
 
 
-def grade_notebook(path, *, root: Path | None = None, cell_timeout: int = DEFAULT_CELL_TIMEOUT,
-                   notebook_timeout: int = DEFAULT_NOTEBOOK_TIMEOUT, cpu_limit: int = DEFAULT_CPU_LIMIT,
-                   save_graded: Path | None = None, hide=()) -> Result:
-    """Grade one submitted notebook. Never raises for a bad submission: the result says why.
+def grade_notebook(path, settings: Settings, *, root: Path | None = None,
+                   cell_timeout: int = DEFAULT_CELL_TIMEOUT, notebook_timeout: int = DEFAULT_NOTEBOOK_TIMEOUT,
+                   cpu_limit: int = DEFAULT_CPU_LIMIT, save_graded: Path | None = None, hide=()) -> Result:
+    """Grade one submitted notebook with the command's ``settings``. Never raises for a bad
+    submission: the result says why.
 
     ``hide``: more folders its kernel must not see (a batch's other submissions)."""
-    options = Options(root, cell_timeout, notebook_timeout, cpu_limit, save_graded, tuple(hide))
+    options = Options(settings, root, cell_timeout, notebook_timeout, cpu_limit, save_graded, tuple(hide))
     return _grade(Grading(str(path), Path(path), options))
 
 

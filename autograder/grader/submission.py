@@ -17,23 +17,18 @@ import json
 import os
 from pathlib import Path
 
-from ..common import settings
 from ..common.course import CHECK_TAG, GradingError
 
 
-def max_notebook_bytes() -> int:
-    return int(settings.get("AUTOGRADER_MAX_NOTEBOOK_MB") * 2**20)
-
-
-def read_json(path: Path) -> dict:
+def read_json(path: Path, limit: int) -> dict:
     """A submitted notebook's JSON, read and checked as far as the standard library can (its
-    size, its JSON, an ``nbformat`` field); GradingError if unusable (too large to read, among
-    others: reading and parsing take several times its size in memory)."""
+    size, its JSON, an ``nbformat`` field); GradingError if unusable (larger than ``limit``
+    bytes, among others: reading and parsing take several times its size in memory)."""
     try:
         size = os.stat(path).st_size
-        if size > max_notebook_bytes():
+        if size > limit:
             raise GradingError(
-                f"{path} is {size / 2**20:.0f} MB, more than the {max_notebook_bytes() / 2**20:.0f} MB "
+                f"{path} is {size / 2**20:.0f} MB, more than the {limit / 2**20:.0f} MB "
                 "the grader reads: clear its outputs (Kernel > Restart Kernel and Clear Outputs "
                 "of All Cells), save it and submit it again")
         raw = Path(path).read_bytes()
@@ -50,13 +45,11 @@ def read_json(path: Path) -> dict:
     return data
 
 
-def read_submission(path: Path, data: dict | None = None):
-    """Read and validate a submitted notebook (``data``: its JSON, as :func:`read_json` read
-    it), upgrading old formats; raise GradingError if unusable."""
+def read_submission(path: Path, data: dict):
+    """Validate a submitted notebook (``data``: its JSON, as :func:`read_json` read it),
+    upgrading old formats; raise GradingError if unusable."""
     import nbformat
 
-    if data is None:
-        data = read_json(path)
     try:
         nb = nbformat.reads(json.dumps(data), as_version=4)
     except Exception as exc:

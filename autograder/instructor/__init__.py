@@ -42,23 +42,27 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..common.course import assignments, find_course_root, source_notebook
+from ..common.errors import GradingError
+from ..common.settings import Settings
 from ..grader.gradebook import STUDENT, alembic_version_once, build_gradebook
 from ..grader.result import zero_result
 
 
 class Course:
-    """Paths of one course: its root (holding solutions/) and its state folder."""
+    """One course and the command's settings: its root (holding solutions/), its state folder,
+    its gradebook. ``state``, ``db_url`` and ``reports`` (a command's flags) go over
+    ``settings`` (default: :meth:`Settings.load`, the environment's)."""
 
-    def __init__(self, root=None, state=None, db_url=None, reports=None):
-        self.root = Path(root).resolve() if root else find_course_root()
-        self.state = Path(state or os.environ.get("COURSE_STATE") or self.root / ".course").resolve()
-        self.db_url = gradebook_url(db_url or os.environ.get("COURSE_DB_URL")
-                                    or f"sqlite:///{self.state / 'gradebook.db'}")
+    def __init__(self, root=None, state=None, db_url=None, reports=None, settings: Settings | None = None):
+        self.settings = settings = settings or Settings.load()
+        self.root = Path(root).resolve() if root else find_course_root(course_root=settings.course_root)
+        self.state = Path(state or settings.course_state or self.root / ".course").resolve()
+        self.db_url = gradebook_url(db_url or settings.course_db_url or f"sqlite:///{self.state / 'gradebook.db'}")
         self.submitted = self.state / "submitted"
         self.autograded = self.state / "autograded"
         self.feedback = self.state / "feedback"
         # what the instructor opens (grade CSVs, the class report): a folder their JupyterLab shows
-        self.reports = Path(reports or os.environ.get("COURSE_REPORTS") or self.state).resolve()
+        self.reports = Path(reports or settings.course_reports or self.state).resolve()
 
     def assignments(self):
         return assignments(self.root)
@@ -269,9 +273,7 @@ def collect(folder, assignment: str, course: Course) -> list[tuple[str, Path]]:
     student id are reported on stderr and skipped."""
     if assignment not in course.assignments():
         raise SystemExit(f"unknown assignment {assignment!r}; known: {', '.join(course.assignments())}")
-    from ..grader.submission import max_notebook_bytes
-
-    limit = max_notebook_bytes()  # more is not read by the grader: never copied whole here
+    limit = course.settings.max_notebook_bytes  # more is not read by the grader: never copied whole here
     collected = []
     for item in sorted(Path(folder).iterdir()):
         student = student_of(item.name)
@@ -437,14 +439,13 @@ def _reusable(course: Course, student: str, assignment: str, fingerprint: str) -
     return None
 
 
-def _unusable(notebook: Path) -> str | None:
+def _unusable(notebook: Path, limit: int) -> str | None:
     """Why the submitted file is not a notebook the grader can read (a grade of zero: the
-    submission's own fault), or None."""
-    from ..common.course import GradingError
-    from ..grader.submission import read_submission
+    submission's own fault), or None. ``limit``: the bytes the grader reads."""
+    from ..grader.submission import read_json, read_submission
 
     try:
-        read_submission(notebook)
+        read_submission(notebook, read_json(notebook, limit))
     except GradingError as exc:
         return str(exc)
     return None
@@ -537,7 +538,7 @@ def autograde(course: Course, assignments=None, workers=None, progress=True, reg
     def per_job(path):
         return {"save_graded": saved(Path(path).parent.parent.name, Path(path).parent.name)}
 
-    results = grade_many([p for _, _, p in to_grade], workers=workers, progress=progress,
+    results = grade_many([p for _, _, p in to_grade], course.settings, workers=workers, progress=progress,
                          root=course.root, per_job=per_job, **limits) if to_grade else []
     by_path = {str(p): r for (_, _, p), r in zip(to_grade, results)}
     rows = []
@@ -555,7 +556,7 @@ def autograde(course: Course, assignments=None, workers=None, progress=True, reg
             else:
                 r = by_path[str(p)]
                 if r.error:
-                    why = _unusable(p)
+                    why = _unusable(p, course.settings.max_notebook_bytes)
                     if why is None:  # the grader's failure, not the submission's: no grade
                         saved(s, a).unlink(missing_ok=True)
                         not_graded.append(NotGraded(student=s, assignment=a, reason=r.error))
@@ -774,7 +775,11 @@ def add_parsers(sub) -> None:
 
 
 def run(args) -> int:
-    course = Course(args.root, args.state, args.db_url, args.reports)
+    try:  # the command's settings, checked once: a bad one is named before anything is done
+        course = Course(args.root, args.state, args.db_url, args.reports, Settings.load())
+    except GradingError as exc:
+        print(f"{args.command}: {exc}", file=sys.stderr)
+        return 2
     try:
         return _run(args, course)
     except GradebookError as exc:
