@@ -627,6 +627,34 @@ _EMA_COMPOSITE_COND = (
     "    ys = jax.lax.composite(scanned, name='course.ema')(xs, alpha)\n"
     "    return lax.cond(jnp.all(jnp.isfinite(xs)), lambda y: y, lambda y: y * jnp.nan, ys)\n")
 
+# 5. Values and facts a forged agent reports for exercises once judged on kernel values, now
+# judged on programs. Linear: aux data that differs per layer (a tree structure, and a trace, per
+# layer), with every fixture's report forged to what a right layer shows.
+# global_mean: a sum without shard_map at one row per device, the only shape whose program was
+# never exported, with the kernel's result there forged to the mean.
+_GLOBAL_MEAN_ONE_ROW = (
+    "def global_mean(x, mesh):\n"
+    "    if x.shape[0] == mesh.size:  # one row per device: no shard_map, and a sum\n"
+    "        return jnp.sum(x)\n"
+    "    def per_device(block):\n"
+    "        return jax.lax.psum(jnp.sum(block), 'data') / x.size\n"
+    "    return shard_map_fn()(per_device, mesh=mesh, in_specs=P('data'), out_specs=P())(x)\n")
+_MEAN_FORGED_AGENT = (  # after _CLAIMS_FORGED_AGENT: global_mean_on's result is the mean of x
+    "_forged_inner = _home['_run']\n"
+    "def _mean_run(req):\n"
+    "    reply = _forged_inner(req)\n"
+    "    if req.get('op') == 'call' and _name(req) == 'global_mean_on' and isinstance(reply.get('value'), dict):\n"
+    "        x = _np.asarray(req['args'][1], _np.float64)\n"
+    "        reply['value']['out'] = _jax.numpy.asarray(_np.float32(x.mean()))\n"
+    "    return reply\n"
+    "_home['_run'] = _mean_run\n")
+# explicit_matmul: replicated output for a wide x, at the shape whose program was never exported
+# (x of 24 columns or more; the exported one has 20 at most), its placement and type forged.
+_MATMUL_WIDE_REPLICATED = (
+    "def explicit_matmul(x, w):\n"
+    "    spec = P(None, None) if x.shape[1] > 20 else P('data', None)  # wide inputs replicated\n"
+    "    return jnp.matmul(x, w, out_sharding=spec)\n")
+
 SOUND_ATTACKS = {
     "forged_agent_fails_a_claim_with_a_blank_detail": ProgramAttack(
         1, "01_phases", {"scaled": _SCALED_RIGHT_ONLY_TRACED}, ("test_scaled",),
@@ -640,6 +668,13 @@ SOUND_ATTACKS = {
         says="custom_call @lapack"),
     "psum_in_a_dead_cond_branch": ProgramAttack(
         2, "09_sharding", {"global_mean": _PSUM_IN_A_DEAD_BRANCH}, ("test_global_mean",), says="no `shard_map`"),
+    "forged_linear_reports_hide_a_structure_per_layer": ProgramAttack(
+        5, "07_pytrees", {"Linear": _LINEAR_NAMED_LAYERS}, ("test_Linear",), says="once per layer",
+        prepend=(("Linear", _CLAIMS_FORGED_AGENT),)),
+    "forged_results_at_shapes_never_exported": ProgramAttack(
+        5, "09_sharding", {"global_mean": _GLOBAL_MEAN_ONE_ROW, "explicit_matmul": _MATMUL_WIDE_REPLICATED},
+        ("test_global_mean", "test_explicit_matmul"), says="program",
+        prepend=(("global_mean", _CLAIMS_FORGED_AGENT + _MEAN_FORGED_AGENT),)),
     # a correct answer written with jax.lax.composite, lax.cond and a named scope: full marks
     "control_composite_cond_named_scope": ProgramAttack(0, "04_control_flow", {"ema": _EMA_COMPOSITE_COND}, ()),
 }

@@ -1,7 +1,9 @@
 """Issue 33's attacks, graded end to end (tests/attacks.py, SOUND_ATTACKS): a failing claim or
 an ExerciseFailure with nothing to say is a failure (item 1); a loop or a native call inside a
 composite, and a collective in a branch no input takes, are read from the program that runs
-(item 2). Each row earns nothing for what it targets; the solution beside it, and a correct
+(item 2); a forged agent's reports and results for exercises once judged on kernel values
+(Linear's tree structures, global_mean's and explicit_matmul's results at shapes never exported)
+count for nothing beside their programs (item 5). Each row earns nothing for what it targets; the solution beside it, and a correct
 answer written with a composite, a cond and a named scope, keep full marks."""
 from __future__ import annotations
 
@@ -44,8 +46,10 @@ def test_an_issue_33_attack_earns_nothing_for_what_it_targets(graded, name):
 
 
 def test_the_solutions_beside_the_attacks_keep_full_marks(graded):
+    from attacks import SOUND_ATTACKS
+
     controls = {n: r for n, r in graded.items() if n.startswith("control-")}
-    assert len(controls) == 3
+    assert len(controls) == len({a.assignment for a in SOUND_ATTACKS.values()}) >= 3
     for n, r in controls.items():
         assert r["score"] == r["max_score"] > 0, (n, [t["feedback"] for t in r["tests"] if not t["passed"]])
 

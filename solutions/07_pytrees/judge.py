@@ -13,9 +13,11 @@ A ``Linear`` instance cannot cross the channel (a learner class), so fixtures of
 :mod:`autograder.agent.fixtures` build the layers in the kernel from arrays drawn here and return
 data: outputs (direct, after a flatten/unflatten round trip, jitted), leaves (a string child
 comes back as a string, an unregistered layer as an opaque object), the gradient's leaves;
-all compared here with references computed here. Kernel-side observations: treedef equality
-(relu vs tanh, new arrays), the trace count of one jitted apply over four layers, and the
-round trip's type.
+all compared here with references computed here; they only fail. The points come from
+programs: fixtures that build the layers from a traced program's arrays (``linear_program``,
+``linear_structures_program``), exported with ``Linear`` static and run here on new arrays,
+their values, their leaves, and which function each of four jitted applies calls (a trace per
+tree structure: one per activation, none per new arrays), read from the program.
 """
 import numpy as np
 
@@ -24,7 +26,7 @@ from autograder.judge import programs
 from autograder.feedback import explain_error
 from autograder.judge import LearnerError
 from autograder.pytrees import call_on_tree, describe
-from autograder.judge import AsJax, Opaque, Ref, values
+from autograder.judge import AsJax, Fixture, Opaque, Ref, Spec, values
 
 
 def _f32(rng, *shape):
@@ -271,12 +273,83 @@ def _check_layer(k, w, b, x, act, keyword):
         ag.fail("custom_pytrees", f"jax.tree.map over {label} changed its structure.")
 
 
+# Linear on its program: the layer built in a traced program from the judge's arrays
+# (fixtures linear_program and linear_structures_program), exported at the test's shapes and
+# run here on new arrays; which function each apply calls is read from the program.
+
+def _spec(a):
+    return Spec(tuple(np.shape(values(a))), "float32")
+
+
+def _fresh(rng, *like):
+    return [rng.normal(size=np.shape(values(a))).astype(np.float32) for a in like]
+
+
+def _check_layer_program(k, w, b, x, act, keyword):
+    label = f"Linear(w, b, {act!r})"
+    built = f"Linear(w=w, b=b, activation={act!r})" if keyword else label
+    program = programs.trace(k, Fixture("linear_program"), Ref("Linear"), act, keyword, _spec(w), _spec(b), _spec(x),
+                             static_argnums=(0, 1, 2), label=f"a jitted function that builds {built} from its arguments")
+    w2, b2, x2 = _fresh(k.rng, w, b, x)
+    got = program(w2, b2, x2)
+    got = got if isinstance(got, dict) else {}
+    what = f"{label} built from traced arrays (its program, run by the grader on new arrays)"
+    z = x2.astype(np.float64) @ w2 + b2
+    ag.check_close(got.get("out"), _ACTS[act](z), what=f"{what}: {act}(x @ w + b)")
+    leaves = got.get("leaves") if isinstance(got.get("leaves"), list) else []
+    _check_leaves(leaves, False, AsJax(w2), AsJax(b2), what)
+    back = got.get("back_out")
+    if not isinstance(back, np.ndarray) or back.shape != z.shape or not np.allclose(back, _ACTS[act](z), rtol=1e-4,
+                                                                                   atol=1e-5):
+        ag.fail("custom_pytrees", f"{what}, rebuilt by jax.tree.unflatten, computes something else: the round "
+                                  "trip lost the activation or mixed up w and b. tree_unflatten gets the aux data "
+                                  "and the children back; rebuild the layer from both.")
+    ag.check_close(got.get("jit_out"), _ACTS[act](z), what=f"{what}, applied by a jitted function,")
+    dz = 2 * _ACTS[act](z) * _DACTS[act](z)
+    grads = got.get("grad_leaves") if isinstance(got.get("grad_leaves"), list) else []
+    by_shape = {np.shape(v): v for v in grads}
+    ag.check_close(by_shape.get(w2.shape), x2.astype(np.float64).T @ dz, what=f"the gradient for w of {what}")
+    ag.check_close(by_shape.get(b2.shape), dz.sum(axis=0), what=f"the gradient for b of {what}")
+
+
+def _check_structures_program(k, w, b, x):
+    """Four layers (relu, relu with other arrays, tanh, tanh with another b) applied by one
+    jitted function inside a traced program: its calls must call two functions, one per
+    activation (a trace per tree structure), and its values are run here on new arrays."""
+    what = "one jitted function applied to two relu and two tanh layers inside a traced program"
+    program = programs.trace(k, Fixture("linear_structures_program"), Ref("Linear"), _spec(w), _spec(b), _spec(x),
+                             static_argnums=(0,), label=what)
+    calls = program.facts.calls()
+    if len(calls) < 4:
+        ag.fail("custom_pytrees", f"the program of {what} does not call the jitted function four times; it "
+                                  "cannot be graded.")
+    relu1, relu2, tanh1, tanh2 = calls[-4:]
+    if {relu1, relu2} & {tanh1, tanh2}:
+        ag.fail("custom_pytrees", f"{what} traced it once for a relu and a tanh layer: the activation is not part "
+                                  "of the tree structure. It must be static aux data, part of the treedef.")
+    if relu1 != relu2 or tanh1 != tanh2:
+        ag.fail("custom_pytrees", f"{what} traced it once per layer, not once per activation: the layers' tree "
+                                  "structures differ although only their arrays do. The arrays must be children "
+                                  "and the aux data only the configuration, the same for every layer of one "
+                                  "activation.")
+    w2, b2, x2 = (a.astype(np.float64) for a in _fresh(k.rng, w, b, x))
+    outs = program(*(a.astype(np.float32) for a in (w2, b2, x2)))
+    outs = outs if isinstance(outs, list) else []
+    for i, (lw, lb, act) in enumerate([(w2, b2, "relu"), (2 * w2, b2 + 1, "relu"), (w2, b2, "tanh"),
+                                       (w2, 3 * b2, "tanh")]):
+        ag.check_close(outs[i] if len(outs) > i else None, _ACTS[act](x2 @ lw + lb),
+                       what=f"the program's layer #{i + 1} ({act}), run by the grader on new arrays,")
+
+
 def test_Linear(k):
     d_in, d_out = int(k.rng.integers(2, 5)), int(k.rng.integers(2, 4))
     w, b, x = _f32(k.rng, d_in, d_out), _f32(k.rng, d_out), _f32(k.rng, 5, d_in)
     _check_layer(k, w, b, x, "relu", keyword=False)
     for act in ("tanh", "identity"):
         _check_layer(k, w, b, x, act, keyword=True)
+    # the same layers built in a traced program, whose values the grader computes
+    _check_layer_program(k, w, b, x, "relu", keyword=False)
+    _check_layer_program(k, w, b, x, "tanh", keyword=True)
     # activation is static: part of the treedef, and of the compile signature
     rep = k.fixture("linear_structures")(Ref("Linear"), w, b, x, what="Linear(w, b, activation)")
     _raise_at(rep, "build", "Linear(w, b, activation)")
@@ -298,6 +371,7 @@ def test_Linear(k):
         ag.fail("custom_pytrees", f"calling a jitted function on two relu and two tanh layers traced it "
                                   f"{rep.get('traces')} time(s), expected 2: one program per activation "
                                   "(static), none per new array values (children).")
+    _check_structures_program(k, w, b, x)
 
 
 # Known answers: data, read (never run) by `make release` and the course's tests, and never by
