@@ -741,3 +741,49 @@ def test_values_in_feedback_print_plainly():
     with pytest.raises(ExerciseFailure) as info:
         ag.check_close(np.array([[1, 2], [3, 7]], np.int32), np.array([[1, 2], [3, 4]]), what="m")
     assert "at index (1, 1) it is 7, expected 4" in info.value.detail
+
+
+# --------------------------------------------------------------------------- issue 33, item 5
+
+def _layer_class(per_layer_aux: bool):
+    """A registered ``Linear``; with ``per_layer_aux`` its aux data holds a number per layer (a
+    tree structure per layer)."""
+    import itertools
+
+    import jax
+
+    ids = itertools.count()
+
+    @jax.tree_util.register_pytree_node_class
+    class Linear:
+        def __init__(self, w, b, activation):
+            self.w, self.b, self.activation, self.id = w, b, activation, next(ids)
+
+        def __call__(self, x):
+            return {"relu": jax.nn.relu, "tanh": jax.numpy.tanh}[self.activation](x @ self.w + self.b)
+
+        def tree_flatten(self):
+            return (self.w, self.b), ((self.activation, self.id) if per_layer_aux else self.activation)
+
+        @classmethod
+        def tree_unflatten(cls, aux, children):
+            return cls(*children, aux[0] if per_layer_aux else aux)
+
+    return Linear
+
+
+@pytest.mark.parametrize("per_layer_aux, calls", [(False, [0, 0, 1, 1]), (True, [0, 1, 2, 3])])
+def test_a_trace_per_tree_structure_is_read_from_the_program(per_layer_aux, calls):
+    """linear_structures_program's four jitted applies call one function per trace: two for a
+    layer whose tree structure is its activation, four for one whose aux data differs per layer
+    (07's Linear, judged on its program: programs.Program.calls)."""
+    import jax
+    from jax import export
+
+    from autograder.agent import fixtures
+    from autograder.judge import programs
+
+    specs = [jax.ShapeDtypeStruct(s, np.float32) for s in ((3, 2), (2,), (5, 3))]
+    exp = export.export(jax.jit(fixtures.linear_structures_program, static_argnums=0),
+                        platforms=("cpu",))(_layer_class(per_layer_aux), *specs)
+    assert programs.read(exp).calls()[-4:] == calls
