@@ -59,7 +59,8 @@ colab: env
 	$(BIN)/python scripts/colab.py
 	$(BIN)/python scripts/slides.py
 
-## release: regenerate exercises/ from solutions/ with nbgrader (fails, naming the notebooks, if `make colab` would change course/ or solutions/)
+## release: regenerate exercises/ from solutions/ with nbgrader, and the manifest's exercises and the guide's exercise lists
+##      from the notebooks and judge files (fails, naming the notebooks, if `make colab` would change course/ or solutions/)
 release: env
 	$(BIN)/python scripts/colab.py --check
 	$(BIN)/python scripts/slides.py --check
@@ -70,7 +71,7 @@ release: env
 check-exercises: env
 	$(BIN)/python scripts/release.py --check $(ASSIGNMENT)
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -p no:cacheprovider tests/test_exercises.py tests/test_manifest.py \
-	    tests/test_judge_files.py tests/test_hints.py tests/test_solutions_not_copies.py -m "not slow_env" $(if $(ASSIGNMENT),-k $(ASSIGNMENT))
+	    tests/test_judge_files.py tests/test_hints.py tests/test_solutions_not_copies.py tests/test_docs.py -m "not slow_env" $(if $(ASSIGNMENT),-k $(ASSIGNMENT))
 
 ## clean-outputs: strip outputs and execution counts from every notebook
 clean-outputs: env

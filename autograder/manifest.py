@@ -1,7 +1,8 @@
 """The course's manifest (``autograder/manifest.toml``): every chapter and exercise in one file.
 
 Shipped with the package, so a learner's installed copy (Colab's wheel) reads the same file as
-the grader. :func:`load` parses it once and checks its form; the accessors give what the rest
+the grader. The chapters are written by hand; the exercise entries by ``make release``, from each
+answer cell's ``metadata.course`` in ``solutions/NN_slug/NN_slug.ipynb`` (scripts/release.py). :func:`load` parses it once and checks its form; the accessors give what the rest
 of the package reads from it: the section that teaches each idea (``feedback.TAUGHT_IN``), the
 errors each chapter teaches (feedback's per-chapter pointers), the chapters and exercises (the
 tests that the tree agrees), the benchmark kernels (``scripts/bench.py``).

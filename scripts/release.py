@@ -17,6 +17,12 @@ cell, to the "Check my answers" table at the end. Grading ignores the tag. Of a 
 ``metadata.course`` only an answer cell's ``hints`` stay (autograder.hints), shipped with the
 package too (``autograder/visible_tests/<assignment>.hints.json``).
 
+Release also writes what the rest of the course reads of an exercise's two files (its cells in
+``solutions/NN_slug/NN_slug.ipynb``, its judge file): the manifest's ``[[exercise]]`` entries from
+the answer cells' ``metadata.course`` (idea, kind, single_token, kernel) and each chapter's
+exercise list in docs/instructor-guide.md from the judge files' known wrong answers (``WRONG``,
+read as data), and ``--check`` compares them too.
+
     python scripts/release.py --root DIR [--check]   # work on the course copy in DIR instead
 """
 from __future__ import annotations
@@ -84,6 +90,125 @@ def known_answers(folder: Path) -> dict:
                 raise ValueError(f"{path}: {name} of {sorted(twice)} also in another judge file of {Path(folder).name}")
             merged[name].update(answers)
     return merged
+
+
+# What an answer cell's ``metadata.course`` may hold: the manifest facts of its exercise (its
+# [[exercise]] entry, less the name and chapter, which are its grade_id and its notebook), its
+# hints, its starting code.
+FACTS = ("idea", "kind", "single_token", "kernel")
+COURSE_KEYS = (*FACTS, "hints", "starting_code")
+MANIFEST = Path("autograder") / "manifest.toml"  # under the course root; its exercise entries are written here
+GUIDE = Path("docs") / "instructor-guide.md"  # its per-chapter exercise lists are written here
+MANIFEST_MARK = "# ----------------------------------------------------------------------------- exercises"
+MANIFEST_HEAD = """\
+# Written by `make release` from the answer cells' metadata.course in solutions/NN_slug/NN_slug.ipynb
+# (never by hand: tests/test_manifest.py compares it with what release writes). kind: "transfer"
+# (the chapter's idea on a problem the chapter does not show), "warm-up" (fix one marked habit; at
+# most one single-token warm-up per chapter, marked single_token). idea: a key of the chapter's
+# sections (or an earlier chapter's): where the feedback points. kernel: its benchmark kernel.
+"""
+
+
+def _guide_marks(chapter: str) -> tuple[str, str]:
+    return (f"<!-- {chapter}'s exercises: `make release` writes this list from the judge files' WRONG data -->",
+            f"<!-- end of {chapter}'s exercises -->")
+
+
+def _answer_cells(notebook: Path):
+    nb = nbformat.read(str(notebook), as_version=4)
+    return [c for c in nb.cells if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("solution")]
+
+
+def exercise_entries(root: Path) -> list[dict]:
+    """Every exercise of ``root/solutions`` in course order, as its manifest entry: ``name`` (the
+    answer cell's grade_id), ``chapter`` (its notebook) and the facts of its ``metadata.course``."""
+    entries = []
+    for a in assignments(root):
+        notebook = root / "solutions" / a / f"{a}.ipynb"
+        for cell in _answer_cells(notebook):
+            gid, course = cell.metadata["nbgrader"]["grade_id"], cell.metadata.get("course", {})
+            unknown = sorted(set(course) - set(COURSE_KEYS))
+            if unknown:
+                raise ValueError(f"{notebook.relative_to(root)}: {gid}'s metadata.course holds {unknown}, "
+                                 f"none of {list(COURSE_KEYS)}")
+            entries.append({"name": gid, "chapter": a, **{k: course[k] for k in FACTS if k in course}})
+    return entries
+
+
+def _toml_value(value) -> str:
+    return "true" if value is True else "false" if value is False else json.dumps(value)
+
+
+def manifest_text(root: Path) -> str:
+    """``autograder/manifest.toml`` as release writes it: the hand-written chapters up to
+    :data:`MANIFEST_MARK`, then an ``[[exercise]]`` entry per answer cell (:func:`exercise_entries`),
+    checked as the package reads it (``autograder.manifest.parse``)."""
+    from autograder.manifest import ManifestError, parse
+
+    current = (root / MANIFEST).read_text(encoding="utf-8")
+    head, mark, _ = current.partition(MANIFEST_MARK + "\n")
+    if not mark:
+        raise ValueError(f"{MANIFEST}: no line {MANIFEST_MARK!r} before the exercises release writes")
+    tables = ["[[exercise]]\n" + "".join(f"{k} = {_toml_value(v)}\n" for k, v in e.items()
+                                         if v is not False and v != "")
+              for e in exercise_entries(root)]
+    text = head + mark + MANIFEST_HEAD + "\n" + "\n".join(tables)
+    try:
+        parse(text)
+    except ManifestError as exc:
+        raise ValueError(f"{exc} (an exercise's facts are its answer cell's metadata.course in "
+                         "solutions/NN_slug/NN_slug.ipynb)") from None
+    return text
+
+
+def _guide_list(root: Path, manifest, chapter: str) -> list[str]:
+    """The guide's list of ``chapter``'s exercises (``manifest``: an ``autograder.manifest.Manifest``):
+    each name, its kind, the section its idea is taught in, and the mistakes its feedback names
+    (the phrases of its judge's WRONG answers)."""
+    taught = manifest.taught_in()
+    wrong = known_answers(root / "solutions" / chapter)["WRONG"]
+    lines = ["The exercises, and the mistakes their feedback names (from their known wrong answers):", ""]
+    for e in manifest.exercises_of(chapter):
+        home, section = taught[e.idea]
+        needs = f'§"{section}"' if home == chapter else f'{home} §"{section}"'
+        phrases = list(dict.fromkeys(phrase for _, phrase, _ in wrong.get(e.name, [])))
+        kind = e.kind + (", one token" if e.single_token else "")
+        lines.append(f"- `{e.name}` ({kind}; {needs}): " + "; ".join(f"\u201c{p}\u201d" for p in phrases) + ".")
+    return lines
+
+
+def guide_text(root: Path, manifest) -> str:
+    """``docs/instructor-guide.md`` with each chapter's exercise list (:func:`_guide_list`, between
+    its two marker lines, :func:`_guide_marks`) as release writes it."""
+    lines = (root / GUIDE).read_text(encoding="utf-8").splitlines()
+    for chapter in assignments(root):
+        begin, end = _guide_marks(chapter)
+        if begin not in lines or end not in lines[lines.index(begin):]:
+            raise ValueError(f"{GUIDE}: no lines {begin!r} and {end!r} in {chapter}'s \"Misconceptions to expect\" "
+                             "subsection, between which release writes its exercise list")
+        i = lines.index(begin)
+        lines[i + 1:lines.index(end, i)] = _guide_list(root, manifest, chapter)
+    return "\n".join(lines) + "\n"
+
+
+def course_texts(root: Path) -> dict:
+    """``{path under root: text}``: what release writes from the exercises' two files besides
+    exercises/ and the visible tests: the manifest's exercise entries and the guide's lists (of a
+    course copy that has them: a copy of solutions/ alone has neither)."""
+    from autograder.manifest import parse
+
+    texts = {}
+    if (root / MANIFEST).is_file():
+        texts[MANIFEST] = manifest_text(root)
+        if (root / GUIDE).is_file():
+            texts[GUIDE] = guide_text(root, parse(texts[MANIFEST]))
+    return texts
+
+
+def course_text_differences(root: Path) -> list[str]:
+    """The files of :func:`course_texts` that differ from what release writes, as messages."""
+    return [f"{path.as_posix()}: differs from what release writes" for path, text in course_texts(root).items()
+            if (root / path).read_text(encoding="utf-8") != text]
 
 
 def assignments(root: Path = ROOT) -> list[str]:
@@ -213,9 +338,10 @@ def differences(a: Path, b: Path, prefix: str = "exercises") -> list[str]:
 
 
 def check(root: Path, only=None) -> list[str]:
-    """What differs between ``root``'s exercises/ (all of it, or the assignments ``only``) and
-    the visible tests shipped in the package, and what `make release` generates from its
-    solutions/ now; ``[]`` when nothing does."""
+    """What differs between ``root``'s exercises/ (all of it, or the assignments ``only``), the
+    visible tests shipped in the package, the manifest's exercise entries and the guide's exercise
+    lists (:func:`course_texts`), and what `make release` generates from its solutions/ now; ``[]``
+    when nothing does."""
     with tempfile.TemporaryDirectory() as tmp:
         fresh, visible = Path(tmp) / "exercises", Path(tmp) / "visible_tests"
         fresh.mkdir()
@@ -237,7 +363,7 @@ def check(root: Path, only=None) -> list[str]:
             if not a:
                 diffs += (differences(shipped, visible, VISIBLE_DIR.as_posix()) if shipped.exists()
                           else [f"{VISIBLE_DIR.as_posix()} missing"])
-    return diffs
+    return diffs + course_text_differences(root)
 
 
 def main(argv=None) -> int:
@@ -254,13 +380,19 @@ def main(argv=None) -> int:
     if args.check:
         diffs = check(root, args.assignments or None)
         if diffs:
-            print("exercises/ (or the visible tests shipped in the package) is not what `make release` generates from solutions/ "
-                  "(run `make release`, never edit exercises/ by hand):\n  " + "\n  ".join(diffs))
+            print("exercises/ (or the visible tests shipped in the package, the manifest's exercises, the guide's "
+                  "exercise lists) is not what `make release` generates from solutions/ (run `make release`, "
+                  "never edit them by hand):\n  " + "\n  ".join(diffs))
             return 1
         checked = ", ".join(f"exercises/{a}" for a in args.assignments) or "exercises/"
         print(f"{checked} is in sync with solutions/")
         return 0
+    texts = course_texts(root)  # first: an exercise's facts that the manifest refuses stop the release
     generate(root, root / "exercises", only=args.assignments)
+    for path, text in texts.items():
+        if (root / path).read_text(encoding="utf-8") != text:
+            (root / path).write_text(text, encoding="utf-8")
+            print(f"wrote {path.as_posix()}")
     print(f"released {', '.join(args.assignments or assignments(root))} into {root / 'exercises'}")
     return 0
 

@@ -170,7 +170,7 @@ def test_chapter_section_is_complete(chapter):
     misconceptions = "\n".join(parts["misconceptions"])
     unnamed = [name for name in exercise_names(chapter) if f"`{name}`" not in misconceptions]
     assert not unnamed, (f"{chapter}: the misconceptions subsection does not name the exercise(s) "
-                         f"{unnamed} (write them as `function_name`)")
+                         f"{unnamed}: run `make release`, which writes each chapter's exercise list there")
     assert re.search(r"\d+\s*min", "\n".join(parts["timing"])), f"{chapter}: the timing gives no minutes"
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import shutil
 import sys
 import tomllib
 from pathlib import Path
@@ -82,6 +83,78 @@ def test_every_exercise_has_one_judge_test_and_wrong_answers(chapter):
     wrong = known_answers(chapter)["WRONG"]
     few = [n for n in listed if len(wrong.get(n, [])) < 2]
     assert not few, f"{chapter}: fewer than two wrong answers for {few}"
+
+
+def test_the_manifests_exercises_and_the_guides_lists_are_what_release_writes():
+    """The manifest's [[exercise]] entries (from the answer cells' metadata.course) and the
+    instructor guide's exercise lists (from the judge files' WRONG data) are what `make release`
+    writes now: a notebook or judge file changed without `make release` fails here."""
+    diffs = release_script()["course_text_differences"](ROOT)
+    assert not diffs, "run `make release`: " + "; ".join(diffs)
+
+
+CHAPTER = "02_static_dynamic"
+
+
+@pytest.fixture
+def course_copy(tmp_path):
+    """A course copy: one chapter's solutions, the manifest and the guide, as release writes them
+    for it (the manifest then lists that chapter's exercises only)."""
+    release = release_script()
+    root = tmp_path / "course"
+    shutil.copytree(ROOT / "solutions" / CHAPTER, root / "solutions" / CHAPTER)
+    for path in (release["MANIFEST"], release["GUIDE"]):
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / path, root / path)
+    for path, text in release["course_texts"](root).items():
+        (root / path).write_text(text)
+    assert release["course_text_differences"](root) == []
+    return root
+
+
+def _edit_answer_cell(root, name, change):
+    path = root / "solutions" / CHAPTER / f"{CHAPTER}.ipynb"
+    nb = nbformat.read(str(path), as_version=4)
+    change(next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == name).metadata["course"])
+    nbformat.write(nb, str(path))
+
+
+def test_an_exercises_facts_come_from_its_answer_cell(course_copy):
+    release = release_script()
+    _edit_answer_cell(course_copy, "scale_by", lambda course: course.update(idea="static", kernel="_k_power"))
+    assert "autograder/manifest.toml: differs from what release writes" in release["course_text_differences"](course_copy)
+    entry = next(e for e in parse(release["manifest_text"](course_copy)).exercises if e.name == "scale_by")
+    assert (entry.chapter, entry.idea, entry.kind, entry.kernel) == (CHAPTER, "static", "transfer", "_k_power")
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda course: course.pop("kind"), "scale_by needs 'kind'"),
+    (lambda course: course.update(idea="no_such_idea"), "scale_by needs the unknown idea 'no_such_idea'"),
+    (lambda course: course.update({"single-token": True}), "scale_by's metadata.course holds ['single-token']"),
+])
+def test_an_answer_cells_wrong_facts_are_named(course_copy, change, message):
+    _edit_answer_cell(course_copy, "scale_by", change)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        release_script()["course_texts"](course_copy)
+
+
+def test_the_guides_list_comes_from_the_judges_wrong_answers(course_copy):
+    release = release_script()
+    judge = course_copy / "solutions" / CHAPTER / "judge_apply_layer.py"
+    judge.write_text(judge.read_text().replace('"It computes the exact gelu"', '"a mistake named for the test"'))
+    assert release["course_text_differences"](course_copy) == ["docs/instructor-guide.md: differs from what release writes"]
+    listed = next(line for line in release["course_texts"](course_copy)[release["GUIDE"]].splitlines()
+                  if line.startswith("- `apply_layer`"))
+    assert "\u201ca mistake named for the test\u201d" in listed and "exact gelu" not in listed
+
+
+def test_a_guide_without_a_chapters_markers_is_named(course_copy):
+    release = release_script()
+    guide = course_copy / release["GUIDE"]
+    begin, _ = release["_guide_marks"](CHAPTER)
+    guide.write_text(guide.read_text().replace(begin + "\n", ""))
+    with pytest.raises(ValueError, match=f"in {CHAPTER}'s \"Misconceptions to expect\" subsection"):
+        release_script()["course_texts"](course_copy)
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
