@@ -193,6 +193,47 @@ def test_a_program_for_another_platform_is_refused_not_skipped():
         programs.Traced(_Held(exp), "`f`")
 
 
+def _collatz(v):
+    import jax.numpy as jnp
+
+    return jnp.where(v % 2 == 0, v // 2, 3 * v + 1)
+
+
+def test_a_loop_whose_trip_count_no_input_changes_is_told_apart():
+    """``fixed_loops``: a ``fori_loop`` or ``scan`` with fixed bounds runs a fixed number of times
+    whatever its flags; a ``while_loop`` whose condition reads the data does not, even with a cap."""
+    import jax
+    import jax.numpy as jnp
+
+    def until_one(n):
+        return jax.lax.while_loop(lambda s: s[0] != 1, lambda s: (_collatz(s[0]), s[1] + 1), (n, 0))[1]
+
+    def capped(n):
+        return jax.lax.while_loop(lambda s: (s[0] != 1) & (s[1] < 1000),
+                                  lambda s: (_collatz(s[0]), s[1] + 1), (n, 0))[1]
+
+    def flagged(v, c):
+        done = v == 1
+        return jnp.where(done, v, _collatz(v)), c + jnp.where(done, 0, 1)
+
+    def fixed(n):
+        return jax.lax.fori_loop(0, 600, lambda i, s: flagged(*s), (n, 0))[1]
+
+    def fixed_traced_bounds(n):
+        return jax.lax.fori_loop(jnp.int32(0), jnp.int32(600), lambda i, s: flagged(*s), (n, 0))[1]
+
+    def counted_while(n):
+        return jax.lax.while_loop(lambda s: s[2] < 700, lambda s: (*flagged(s[0], s[1]), s[2] + 1), (n, 0, 0))[1]
+
+    def scanned(n):
+        return jax.lax.scan(lambda s, _: (flagged(*s), None), (n, 0), length=600)[0][1]
+
+    for f, fixed_loops in ((until_one, 0), (capped, 0), (fixed, 1), (fixed_traced_bounds, 1), (counted_while, 1),
+                           (scanned, 1)):
+        p = programs.read(_export(f, (), dtype="int32"))
+        assert (p.has_loops, p.fixed_loops) == (True, fixed_loops), f.__name__
+
+
 def test_a_loop_runs_only_where_the_exercise_needs_one_unless_the_runner_is_contained():
     import jax
     import numpy as np

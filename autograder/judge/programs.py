@@ -18,7 +18,8 @@ Facts (:class:`Program`):
   and every ``func.call`` counted as the body of the function it calls (so a helper called
   three times counts three times, and wrapping code in ``jax.named_call`` changes nothing);
   the call plumbing itself (``func.call``, ``func.return``) is not counted.
-- ``has_loops`` (a ``stablehlo.while``), ``collectives``, ``custom_call_targets``,
+- ``has_loops`` (a ``stablehlo.while``), ``fixed_loops`` (how many of those run a number of
+  times no input changes: :func:`fixed_trip_count`), ``collectives``, ``custom_call_targets``,
   ``callbacks`` (custom calls into host Python), ``manual`` (a ``shard_map`` region:
   ``sdy.manual_computation``, or GSPMD's ``SPMDFullToShardShape``).
 - ``top_level``: the entry function's own operations as written, in order, before
@@ -109,6 +110,7 @@ class Program(Facts):
         self.top_level = top_level
         self.ops = ops
         self.platforms = tuple(platforms)
+        self.fixed_loops = 0  # set by _parse: the loops whose trip count no input changes
 
     @property
     def op_names(self) -> frozenset:
@@ -210,7 +212,63 @@ def _parse(text: str, platforms) -> Program:
         normalize(module)
         program = _Walker(_functions(module), platforms).program(_entry(module))
         program.top_level = top
+        program.fixed_loops = sum(1 for op in _walk(module.operation) if op.name == LOOP and fixed_trip_count(op))
         return program
+
+
+_CONSTANT = "stablehlo.constant"
+_STEPS = frozenset({"stablehlo.add", "stablehlo.subtract"})
+
+
+def _defining_op(value):
+    from jax._src.lib.mlir import ir
+
+    owner = value.owner
+    return None if isinstance(owner, ir.Block) else owner
+
+
+def _constant(value) -> bool:
+    op = _defining_op(value)
+    return op is not None and op.name == _CONSTANT
+
+
+def fixed_trip_count(loop) -> bool:
+    """Whether the ``stablehlo.while`` ``loop`` (of a normalized module) runs a number of times
+    that no input changes: its condition reads only constants and loop values that start as
+    constants and that each step keeps or moves by a constant (the counter of a ``lax.fori_loop``
+    or ``lax.scan`` with fixed bounds, whatever flag its body carries). False whenever in doubt (an
+    operation with regions in the condition, a value from outside it that is not a constant)."""
+    from jax._src.lib.mlir import ir
+
+    try:
+        cond, body = loop.regions[0].blocks[0], loop.regions[1].blocks[0]
+        returned = list(body.operations)[-1].operands
+        counters = set()
+        for i, start in enumerate(loop.operands):
+            arg, new, step = body.arguments[i], returned[i], _defining_op(returned[i])
+            moved = (step is not None and step.name in _STEPS and len(step.operands) == 2
+                     and any(v == arg for v in step.operands) and any(_constant(v) for v in step.operands))
+            if _constant(start) and (new == arg or moved):
+                counters.add(i)
+        pending, visited = [list(cond.operations)[-1].operands[0]], 0
+        while pending:
+            visited += 1
+            if visited > MAX_OPS:
+                return False
+            value = pending.pop()
+            if isinstance(value.owner, ir.Block):
+                if value.owner != cond or ir.BlockArgument(value).arg_number not in counters:
+                    return False
+                continue
+            op = value.owner
+            if op.name == _CONSTANT:
+                continue
+            if len(op.regions):
+                return False
+            pending.extend(op.operands)
+        return True
+    except Exception:  # noqa: BLE001 - an MLIR binding that differs across versions: in doubt, not fixed
+        return False
 
 
 def _functions(module) -> dict:
