@@ -135,9 +135,10 @@ def _long_starts(rng, count, min_steps=400, high=3_000_000):
 
 
 def test_collatz_steps(k):
-    # One program for every n: exported with `n` traced, with a loop, run here on every n.
-    # 27 takes 111 steps and 871 takes 178; the drawn long ones take 400 to 494 steps, within
-    # int32: a loop with a fixed trip count falls short.
+    # One program for every n: exported with `n` traced, with a loop whose trip count depends on
+    # the input (a fori_loop or scan with a fixed count and a done flag is refused from the program:
+    # no n within int32 and below 3e6 takes more than 494 steps, so values alone cannot tell), run
+    # here on every n. 27 takes 111 steps and 871 takes 178; the drawn long ones take 400 to 494.
     ns = ([1, 6, 2, 7, 27, 97, 871] + [int(v) for v in k.rng.integers(2, 5000, size=3)]
           + _long_starts(k.rng, 2))
     for n in ns:
@@ -147,6 +148,11 @@ def test_collatz_steps(k):
         if not program.has_loops:
             ag.fail("loops", "the program of collatz_steps has no loop: the number of steps depends on n, "
                              "so the loop must run on the device (`lax.while_loop`).")
+        if program.fixed_loops == program.count("stablehlo.while"):
+            ag.fail("loops", "the loop of collatz_steps runs a fixed number of times whatever n is (its condition "
+                             "reads only a counter with fixed bounds): a loop with a fixed trip count falls short "
+                             "whenever a sequence is longer than its bound, and only n's own sequence knows how "
+                             "many steps it takes, so the loop's condition must depend on it.")
         got, want = program(_i32(n)), _collatz_reference(n)
         try:
             ag.check_close(got, want, what=f"{what} (steps to reach 1)", idea="loops", dtype=np.int32)
@@ -291,7 +297,7 @@ def collatz_steps(n):
         value = jnp.where(done, value, jnp.where(value % 2 == 0, value // 2, 3 * value + 1))
         return value, steps + jnp.where(done, 0, 1)
     return lax.fori_loop(0, 100, body, (n, 0))[1]  # a fixed trip count: too few for some n
-''', "jax.jit(collatz_steps)(27) (steps to reach 1) is wrong", "loops"),
+''', "runs a fixed number of times whatever n is", "loops"),
         ('''
 def collatz_steps(n):
     n, steps = int(n), 0  # needs the concrete value
@@ -320,6 +326,17 @@ def collatz_steps(n):
     # a fixed trip count with a done flag: right for every sequence shorter than 300 steps
     return lax.fori_loop(0, 300, body, (n, jnp.zeros_like(n)))[1]
 ''', "a loop with a fixed trip count falls short", "loops"),
+        ('''
+def collatz_steps(n):
+    def step(state, _):
+        value, steps = state
+        done = value == 1
+        value = jnp.where(done, value, jnp.where(value % 2 == 0, value // 2, 3 * value + 1))
+        return (value, steps + jnp.where(done, 0, 1)), None
+
+    # 600 fixed steps with a done flag: right for every n the tests draw, but not a loop on n
+    return lax.scan(step, (n, jnp.int32(0)), None, length=600)[0][1]
+''', "runs a fixed number of times whatever n is", "loops"),
     ],
     "ema": [
         ('''
