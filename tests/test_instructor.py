@@ -156,7 +156,7 @@ def test_collect_never_reads_more_than_the_grader_would(tmp_path, monkeypatch, c
     into memory) and says so, and grading says the notebook is too large; a 3 MB notebook file
     is copied as it is (grading names its size); the corrupt zip is kept as is and graded as not
     a notebook."""
-    from autograder.grader.pipeline import grade_notebook
+    from autograder.grader.pipeline import Options, grade_notebook
     from autograder.instructor import Course, collect
 
     monkeypatch.setenv("AUTOGRADER_MAX_NOTEBOOK_MB", "1")
@@ -175,11 +175,11 @@ def test_collect_never_reads_more_than_the_grader_would(tmp_path, monkeypatch, c
     assert got["erin"].stat().st_size == 2**20 + 1 and got["frank"].stat().st_size == len(big)
     assert "erin_bomb.zip holds a notebook over 1 MB" in err and "frank" not in err
     for student in ("erin", "frank"):
-        r = grade_notebook(got[student], course.settings, root=ROOT)
+        r = grade_notebook(got[student], Options(course.settings, root=ROOT))
         assert r.score == 0 and "more than the 1 MB the grader reads" in r.error, r.error
-    assert "is 3 MB" in grade_notebook(got["frank"], course.settings, root=ROOT).error
+    assert "is 3 MB" in grade_notebook(got["frank"], Options(course.settings, root=ROOT)).error
     assert "gina_bad.zip cannot be unzipped" in err
-    assert "not valid JSON" in grade_notebook(got["gina"], course.settings, root=ROOT).error
+    assert "not valid JSON" in grade_notebook(got["gina"], Options(course.settings, root=ROOT)).error
 
 
 

@@ -64,16 +64,6 @@ class Setting:
                                f"for the default ({self.default})")
         return value
 
-    def text(self, value) -> str:
-        """``value`` (a command's flag) written as the environment would give it."""
-        if isinstance(value, bool):
-            return "on" if value else "off"
-        if isinstance(value, range):
-            return f"{value.start}-{value.stop - 1}"
-        if isinstance(value, (list, tuple)):
-            return os.pathsep.join(map(str, value))
-        return str(value)
-
 
 def _declare(name: str, default, help: str, kind: str = "int", what: str = "a positive whole number",
              minimum: int | None = None):
@@ -129,8 +119,9 @@ class Settings:
     @classmethod
     def load(cls, environ=None, **flags) -> Settings:
         """The settings of ``environ`` (default: this process's environment), with ``flags`` (a
-        command's own, by attribute name; ``None`` for a flag not given) over it; GradingError
-        naming the first value that does not parse."""
+        command's own, by attribute name, read as the environment's text would be: ``False`` is
+        off; ``None`` for a flag not given) over it; GradingError naming the first value that
+        does not parse."""
         environ = os.environ if environ is None else environ
         unknown = set(flags) - {f.name for f in fields(cls)}
         if unknown:
@@ -139,7 +130,7 @@ class Settings:
         for f in fields(cls):
             s = f.metadata["setting"]
             given = flags.get(f.name)
-            values[f.name] = s.parse(environ.get(s.name, "") if given is None else s.text(given))
+            values[f.name] = s.parse(environ.get(s.name, "") if given is None else str(given))
         return cls(**values)
 
     @property

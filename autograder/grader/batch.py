@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
+
 from ..common.settings import Settings
-from .pipeline import DEFAULT_NOTEBOOK_TIMEOUT, grade_notebook
+from .pipeline import Options, grade_notebook
 from .result import Result, failed_result
 from ..sandbox.containment import (
     NAMESPACE,
@@ -39,16 +41,15 @@ def default_workers(n_jobs: int) -> int:
 
 
 def _grade(job) -> Result:
-    path, kwargs = job
     try:
-        return grade_notebook(path, **kwargs)
+        return grade_notebook(*job)
     except Exception as exc:  # noqa: BLE001 - the row says why, every test listed at zero
         return _failed(job, f"internal grading error: {type(exc).__name__}: {exc}")
 
 
 def _failed(job, why: str) -> Result:
-    path, kwargs = job
-    return failed_result(path, why, kwargs.get("root") or kwargs["settings"].course_root or None)
+    path, options = job
+    return failed_result(path, why, options.root or options.settings.course_root or None)
 
 
 def _grade_job(job) -> dict:
@@ -77,14 +78,13 @@ OVERDUE = ("the grading of this notebook ran {limit:.0f} s, past the notebook's 
            "from the notebook that never ends); every other notebook was graded normally")
 
 
-def job_limit(kwargs) -> float:
+def job_limit(options: Options) -> float:
     """Seconds a grading process may spend on one notebook before it is killed: the notebook's
     time limit (its kernel is killed then, by the process itself), and as long again, at most a
     minute, for what the grader does around it. Past that, something in the grading process
     itself hangs (a judge-side run of an exported program that never ends cannot be
     interrupted), and only killing the process frees the batch."""
-    timeout = float(kwargs.get("notebook_timeout") or DEFAULT_NOTEBOOK_TIMEOUT)
-    return timeout + min(60.0, timeout)
+    return options.notebook_timeout + min(60.0, options.notebook_timeout)
 
 
 DIED = ("the grading process died twice while grading this notebook (the submission killed it, "
@@ -124,20 +124,21 @@ class _Worker:
 
 
 def grade_many(paths, settings: Settings, *, workers: int | None = None, progress: bool = False,
-               per_job=None, **grade_kwargs) -> list[Result]:
-    """Grade ``paths`` with the command's ``settings`` and return their results in the same order.
+               per_job=None, **options) -> list[Result]:
+    """Grade ``paths`` with the command's ``settings`` and ``options`` (:class:`~.pipeline.Options`'
+    fields) and return their results in the same order.
 
     One notebook is graded in this process (:func:`grade_here`). Several are graded by
     ``workers`` grading processes (forked from this warm one), each grading one notebook at a
     time, so a submission that kills its grading process, or makes it die, is known exactly and
     loses only its own grade: it is graded once more by a fresh process, and dying twice gets
     every test at zero with the reason; every other notebook is graded normally. ``per_job(path)
-    -> dict`` may add keyword arguments for one path (e.g. ``save_graded``).
+    -> dict`` may change options for one path (e.g. ``save_graded``).
     """
     paths = [str(p) for p in paths]
     folders = {f for p in paths for f in (Path(p).resolve().parent, Path(p).resolve().parent.parent)}
-    grade_kwargs.setdefault("hide", tuple(sorted(map(str, folders))))  # out of every kernel's sight
-    jobs = [(p, {**grade_kwargs, **(per_job(p) if per_job else {}), "settings": settings}) for p in paths]
+    options = Options(settings, **{"hide": tuple(sorted(map(str, folders))), **options})  # out of every kernel's sight
+    jobs = [(p, replace(options, **per_job(p)) if per_job else options) for p in paths]
     if len(jobs) == 1:
         return [grade_here(jobs[0], progress)]
     return _grade_in_processes(jobs, min(workers or default_workers(len(jobs)), len(jobs)), progress)
@@ -177,7 +178,7 @@ def _grade_in_processes(jobs, workers: int, progress: bool) -> list[Result]:
     # sandbox's probe (a contained Python started and checked, mostly waiting on it: run in a
     # thread while the imports take the CPU), whose verdict they inherit. One grading process
     # probes beside its first kernel's start instead (pipeline's check_box and box_checked).
-    root = jobs[0][1].get("root")
+    root = jobs[0][1].root
     probe = threading.Thread(target=check_once, args=(root,), daemon=True)
     if workers > 1:
         probe.start()

@@ -12,6 +12,39 @@ from ..common.errors import GradingError
 from .result import failed_result, format_human, format_progress
 
 
+def add_parsers(sub) -> None:
+    """``grade`` and ``settings``, subcommands of ``python -m autograder``."""
+    grade = sub.add_parser("grade", help="grade notebooks as an instructor's autograde would",
+                           description="Grade learner notebooks: test cells are restored from "
+                                       "solutions/, each notebook runs in a fresh kernel with a "
+                                       "time limit. The assignment is the notebook's folder name. "
+                                       "Each kernel is contained (its own mount, PID and network "
+                                       "namespaces and a memory limit; as root an unprivileged uid "
+                                       "of its own, otherwise bubblewrap's user namespace; the "
+                                       "course and other submissions out of its sight); a sandbox "
+                                       "that cannot be set up is a refusal. The JSON's "
+                                       "'containment' says how each notebook ran.")
+    grade.add_argument("notebooks", nargs="+", metavar="NOTEBOOK")
+    grade.add_argument("--json", action="store_true", help="print JSON (one object, or a list for several)")
+    grade.add_argument("--root", help="course root holding solutions/ (default: found automatically)")
+    add_limits(grade)
+    grade.add_argument("--progress", action="store_true", help="show a progress bar on stderr")
+    grade.add_argument("--no-sandbox", action="store_true",
+                       help="run kernels uncontained (only for code you trust; the same as "
+                            "AUTOGRADER_SANDBOX=off; the JSON's containment then says 'none')")
+    sub.add_parser("settings", help="list the settings (AUTOGRADER_*, COURSE_*), their defaults and values",
+                   description="Every environment variable the grader and the instructor's commands "
+                               "read, with its default, its value now and a line of help.")
+
+
+def add_limits(parser) -> None:
+    """A grading command's limits: ``--cell-timeout``, ``--notebook-timeout``, ``--jobs``."""
+    parser.add_argument("--cell-timeout", type=int, default=120, help="seconds per cell (default 120)")
+    parser.add_argument("--notebook-timeout", type=int, default=600, help="seconds per notebook (default 600)")
+    parser.add_argument("--jobs", "-j", type=int, default=None,
+                        help="notebooks graded in parallel (default: one per core, and one more)")
+
+
 class _StdoutGuard:
     """Keep file descriptor 1 for our JSON only: everything else written there goes to stderr."""
 

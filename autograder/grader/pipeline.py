@@ -68,9 +68,9 @@ DEFAULT_CELL_TIMEOUT = 120
 DEFAULT_NOTEBOOK_TIMEOUT = 600
 
 
-@dataclass
+@dataclass(frozen=True)
 class Options:
-    """How to grade (the command's settings, the command line's and the batch's choices)."""
+    """How to grade a notebook: the command's settings, the command line's and the batch's choices."""
 
     settings: Settings
     root: Path | None = None
@@ -283,14 +283,9 @@ STEPS = [open_box, check_box, start_kernel, read_notebook, make_gradebook, sanit
          box_checked, execute, score, save_graded_copy]  # in this grading's temporary folder
 
 
-def grade_notebook(path, settings: Settings, *, root: Path | None = None,
-                   cell_timeout: int = DEFAULT_CELL_TIMEOUT, notebook_timeout: int = DEFAULT_NOTEBOOK_TIMEOUT,
-                   cpu_limit: int = DEFAULT_CPU_LIMIT, save_graded: Path | None = None, hide=()) -> Result:
-    """Grade one submitted notebook with the command's ``settings``. Never raises for a bad
-    submission: the result says why.
-
-    ``hide``: more folders its kernel must not see (a batch's other submissions)."""
-    options = Options(settings, root, cell_timeout, notebook_timeout, cpu_limit, save_graded, tuple(hide))
+def grade_notebook(path, options: Options) -> Result:
+    """Grade one submitted notebook as ``options`` say. Never raises for a bad submission: the
+    result says why."""
     return _grade(Grading(str(path), Path(path), options))
 
 

@@ -74,27 +74,6 @@ def read_submission(path: Path, data: dict):
     return nb
 
 
-class DropEmptyMetadata:
-    """After nbgrader's DeduplicateIds, a duplicate keeps an empty ``nbgrader`` dict, which
-    CheckCellMetadata rejects: the duplicate becomes an ordinary cell instead."""
-
-    def preprocess(self, nb, res):
-        for cell in nb.cells:
-            if "nbgrader" in cell.metadata and not cell.metadata["nbgrader"].get("grade_id"):
-                del cell.metadata["nbgrader"]
-        return nb, res
-
-
-class DropSelfCheck:
-    """The released notebook's "check my answers" cell only re-runs the visible tests: grading
-    does not run it (unless it is an nbgrader cell)."""
-
-    def preprocess(self, nb, res):
-        nb.cells = [c for c in nb.cells if CHECK_TAG not in c.metadata.get("tags", [])
-                    or "nbgrader" in c.metadata]
-        return nb, res
-
-
 @functools.lru_cache(maxsize=None)
 def _restoring_overwrite_cells():
     """nbgrader's ``OverwriteCells`` (the class, made once), with the nbgrader metadata of every
@@ -175,10 +154,16 @@ def sanitize(nb, res, released):
     overwrite = _restoring_overwrite_cells()(add_missing_cells=True)
     overwrite.trusted = trusted
     try:
-        for pp in (ClearOutput(), DeduplicateIds(), DropEmptyMetadata(), overwrite, CheckCellMetadata()):
+        for pp in (ClearOutput(), DeduplicateIds()):
+            nb, res = pp.preprocess(nb, res)
+        for cell in nb.cells:  # a duplicate's emptied nbgrader dict, which CheckCellMetadata refuses
+            if "nbgrader" in cell.metadata and not cell.metadata["nbgrader"].get("grade_id"):
+                del cell.metadata["nbgrader"]  # an ordinary cell instead
+        for pp in (overwrite, CheckCellMetadata()):
             nb, res = pp.preprocess(nb, res)
     except Exception as exc:
         raise GradingError(f"the notebook's cell metadata is unusable: {exc}") from exc
     nb = nbformat.from_dict(nb)  # cells nbgrader re-added hold plain dicts
-    nb, res = DropSelfCheck().preprocess(nb, res)
+    # the released notebook's "Check my answers" cells only re-run the visible tests: not run
+    nb.cells = [c for c in nb.cells if CHECK_TAG not in c.metadata.get("tags", []) or "nbgrader" in c.metadata]
     return nb

@@ -31,10 +31,12 @@ import csv
 import fcntl
 import hashlib
 import html
+import io
 import json
 import os
 import re
 import shutil
+import stat
 import sys
 import tempfile
 import zipfile
@@ -207,30 +209,21 @@ def course_gradebook(db_url: str):
         session.commit()
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Write ``path`` so that a concurrent reader sees the old file or the new one, never a part.
-
-    A target that exists and is not a regular file (``/dev/stdout``, a pipe) is written directly."""
-    import stat
-
+def _special(path: Path) -> bool:
+    """``path`` exists and is not a regular file (``/dev/stdout``, a pipe)."""
     try:
-        special = not stat.S_ISREG(os.stat(path).st_mode)
+        return not stat.S_ISREG(os.stat(path).st_mode)
     except OSError:
-        special = False
-    if special:
-        with open(path, "wb") as fh:
-            fh.write(data)
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        return False
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Write ``path`` so that a concurrent reader sees the old file or the new one, never a part
+    (a :func:`_special` target is written directly)."""
+    if _special(path):
+        Path(path).write_bytes(data)
+    else:
+        _copy_atomic(path, io.BytesIO(data), len(data))
 
 
 def _copy_atomic(path: Path, src, limit: int) -> int:
@@ -660,19 +653,12 @@ def export(course: Course, out: Path, summary: Path | None = None) -> Path:
     ``summary`` (default: ``<out's name>-summary.csv`` beside a regular ``out``; none beside
     ``/dev/stdout``), one row per student: a column per assignment (its points; empty
     where nothing was recorded) and their total."""
-    import io
-    import stat
-
     from ..hints import seen
 
     check_gradebook(course.db_url)
     out = Path(out)
-    if summary is None:
-        try:
-            regular = stat.S_ISREG(os.stat(out).st_mode)
-        except OSError:
-            regular = True  # not there yet: a file
-        summary = out.with_name(f"{out.stem}-summary{out.suffix or '.csv'}") if regular else None
+    if summary is None and not _special(out):
+        summary = out.with_name(f"{out.stem}-summary{out.suffix or '.csv'}")
     fh = io.StringIO(newline="")
     points: dict[str, dict[str, float]] = {}
     with course_gradebook(course.db_url) as gb:  # a consistent view: no write is half seen
@@ -744,6 +730,8 @@ __all__ = ["Course", "collect", "autograde", "feedback", "export", "class_report
 
 def add_parsers(sub) -> None:
     """The instructor subcommands of ``python -m autograder``."""
+    from ..grader.cli import add_limits
+
     def common(p):
         p.add_argument("--root", help="course root holding solutions/ (default: found automatically)")
         p.add_argument("--state", help="course-state folder (default: .course/ in the course root)")
@@ -758,9 +746,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--assignment", "-a", required=True)
     p = common(sub.add_parser("autograde", help="grade every submission into the gradebook"))
     p.add_argument("assignments", nargs="*", help="only these assignments (default: all)")
-    p.add_argument("--jobs", "-j", type=int, default=None, help="parallel graders (default: one per core, and one more)")
-    p.add_argument("--cell-timeout", type=int, default=120)
-    p.add_argument("--notebook-timeout", type=int, default=600)
+    add_limits(p)
     p.add_argument("--regrade", action="store_true",
                    help="grade every submission again, even those unchanged since their last grading")
     common(sub.add_parser("feedback", help="one HTML feedback page per graded submission"))

@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 
 from nbconvert.preprocessors import Preprocessor
+from nbgrader.exchange.default.release_assignment import ExchangeReleaseAssignment
 from traitlets import Bool
 
 
@@ -63,44 +64,26 @@ def release_differences(root, assignment: str) -> list[str]:
     return release.check(Path(root), [assignment])
 
 
-class _Silence:
-    """A logging filter that drops every record."""
+class CheckedReleaseAssignment(ExchangeReleaseAssignment):
+    """nbgrader's release_assignment (the formgrader's Release button), which first checks that
+    exercises/<assignment>/ is exactly what `make release` generates from solutions/: a
+    notebook solved or edited in exercises/ is never handed to the room."""
 
-    def filter(self, record) -> bool:
-        return False
+    def init_src(self):
+        super().init_src()
+        assignment = self.coursedir.assignment_id
+        # The check generates the assignment afresh with an nbgrader of its own, whose log is
+        # this one: its lines (a temporary folder's conversions, and a "[CRITICAL] Unwritable
+        # directory" about nbgrader's default exchange, which it never uses) are not the release's.
+        def quiet(record):
+            return False
 
-
-def _checked_release_class():
-    from nbgrader.exchange.default.release_assignment import ExchangeReleaseAssignment
-
-    class CheckedReleaseAssignment(ExchangeReleaseAssignment):
-        """nbgrader's release_assignment (the formgrader's Release button), which first checks that
-        exercises/<assignment>/ is exactly what `make release` generates from solutions/: a
-        notebook solved or edited in exercises/ is never handed to the room."""
-
-        def init_src(self):
-            super().init_src()
-            assignment = self.coursedir.assignment_id
-            # The check generates the assignment afresh with an nbgrader of its own, whose log is
-            # this one: its lines (a temporary folder's conversions, and a "[CRITICAL] Unwritable
-            # directory" about nbgrader's default exchange, which it never uses) are not the release's.
-            quiet = _Silence()
-            self.log.addFilter(quiet)
-            try:
-                diffs = release_differences(self.coursedir.root, assignment)
-            finally:
-                self.log.removeFilter(quiet)
-            if diffs:
-                self.fail(f"not releasing {assignment}: exercises/{assignment} is not what `make release` "
-                          "generates from solutions/ (run `make release`, never edit exercises/ by hand): "
-                          + "; ".join(diffs))
-
-    return CheckedReleaseAssignment
-
-
-def __getattr__(name):  # the class is made when nbgrader asks for it (nbgrader imported then)
-    if name == "CheckedReleaseAssignment":
-        cls = _checked_release_class()
-        globals()[name] = cls
-        return cls
-    raise AttributeError(name)
+        self.log.addFilter(quiet)
+        try:
+            diffs = release_differences(self.coursedir.root, assignment)
+        finally:
+            self.log.removeFilter(quiet)
+        if diffs:
+            self.fail(f"not releasing {assignment}: exercises/{assignment} is not what `make release` "
+                      "generates from solutions/ (run `make release`, never edit exercises/ by hand): "
+                      + "; ".join(diffs))

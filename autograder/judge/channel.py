@@ -245,13 +245,20 @@ class Channel:
                 self.interrupt()
             except Exception:  # noqa: BLE001
                 pass
-            end = time.monotonic() + 5
-            while time.monotonic() < end:
-                try:
-                    msg = self._iopub(timeout=0.5)
-                except queue.Empty:
-                    continue
-                if (msg.get("parent_header", {}).get("msg_id") == msg_id and msg.get("msg_type") == "status"
-                        and msg.get("content", {}).get("execution_state") == "idle"):
-                    return
+            if answered(self._iopub, msg_id, time.monotonic() + 5, idle=True):
+                return
         self.broken = "Not run: the kernel was still busy with an earlier test that ran out of time."
+
+
+def answered(get_iopub, msg_id, until: float, idle: bool = False) -> bool:
+    """Read IOPub messages (``get_iopub(timeout=...)``) until one answers ``msg_id`` (its idle
+    status, with ``idle``), or until ``until`` (``time.monotonic()``); whether one came."""
+    while time.monotonic() < until:
+        try:
+            msg = get_iopub(timeout=0.05)
+        except queue.Empty:
+            continue
+        if msg.get("parent_header", {}).get("msg_id") == msg_id and (not idle or (
+                msg.get("msg_type") == "status" and msg.get("content", {}).get("execution_state") == "idle")):
+            return True
+    return False

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import queue
 import time
 from pathlib import Path
 
 from typing import TYPE_CHECKING
 
-from ..common.course import CHECK_TAG, is_test_cell
-from .channel import REQUEST_TIMEOUT, Channel, ChannelError, LearnerError
+from ..common.course import CHECK_TAG, JUDGE, is_judge_file, is_test_cell
+from .channel import REQUEST_TIMEOUT, Channel, ChannelError, LearnerError, answered
 from .outcome import PASSED, Verdict, failed, learner_text, not_graded
 from .starvation import Starved
 from .runner import DEVICES as RUNNER_DEVICES
@@ -40,15 +39,14 @@ def ensure_judge_devices() -> None:
 
 
 def judge_path(assignment_dir: Path) -> Path:
-    return Path(assignment_dir) / "judge.py"
+    return Path(assignment_dir) / JUDGE
 
 
 def judge_paths(assignment_dir: Path) -> list[Path]:
-    """The assignment's judge files: ``judge.py``, then any ``judge_<exercise>.py`` beside it
-    (an exercise may keep its judge in a file of its own), in name order."""
-    main = judge_path(assignment_dir)
-    extra = sorted(p for p in Path(assignment_dir).glob("judge_*.py") if p.is_file())
-    return ([main] if main.is_file() else []) + extra
+    """The assignment's judge files (:func:`~autograder.common.course.is_judge_file`): ``judge.py``,
+    then any ``judge_<exercise>.py`` beside it (an exercise's judge in a file of its own), by name."""
+    return sorted((p for p in Path(assignment_dir).iterdir() if p.is_file() and is_judge_file(p.name)),
+                  key=lambda p: (p.name != JUDGE, p.name))
 
 
 def judge_tests(assignment_dir: Path) -> dict:
@@ -205,15 +203,8 @@ def _iopub_ready(kc, end: float) -> None:
     """Wait until a new client's IOPub subscription receives messages (a kernel_info request's
     busy/idle arrives): quicker than ``wait_for_ready``, which polls at fixed intervals."""
     while time.monotonic() < end:
-        msg_id = kc.kernel_info()
-        stop = time.monotonic() + 0.25
-        while time.monotonic() < stop:
-            try:
-                msg = kc.get_iopub_msg(timeout=0.05)
-            except queue.Empty:
-                continue
-            if msg.get("parent_header", {}).get("msg_id") == msg_id:
-                return
+        if answered(kc.get_iopub_msg, kc.kernel_info(), min(end, time.monotonic() + 0.25)):
+            return
     raise ChannelError("The grader could not connect to the kernel.")
 
 
