@@ -55,14 +55,14 @@ class LiveKernel:
         return kc
 
 
-def early_kernel(cpu_limit: int, home, box, box_dir, cwd):
+def early_kernel(home, box, box_dir, cwd):
     """A fresh kernel for one notebook, started now (the manager :func:`make_executor`'s executor
     will use): it boots while the grading prepares the rest. ``None`` when it cannot start: the
     executor then starts one itself, and reports its failure as for any kernel."""
     from jupyter_core.utils import run_sync
 
     contained = box is not None and box.uid is not None
-    km = kernel_manager_class(box, box_dir, cpu_limit)(kernel_name=KERNEL_NAME)
+    km = kernel_manager_class(box, box_dir, DEFAULT_CPU_LIMIT)(kernel_name=KERNEL_NAME)
     try:
         with open(os.devnull, "wb") as devnull:
             run_sync(km.start_kernel)(extra_arguments=["--HistoryManager.hist_file=:memory:"],
@@ -102,8 +102,7 @@ def kill_kernel(km) -> None:
 KERNEL_NAME = "python3"
 
 
-def make_executor(cell_timeout: int, deadline: float, cpu_limit: int = DEFAULT_CPU_LIMIT,
-                  home=None, box=None, box_dir=None, after_cells=()):
+def make_executor(cell_timeout: int, deadline: float, home=None, box=None, box_dir=None, after_cells=()):
     """The executor of one submission (see the module's docstring); ``after_cells``: callables
     ``f(live: LiveKernel)`` (or coroutine functions), run in order after the notebook's cells."""
     from nbclient import NotebookClient
@@ -220,11 +219,11 @@ def make_executor(cell_timeout: int, deadline: float, cpu_limit: int = DEFAULT_C
                         self.skipped.add(index)
             return self.nb, self.resources
 
-    extra = {"kernel_manager_class": kernel_manager_class(box, box_dir, cpu_limit)}
     # "immediate": every reply is in, and whatever the kernel's atexit hooks would do is of no
     # use to grading (a graceful shutdown of a JAX kernel costs a second of wall time).
     return GradingExecute(timeout=cell_timeout, interrupt_on_timeout=True, allow_errors=True,
                           error_on_timeout={"ename": "CellTimeoutError",
                                             "evalue": "the cell ran past its time limit"},
                           kernel_name=KERNEL_NAME, record_timing=False, startup_timeout=120,
-                          shutdown_kernel="immediate", **extra)
+                          shutdown_kernel="immediate",
+                          kernel_manager_class=kernel_manager_class(box, box_dir, DEFAULT_CPU_LIMIT))

@@ -53,7 +53,6 @@ from ..common.settings import Settings
 from .execution import early_kernel, kill_kernel, make_executor
 from .result import Result, zero_result
 from ..sandbox.containment import (
-    DEFAULT_CPU_LIMIT,
     Sandbox,
     check_sandbox,
     chown_tree,
@@ -76,7 +75,6 @@ class Options:
     root: Path | None = None
     cell_timeout: int = DEFAULT_CELL_TIMEOUT
     notebook_timeout: int = DEFAULT_NOTEBOOK_TIMEOUT
-    cpu_limit: int = DEFAULT_CPU_LIMIT
     save_graded: Path | None = None
     hide: tuple = ()   # more folders its kernel must not see (a batch's other submissions)
 
@@ -157,7 +155,7 @@ def start_kernel(g: Grading) -> None:
     # Started now, it boots (Python, ipykernel) while this process imports nbgrader and
     # prepares the submission; no cell is sent to it before `execute`. One that cannot start
     # is started again by `execute`, whose failure is then reported as always.
-    g.kernel = early_kernel(g.options.cpu_limit, g.home, g.box, g.box_dir, g.workdir)
+    g.kernel = early_kernel(g.home, g.box, g.box_dir, g.workdir)
 
 
 def make_gradebook(g: Grading) -> None:
@@ -235,8 +233,8 @@ def box_checked(g: Grading) -> None:
 
 def execute(g: Grading) -> None:
     startup.judge_side_in_background()  # the judge's JAX while the kernel runs (unless imported already)
-    g.executor = make_executor(g.options.cell_timeout, g.deadline, g.options.cpu_limit, g.home, g.box,
-                               g.box_dir, after_cells=[_once_imported(g.judge)])
+    g.executor = make_executor(g.options.cell_timeout, g.deadline, g.home, g.box, g.box_dir,
+                               after_cells=[_once_imported(g.judge)])
     g.nb, g.res = g.executor.preprocess(g.nb, g.res, km=g.kernel)
     g.kernel = None  # the executor's now: killed by it
     g.box.close()  # every process of its uid killed, its box unmounted
