@@ -6,7 +6,7 @@
 request's nonce, within its time and size limits. The two ways a request can fail are this
 module's exceptions: :class:`ChannelError` (no usable reply) and :class:`LearnerError` (learner
 code raised; :func:`learner_exception` builds the judge-side copy). The program reader
-(:mod:`.programs`) raises them too; the old name ``autograder.judge.channel`` is an alias of this module.
+(:mod:`.programs`) raises them too.
 """
 from __future__ import annotations
 
