@@ -115,16 +115,7 @@ def run_grader(paths, *extra, timeout=900, env=None, cwd=ROOT, prefix=()):
     return data, proc.stderr, proc.returncode
 
 
-_GRADE_SAVING = """\
-import json, sys
-from pathlib import Path
-from autograder.common.settings import Settings
-from autograder.grader.batch import grade_many
-paths, saved, root, jobs, out = json.loads(sys.argv[1])
-results = grade_many(paths, Settings.load(), workers=jobs, root=Path(root) if root else None,
-                     per_job=lambda p: {"save_graded": saved[p]} if p in saved else {})
-Path(out).write_text(json.dumps([r.as_dict() for r in results]))
-"""
+GRADE_SAVING = ROOT / "tests" / "grade_saving_main.py"  # the process of grade_saving, run by path
 
 
 def grade_saving(paths, saved: dict, out: Path, *, root=None, jobs: int = 2, env=None, cwd=ROOT,
@@ -135,7 +126,7 @@ def grade_saving(paths, saved: dict, out: Path, *, root=None, jobs: int = 2, env
     nowhere but its box (see :func:`printed`). ``out``: where the results are written."""
     args = json.dumps([list(map(str, paths)), {str(k): str(v) for k, v in saved.items()},
                        str(root) if root else None, jobs, str(out)])
-    proc = subprocess.run([sys.executable, "-c", _GRADE_SAVING, args], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, str(GRADE_SAVING), args], capture_output=True, text=True,
                           timeout=timeout, cwd=cwd, env={**os.environ, **(env or {})})
     results = json.loads(Path(out).read_text()) if Path(out).exists() else None
     return results, proc.stderr, proc.returncode

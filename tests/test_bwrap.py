@@ -20,7 +20,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from conftest import _GRADE_SAVING, ROOT, printed, solution_notebook
+from conftest import GRADE_SAVING, ROOT, printed, solution_notebook
 
 pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("grading")]
 
@@ -182,7 +182,7 @@ def _grade_as_nobody(python, base: Path, name: str, env: dict):
         saved, out = run / "graded.ipynb", run / "results.json"
         subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(run)], check=True)
         args = json.dumps([[str(path)], {str(path): str(saved)}, None, 1, str(out)])
-        proc = _as_nobody([python, "-c", _GRADE_SAVING, args], home, {"COURSE_STATE": str(state), **env})
+        proc = _as_nobody([python, GRADE_SAVING, args], home, {"COURSE_STATE": str(state), **env})
         results = json.loads(out.read_text()) if out.exists() else None
         report = printed(saved, "probe-report: ")
         reached = listener.got
