@@ -1,31 +1,35 @@
-"""How a submission's kernel is contained.
+"""How a submission's kernel (and the judge's program runner) is contained: by bubblewrap.
 
-As root, each kernel is started by ``unshare --mount --propagation private --pid --net --fork
---kill-child`` running :mod:`autograder.sandbox.launcher`, which builds the kernel's view of the files from
-an empty root: an allow-list of the system's folders and a few files of ``/etc``, the interpreter
+Each kernel is started by :func:`limited` (the launcher's ``limits``: CPU time, memory, death
+with the grading process) running bubblewrap (``bwrap``, :func:`bwrap_command`), which builds the
+kernel's view of the files from an empty root: an allow-list of the system's folders and a few
+files of ``/etc`` (:data:`SYSTEM`, :data:`ETC`), an accelerator's devices, the interpreter
 (:func:`kernel_paths`: the venv and its base Python wherever they live, ``/root/.pyenv``, a conda
 environment or ``/usr``) and the ``autograder`` package read-only, and the submission's own box
-read-write, each at its own path; nothing else exists there (the checkout, ``solutions/``, the
-gradebooks, other submissions, ``/home``). It then drops to an unprivileged uid locked for this one
-submission and executes the kernel, whose environment is an allow-list too (:data:`KERNEL_ENV`).
-The kernel is PID 1 of its PID namespace (when it ends, everything it started ends), has no
-network (a network namespace of its own; it talks to the grader over Unix sockets in its box), a
-memory limit (a memory cgroup when one can be made, else ``RLIMIT_DATA``), a CPU-time limit and a cap on its
-uid's processes. Its box is a tmpfs of ``AUTOGRADER_BOX_MB`` (:meth:`Sandbox.mount_box`), mounted
-in the grading process's own mount namespace (:func:`private_mounts`): what the kernel writes
-cannot fill the machine's disk.
+read-write, each at its own path; private ``/proc``, ``/dev``, ``/tmp``, ``/var/tmp`` and
+``/dev/shm``; nothing else exists there (the checkout, ``solutions/``, the gradebooks, other
+submissions, ``/home``). The kernel has mount, PID, network, IPC and UTS namespaces of its own
+(it is PID 1 of its PID namespace: when it ends, everything it started ends; it talks to the
+grader over Unix sockets in its box), a new session, and an environment that is an allow-list
+too (:data:`KERNEL_ENV`).
 
-:func:`open_sandbox` returns the :class:`Sandbox` of one submission. It **fails closed**: as
-root, a sandbox that cannot be set up is a refusal (``mode`` ``REFUSED``, ``reason`` naming the
-cause and the fix), unless the operator asked for no sandbox (``--no-sandbox`` or
+As root (``NAMESPACE``), bubblewrap needs no user namespace, and the launcher's ``limits``, run
+inside the view once bubblewrap has bound every path, drops to an unprivileged uid locked for this
+one submission (``AUTOGRADER_SANDBOX_UIDS``) before it executes the kernel; the kernel also gets
+what only root can give: cgroups of its own (memory, an equal CPU share, a thread cap; else
+``RLIMIT_DATA``) and a box that is a tmpfs of ``AUTOGRADER_BOX_MB`` (:meth:`Sandbox.mount_box`),
+mounted in the grading process's own mount namespace (:func:`private_mounts`): what the kernel
+writes cannot fill the machine's disk.
+
+Without root (``USER_NAMESPACE``: a hub instructor grades as an ordinary user), bubblewrap adds a
+user namespace, the kernel keeps the grader's uid, its memory is ``RLIMIT_DATA`` and its thread
+cap ``RLIMIT_NPROC`` set inside that namespace; there is no CPU share and the box is a folder.
+
+:func:`open_sandbox` returns the :class:`Sandbox` of one submission. It **fails closed**: a
+sandbox that cannot be set up (bubblewrap missing, or unable to create namespaces here: probed
+once, :func:`bwrap_problem`) is a refusal (``mode`` ``REFUSED``, ``reason`` naming the cause and
+the fix), unless the operator asked for no sandbox (``--no-sandbox`` or
 ``AUTOGRADER_SANDBOX=off``: mode ``NONE``).
-
-Without root (a hub instructor grades as an ordinary user), kernels and program runners run under
-bubblewrap (``USER_NAMESPACE``, :func:`bwrap_command`): user, mount, PID, network, IPC and UTS
-namespaces of their own, the same allow-listed view built from read-only binds, the box
-read-write, the same environment allow-list, the grader's uid. Where bubblewrap is not installed
-or cannot create namespaces (probed once, :func:`bwrap_problem`), that is a refusal naming the
-cause, unless the operator asked for no sandbox.
 """
 from __future__ import annotations
 
@@ -42,9 +46,8 @@ from ..common.course import GradingError, package_root
 from ..common import settings
 
 DEFAULT_CPU_LIMIT = 1800      # CPU seconds for one kernel (all its threads)
-SANDBOX_UIDS = range(61000, 61184)  # AUTOGRADER_SANDBOX_UIDS's default: above login.defs' UID_MAX
 
-NAMESPACE = "namespaces+uid"    # ``containment``: own mount, PID and network namespaces and uid
+NAMESPACE = "namespaces+uid"    # ``containment``: bubblewrap as root: own namespaces, uid and cgroups
 PROCESS_GROUP = "process-group"  # ... the grader's uid, the kernel in its own process group (no longer made)
 USER_NAMESPACE = "user-namespace"  # ... bubblewrap: unprivileged user, mount, PID and network namespaces
 NONE = "none"                    # ... no sandbox, as the operator asked
@@ -52,6 +55,8 @@ REFUSED = "refused"              # (never in a result: the notebook is not run)
 
 _SYSTEM = {"/", "/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/sys", "/dev",
            "/run", "/var", "/opt"}  # never hidden from a kernel (it could not start)
+
+
 def package_module(module: str) -> list:
     """The command that runs ``module``, a module of this package, as root or in a sandbox:
     ``python -s -P -m MODULE`` (no user site, not the current folder: nothing a submission
@@ -118,8 +123,22 @@ def _accelerator_plugins() -> list[str]:
     return [name for name in ("jax_plugins", "libtpu") if importlib.util.find_spec(name) is not None]
 
 
-_CLONE_NEWNS, _MNT_DETACH = 0x00020000, 2
+_MS_NOSUID, _MS_NODEV, _MS_REC, _MS_PRIVATE, _MNT_DETACH = 2, 4, 16384, 1 << 18, 2
 _PRIVATE_MOUNTS = []  # [True] once this process has a mount namespace of its own
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str = "") -> None:
+    """mount(2) itself (``ctypes``), an OSError naming what failed."""
+    import ctypes
+
+    from .launcher import libc
+
+    def c(text):
+        return text.encode() if text else None
+    if libc().mount(c(source), c(target), c(fstype), ctypes.c_ulong(flags), c(data)) != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"mounting {fstype or 'private propagation'} on {target} failed: "
+                             f"{os.strerror(error)}")
 
 
 def private_mounts() -> bool:
@@ -129,15 +148,12 @@ def private_mounts() -> bool:
     while the process has a single thread (``unshare(CLONE_NEWNS)`` refuses otherwise)."""
     if _PRIVATE_MOUNTS:
         return True
-    if not hasattr(os, "geteuid") or os.geteuid() != 0 or sandbox_disabled() or not sys.platform.startswith("linux"):
-        return False
-    from . import launcher as launch
-
-    if launch.libc().unshare(_CLONE_NEWNS) != 0:
+    if not hasattr(os, "unshare") or os.geteuid() != 0 or sandbox_disabled():
         return False
     try:
-        launch._mount(None, "/", None, launch.MS_REC | launch.MS_PRIVATE)
-    except SystemExit:
+        os.unshare(os.CLONE_NEWNS)
+        _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
+    except OSError:
         return False  # its mounts could reach the machine's: none is made (boxes stay on disk)
     _PRIVATE_MOUNTS.append(True)
     return True
@@ -149,17 +165,16 @@ class Sandbox:
 
     mode: str = PROCESS_GROUP
     reason: str = ""
-    uid: int | None = None
-    lock_fd: int | None = None
-    unshare: str = ""
+    uid: int | None = None       # the sandbox uid as root; the grader's own in USER_NAMESPACE mode
+    lock_fd: int | None = None   # the uid's lock, as root
+    bwrap: str = ""              # bubblewrap
+    token: str = ""              # names this sandbox's bwrap processes (its host name)
     cgroup: str | None = None    # the kernel's memory cgroup folder, when there is one
     cgroups: list = field(default_factory=list)  # its CPU share and thread cap (share_cgroups)
     hide: list = field(default_factory=list)
     keep_rw: list = field(default_factory=list)
-    ended: bool = True           # no process of the uid since its last kill_all
+    ended: bool = True           # no process of the sandbox since its last kill_all
     box_mount: str | None = None  # the box's tmpfs (see mount_box), unmounted by close
-    bwrap: str = ""              # bubblewrap, in USER_NAMESPACE mode (uid: the grader's own)
-    token: str = ""              # names this sandbox's bwrap processes (kill_all), in that mode
 
     @property
     def refused(self) -> bool:
@@ -169,30 +184,31 @@ class Sandbox:
     def contained(self) -> bool:
         return self.uid is not None
 
+    @property
+    def as_root(self) -> bool:
+        return self.mode == NAMESPACE
+
     def wrap(self, cmd: list) -> list:
-        """The kernel command, run inside the sandbox."""
+        """The kernel command, run inside the sandbox: bubblewrap's view, then the launcher's
+        ``limits`` in it (the thread cap; as root, the drop to the sandbox uid, last)."""
         if self.uid is None:
             return cmd
         self.ended = False
-        if self.mode == USER_NAMESPACE:
-            # the thread cap set inside its user namespace, where RLIMIT_NPROC counts the
-            # sandbox's own processes only (Linux 5.14 and later), not all of the grader's uid
-            return [*bwrap_command(self.bwrap, self.token, self.keep_rw, self.hide), "--",
-                    *LAUNCHER, "limits", f"--nproc={thread_cap()}", "--", *cmd]
-        keep_ro = kernel_paths()
-        launch = [self.unshare, "--mount", "--propagation", "private", "--pid", "--net", "--fork",
-                  "--kill-child", "--ipc", "--", *LAUNCHER, "run", f"--uid={self.uid}"]
-        launch += [f"--ro={p}" for p in keep_ro]
-        launch += [f"--rw={p}" for p in self.keep_rw]
-        launch += [f"--hide={p}" for p in self.hide]
-        return [*launch, "--", *cmd]
+        # RLIMIT_NPROC, set inside: without root it counts the sandbox's own processes only, in
+        # its user namespace (Linux 5.14 and later), not all of the grader's uid
+        inside = [*LAUNCHER, "limits", f"--nproc={thread_cap()}"]
+        if self.as_root:
+            inside += [f"--uid={self.uid}", *[f"--readable={p}" for p in [*kernel_paths(), *self.keep_rw]]]
+        return [*bwrap_command(self.bwrap, self.token, self.keep_rw, self.hide, self.as_root), "--",
+                *inside, "--", *cmd]
 
     def kill_all(self) -> None:
-        """Kill every process of the sandbox's uid (whatever session or namespace it is in):
-        ``kill(-1, SIGKILL)`` as that uid (``launcher kill``)."""
+        """Kill every process of the sandbox: as root, every process of its uid (whatever session
+        or namespace it is in: ``kill(-1, SIGKILL)`` as that uid, ``launcher kill``); without
+        root, its bwrap processes (everything inside dies with them)."""
         if self.uid is None:
             return
-        if self.mode == USER_NAMESPACE:
+        if not self.as_root:
             _kill_bwrap(self.token)
             self.ended = True
             return
@@ -212,51 +228,29 @@ class Sandbox:
         may write besides its private temporary folders: what it writes cannot fill the
         machine's disk, counts against its memory cgroup, and is gone when the box is closed
         (or the grading process ends). The limit's words for the result, '' when there is none."""
-        if not self.contained or not _PRIVATE_MOUNTS:
+        if not self.as_root or not _PRIVATE_MOUNTS:
             return ""
-        from . import launcher as launch
-
         mb = box_limit_mb()
         box_dir.mkdir(parents=True, exist_ok=True)
         try:
-            launch._mount("tmpfs", str(box_dir), "tmpfs", launch.MS_NOSUID | launch.MS_NODEV,
-                          f"mode=0700,size={mb}m")
-        except SystemExit as exc:
-            raise GradingError(f"the sandbox's box cannot be set up: {exc}") from None
+            _mount("tmpfs", str(box_dir), "tmpfs", _MS_NOSUID | _MS_NODEV, f"mode=0700,size={mb}m")
+        except OSError as exc:
+            raise GradingError(f"the sandbox's box cannot be set up: {exc.strerror}") from None
         self.box_mount = str(box_dir)
         return f"files limited to {mb} MiB (a tmpfs)"
 
     def close(self) -> None:
-        """Kill what is left of the uid, unmount its box, remove its files from shared temporary
-        folders, remove its cgroup, unlock it. In ``USER_NAMESPACE`` mode: kill what is left of
-        its bwrap processes (their temporary folders were tmpfs of their own)."""
-        if self.mode == USER_NAMESPACE:
-            if not self.ended:
-                self.kill_all()
-            return
-        if self.uid is None or self.lock_fd is None:
-            return
+        """Kill what is left of the sandbox; as root, unmount its box, remove its cgroups and
+        unlock its uid."""
         if not self.ended:
             self.kill_all()
+        if not self.as_root or self.lock_fd is None:
+            return
         if self.box_mount:
-            from . import launcher as launch
+            from .launcher import libc
 
-            launch.libc().umount2(self.box_mount.encode(), _MNT_DETACH)
+            libc().umount2(self.box_mount.encode(), _MNT_DETACH)
             self.box_mount = None
-        for shared in {tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm"}:
-            try:
-                entries = list(os.scandir(shared))
-            except OSError:
-                continue
-            for e in entries:
-                try:
-                    if e.stat(follow_symlinks=False).st_uid == self.uid:
-                        if e.is_dir(follow_symlinks=False):
-                            shutil.rmtree(e.path, ignore_errors=True)
-                        else:
-                            os.unlink(e.path)
-                except OSError:
-                    pass
         for folder in [self.cgroup, *self.cgroups] if self.cgroup else self.cgroups:
             for _ in range(50):  # its processes are gone once the kernel's namespace is
                 try:
@@ -299,24 +293,18 @@ def die_with_parent():
 def limited(cmd: list, cpu_seconds: int, box: Sandbox | None = None, nice: int = 0) -> list:
     """``cmd`` (the kernel's, already wrapped in the sandbox) started by ``launcher.py limits``,
     which sets the limits on itself and executes it: a CPU-time limit, no core dumps, death with
-    the grading process that started it (``PR_SET_PDEATHSIG``; then ``unshare``'s
-    ``--kill-child`` takes the kernel along); in a sandbox, a cap on its uid's processes and the
-    memory limit (its cgroup joined, or ``RLIMIT_DATA``, which JAX tolerates, where there is no
-    cgroup). A command of its own rather than ``preexec_fn``: no Python runs between the fork
-    and the exec of a grading process in which JAX's threads run (JAX warns of a deadlock for
-    every such fork), and the process is started with ``vfork``, not a copy of that large one.
-    ``nice``: added to its nice value (the program runner starts at a lower priority than the
-    kernel, whose time the learner waits for)."""
-    contained = box is not None and box.uid is not None
+    the grading process that started it (``PR_SET_PDEATHSIG``; then bubblewrap's
+    ``--die-with-parent`` takes the kernel along); in a sandbox the memory limit (its cgroup
+    joined, or ``RLIMIT_DATA``, which JAX tolerates, where there is no cgroup) and, as root, its
+    CPU share and thread cap (cgroups joined). A command of its own rather than ``preexec_fn``:
+    no Python runs between the fork and the exec of a grading process in which JAX's threads run
+    (JAX warns of a deadlock for every such fork), and the process is started with ``vfork``,
+    not a copy of that large one. ``nice``: added to its nice value (the program runner starts
+    at a lower priority than the kernel, whose time the learner waits for)."""
     prefix = [*LAUNCHER, "limits", f"--cpu={cpu_seconds}",
               f"--parent={os.getpid()}", *([f"--nice={nice}"] if nice else [])]
-    if contained and box.mode == USER_NAMESPACE:
-        # the memory limit only (RLIMIT_DATA): without root there is no cgroup, and RLIMIT_NPROC
-        # here would count every process of the grader's own uid (Sandbox.wrap sets it inside)
+    if box is not None and box.contained:
         prefix.append(f"--memory={memory_limit_mb() << 20}")
-    elif contained:
-        prefix += [f"--nproc={thread_cap()}",
-                   f"--memory={memory_limit_mb() << 20}"]
         if box.cgroup:
             prefix.append(f"--cgroup={box.cgroup}")
         prefix += [f"--join={folder}" for folder in box.cgroups]  # its CPU share and thread cap
@@ -324,7 +312,7 @@ def limited(cmd: list, cpu_seconds: int, box: Sandbox | None = None, nice: int =
 
 
 def kernel_paths() -> list[str]:
-    """What a contained kernel sees besides the system's libraries (``launch.SYSTEM``, a few
+    """What a contained kernel sees besides the system's libraries (:data:`SYSTEM`, a few
     files of ``/etc``) and its box, read-only, at their own paths: the interpreter (the venv
     and the Python it was made from, wherever they live: pyenv's under ``/root``, a conda
     environment, ``/usr``), the folders of the shared libraries this process has loaded that
@@ -495,13 +483,27 @@ def kernel_manager_class(box: Sandbox | None, box_dir: Path | None, cpu_seconds:
     return BoxedKernelManager
 
 
-# --------------------------------------------------------------------------- without root: bubblewrap
+# --------------------------------------------------------------------------- the view: bubblewrap
 
 BWRAP_INSTALL = ("install bubblewrap (Debian and Ubuntu: apt-get install bubblewrap; Fedora: dnf "
                  "install bubblewrap; Arch: pacman -S bubblewrap)")
 USERNS_FIX = ("let ordinary users create user namespaces (sysctl user.max_user_namespaces above 0 "
               "and, where it exists, kernel.unprivileged_userns_clone=1; on Ubuntu 24.04, an "
               "AppArmor profile allowing bwrap, or kernel.apparmor_restrict_unprivileged_userns=0)")
+NAMESPACES_FIX = ("run the grader where root may create mount, PID and network namespaces and "
+                  "mount file systems (in a container: CAP_SYS_ADMIN, e.g. docker run --privileged, "
+                  "and an unconfined seccomp/AppArmor profile)")
+
+# The kernel's view is an allow-list: a root built empty, then only these, read-only.
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "passwd", "group", "nsswitch.conf", "hosts",
+       "host.conf", "localtime", "timezone", "alternatives", "fonts", "mime.types", "os-release",
+       "debian_version", "locale.alias", "ssl", "ca-certificates", "matplotlibrc")
+ACCELERATORS = ("nvidia", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset", "nvidia-caps",
+                "dri", "kfd", "accel", "vfio")  # /dev entries a GPU or TPU runtime opens, when present
+# As root bubblewrap needs no user namespace (with one, no other uid could be mapped in it)
+NAMESPACES = {True: ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"],
+              False: ["--unshare-all"]}
 
 
 def find_bwrap() -> str | None:
@@ -513,16 +515,16 @@ def find_bwrap() -> str | None:
 _BWRAP_PROBED: dict = {}
 
 
-def bwrap_problem(bwrap: str | None) -> tuple[str, str]:
+def bwrap_problem(bwrap: str | None, as_root: bool = False) -> tuple[str, str]:
     """``("", "")`` when ``bwrap`` can contain a process here (probed once per process: a
-    command run with every namespace unshared), else (the cause, its fix)."""
+    command run with the sandbox's namespaces), else (the cause, its fix)."""
     if not bwrap:
         return "bubblewrap is not installed", BWRAP_INSTALL
-    if bwrap not in _BWRAP_PROBED:
+    if (bwrap, as_root) not in _BWRAP_PROBED:
         import subprocess
 
         try:
-            proc = subprocess.run([bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/",
+            proc = subprocess.run([bwrap, *NAMESPACES[as_root], "--die-with-parent", "--ro-bind", "/", "/",
                                    "true"], stdin=subprocess.DEVNULL, capture_output=True, timeout=60,
                                   cwd="/")
             err = proc.stderr.decode(errors="replace").strip().splitlines()
@@ -530,44 +532,63 @@ def bwrap_problem(bwrap: str | None) -> tuple[str, str]:
                 err[-1] if err else f"{bwrap} exited with status {proc.returncode}")
         except (OSError, subprocess.SubprocessError) as exc:
             problem = f"{bwrap} could not run ({exc})"
-        _BWRAP_PROBED[bwrap] = problem
-    problem = _BWRAP_PROBED[bwrap]
-    return (f"bubblewrap cannot create namespaces here ({problem})", USERNS_FIX) if problem else ("", "")
+        _BWRAP_PROBED[bwrap, as_root] = problem
+    problem = _BWRAP_PROBED[bwrap, as_root]
+    if not problem:
+        return "", ""
+    return f"bubblewrap cannot create namespaces here ({problem})", NAMESPACES_FIX if as_root else USERNS_FIX
 
 
-def bwrap_command(bwrap: str, token: str, keep_rw=(), hide=()) -> list[str]:
+def _resolve(path: str) -> tuple[list[tuple[str, str]], str]:
+    """The symbolic links met on the way to ``path`` (``[(link, its text)]``) and where it leads:
+    the kernel must find ``path`` itself, not only its real place (a venv's ``bin/python``)."""
+    links, todo, done = [], [c for c in os.path.abspath(path).split("/") if c], "/"
+    for _ in range(64):
+        if not todo:
+            return links, done
+        nxt = os.path.join(done, todo.pop(0))
+        if os.path.islink(nxt):
+            text = os.readlink(nxt)
+            links.append((nxt, text))
+            target = os.path.normpath(os.path.join(done, text))
+            todo = [c for c in target.split("/") if c] + todo
+            done = "/"
+        else:
+            done = nxt
+    return links, os.path.realpath(path)
+
+
+def bwrap_command(bwrap: str, token: str, keep_rw=(), hide=(), as_root: bool = False) -> list[str]:
     """bubblewrap's command line for a kernel or program runner (the command follows, after
-    ``--``): every namespace of its own (user, mount, PID, network, IPC, UTS), a new session, dead
-    with its parent; a root built empty with the same allow-list as the launcher's view (the
-    system's folders :data:`launcher.SYSTEM`, the files :data:`launcher.ETC` of ``/etc``, an
-    accelerator's devices, :func:`kernel_paths`) read-only, ``keep_rw`` (the box) read-write,
-    private ``/proc``, ``/dev``, ``/tmp``, ``/var/tmp`` and ``/dev/shm``; a folder of ``hide``
-    that lies inside a kept one is emptied. Its environment is the one it is started with (the
-    caller's allow-list: :func:`kernel_env`). ``token`` names its processes for :meth:`Sandbox.kill_all`
-    (its host name)."""
-    from . import launcher as launch
-
-    cmd = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--as-pid-1", "--hostname", token,
-           "--proc", "/proc", "--dev", "/dev"]
-    for shared in ("/tmp", "/var/tmp", "/dev/shm"):
-        cmd += ["--tmpfs", shared]
-    devices = [f"/dev/{n}" for n in launch.ACCELERATORS if os.path.exists(f"/dev/{n}")]
-    devices += [f"/dev/{n}" for n in launch._listdir("/dev") if n.startswith(("nvidia", "accel"))
-                and f"/dev/{n}" not in devices]
+    ``--``): namespaces of its own (mount, PID, network, IPC, UTS; a user namespace too unless
+    ``as_root``), a new session, dead with its parent; a root built empty with the allow-list
+    (the system's folders :data:`SYSTEM`, the files :data:`ETC` of ``/etc``, an accelerator's
+    devices, :func:`kernel_paths`) read-only, ``keep_rw`` (the box) read-write, private ``/proc``,
+    ``/dev``, ``/tmp``, ``/var/tmp`` and ``/dev/shm``; a folder of ``hide`` that lies inside a
+    kept one is emptied. The folders leading to a kept path are made traversable (a 0700 home or
+    temporary folder above it does not matter); the links on the way to it are made again. Its
+    environment is the one it is started with (the caller's allow-list: :func:`kernel_env`).
+    ``token`` names its processes for :meth:`Sandbox.kill_all` (its host name)."""
+    cmd = []
+    try:
+        found = os.listdir("/dev")
+    except OSError:
+        found = []
+    devices = [f"/dev/{n}" for n in ACCELERATORS if os.path.exists(f"/dev/{n}")]
+    devices += [f"/dev/{n}" for n in found if n.startswith(("nvidia", "accel")) and f"/dev/{n}" not in devices]
     for path in devices:
         cmd += ["--dev-bind", path, path]
     if devices and os.path.isdir("/sys"):
         cmd += ["--ro-bind", "/sys", "/sys"]  # a GPU or TPU runtime reads its devices there
-    etc = [f"/etc/{n}" for n in launch.ETC]
-    for path in [*launch.SYSTEM, *etc]:
+    for path in [*SYSTEM, *(f"/etc/{n}" for n in ETC)]:
         if os.path.islink(path):
             cmd += ["--symlink", os.readlink(path), path]
         elif os.path.exists(path):
             cmd += ["--ro-bind", path, path]
-    keep = [(p, "--ro-bind", *launch._resolve(p)) for p in kernel_paths()]
-    keep += [(p, "--bind", *launch._resolve(p)) for p in keep_rw]
+    keep = [(p, "--ro-bind", *_resolve(p)) for p in kernel_paths()]
+    keep += [(p, "--bind", *_resolve(p)) for p in keep_rw]
     links = set()
-    for _, how, way, real in sorted(keep, key=lambda k: launch._depth(k[3])):
+    for _, how, way, real in sorted(keep, key=lambda k: k[3].rstrip("/").count("/")):
         if not os.path.exists(real):
             continue
         for link, text in way:
@@ -579,7 +600,12 @@ def bwrap_command(bwrap: str, token: str, keep_rw=(), hide=()) -> list[str]:
     for path in sorted({os.path.realpath(p) for p in hide}):
         if os.path.isdir(path) and any(path.startswith(k + "/") for k in kept):
             cmd += ["--tmpfs", path]
-    return cmd
+    # the folders leading to each path, made first, 0755 (bubblewrap 0.8 makes them 0700, which
+    # a sandbox uid could not go through)
+    folders = {os.path.dirname(cmd[i + 2]) for i, op in enumerate(cmd) if op in ("--ro-bind", "--bind", "--symlink")}
+    return [bwrap, *NAMESPACES[as_root], "--die-with-parent", "--new-session", "--as-pid-1",
+            "--hostname", token, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp",
+            "--tmpfs", "/dev/shm", *[a for d in sorted(folders - {"/"}) for a in ("--dir", d)], *cmd]
 
 
 def _kill_bwrap(token: str) -> None:
@@ -602,23 +628,6 @@ def _kill_bwrap(token: str) -> None:
                 os.kill(int(entry.name), signal.SIGKILL)
         except (OSError, ValueError):
             continue
-
-
-def _user_namespace_sandbox(root, submission, hide) -> Sandbox:
-    """A sandbox of bubblewrap, for a grader that is not root (see :func:`open_sandbox`)."""
-    import secrets as random_names
-
-    bwrap = find_bwrap()
-    cause, fix = bwrap_problem(bwrap)
-    if cause:
-        return _refuse(cause, fix)
-    mb = memory_limit_mb()
-    return Sandbox(USER_NAMESPACE, f"bubblewrap: user, mount, PID and network namespaces of its own, "
-                                   f"the grader's uid; memory limit {mb} MiB per process (RLIMIT_DATA); "
-                                   f"{thread_cap()} threads at most (RLIMIT_NPROC in its user "
-                                   f"namespace); no CPU share without root",
-                   uid=os.getuid(), bwrap=bwrap, token=f"autograder-{random_names.token_hex(8)}",
-                   hide=_hidden_paths(root, submission, hide))
 
 
 # --------------------------------------------------------------------------- setting it up
@@ -819,21 +828,28 @@ def _hidden_paths(root: Path | None, submission: Path | None, extra=()) -> list[
 
 def open_sandbox(deadline: float, root: Path | None = None, submission: Path | None = None,
                  hide=()) -> Sandbox:
-    """Lock a sandbox uid for one submission, or say why the kernel cannot be contained by one."""
+    """The sandbox of one submission (as root, with a sandbox uid locked for it), or say why its
+    kernel cannot be contained."""
     import fcntl
     import pwd
+    import secrets as random_names
 
     if sandbox_disabled():
         return Sandbox(NONE, "the operator turned the sandbox off (--no-sandbox or "
                              "AUTOGRADER_SANDBOX=off): the kernel ran with the grader's uid, "
                              "its files and its network")
-    if not hasattr(os, "geteuid") or os.geteuid() != 0:
-        return _user_namespace_sandbox(root, submission, hide)
-    unshare = settings.get("AUTOGRADER_UNSHARE") or shutil.which(
-        "unshare", path=os.environ.get("PATH", "") + ":/usr/bin:/bin:/usr/sbin:/sbin")
-    if not unshare or not os.access(unshare, os.X_OK):
-        return _refuse("util-linux's unshare is not installed",
-                       "install util-linux (e.g. apt-get install util-linux)")
+    as_root = os.geteuid() == 0
+    bwrap = find_bwrap()
+    cause, fix = bwrap_problem(bwrap, as_root)
+    if cause:
+        return _refuse(cause, fix)
+    token, hidden = f"autograder-{random_names.token_hex(8)}", _hidden_paths(root, submission, hide)
+    if not as_root:
+        return Sandbox(USER_NAMESPACE, f"bubblewrap: user, mount, PID and network namespaces of its own, "
+                                       f"the grader's uid; memory limit {memory_limit_mb()} MiB per process "
+                                       f"(RLIMIT_DATA); {thread_cap()} threads at most (RLIMIT_NPROC in its "
+                                       f"user namespace); no CPU share without root",
+                       os.getuid(), bwrap=bwrap, token=token, hide=hidden)
     locks = _lock_dir()
     if locks is None:
         return _refuse("there is no private folder for the sandbox uid locks (/run/lock or the "
@@ -852,13 +868,14 @@ def open_sandbox(deadline: float, root: Path | None = None, submission: Path | N
             except OSError:
                 os.close(fd)
                 continue
-            box = Sandbox(NAMESPACE, "", uid, fd, unshare, hide=_hidden_paths(root, submission, hide))
+            box = Sandbox(NAMESPACE, "", uid, fd, bwrap, token, hide=hidden)
             if os.pread(fd, 4, 0) == b"busy":  # its last grader died holding it: kill what is left
                 box.kill_all()
             os.pwrite(fd, b"busy", 0)
-            box.cgroup, box.reason = memory_cgroup(uid)
+            box.cgroup, memory = memory_cgroup(uid)
             box.cgroups, share = share_cgroups(uid, box.cgroup)
-            box.reason = f"{box.reason}; {share}"
+            box.reason = (f"bubblewrap: mount, PID and network namespaces of its own, uid {uid} of its "
+                          f"own; {memory}; {share}")
             return box
         if time.monotonic() > deadline:
             raise GradingError("every sandbox uid stayed busy until the notebook's time limit")
@@ -872,8 +889,8 @@ def check_sandbox(box: Sandbox, home: Path, workdir: Path, secrets=()) -> str:
     """'' if a kernel can start in ``box``: the sandbox uid, in its view of the files, imports
     ipykernel and the autograder package, writes its home, and cannot see ``secrets``.
 
-    Checked once per process, temporary folder and ``unshare``: the same for every uid."""
-    key = (sys.executable, str(home.parent.parent.parent), box.mode, box.unshare or box.bwrap)
+    Checked once per process, temporary folder and ``bwrap``: the same for every uid."""
+    key = (sys.executable, str(home.parent.parent.parent), box.mode, box.bwrap)
     if key not in _CHECKED:
         _CHECKED[key] = _probe_sandbox(box, home, workdir, secrets)
     return _CHECKED[key]
@@ -923,24 +940,17 @@ def _probe_sandbox(box: Sandbox, home: Path, workdir: Path, secrets) -> str:
     return ""
 
 
-NAMESPACES_FIX = ("run the grader where root may create mount, PID and network namespaces and "
-                  "mount file systems (in a container: CAP_SYS_ADMIN, e.g. docker run --privileged, "
-                  "and an unconfined seccomp/AppArmor profile)")
-
-
 def probe_refusal(problem: str) -> str:
     """The refusal's words for a failed :func:`check_sandbox`, with the fix for its real cause:
-    a mount or namespace refused (the machine's permissions), a file the sandbox uid cannot
-    read (named, with its mode), or what the kernel's view lacks."""
-    if "bwrap" in problem or "bubblewrap" in problem:
-        fix = USERNS_FIX
-    elif "cannot read" in problem:
+    a file the sandbox uid cannot read (named, with its mode), a mount or namespace refused (the
+    machine's permissions), or what the kernel's view lacks."""
+    if "cannot read" in problem:
         fix = "make the files it names readable by other users"
-    elif "failed:" in problem or "unshare" in problem or "not permitted" in problem:
-        fix = NAMESPACES_FIX
+    elif "bwrap" in problem or "bubblewrap" in problem or "not permitted" in problem:
+        fix = NAMESPACES_FIX if os.geteuid() == 0 else USERNS_FIX
     else:
-        fix = ("report it: the kernel's view (autograder/launch.py) lacks a file the kernel needs; "
-               "its error says which")
+        fix = ("report it: the kernel's view (bwrap_command in autograder/sandbox/containment.py) lacks "
+               "a file the kernel needs; its error says which")
     return f"the sandbox cannot be set up: {problem}. Fix: {fix}; {_FIX}."
 
 
