@@ -326,7 +326,7 @@ PROGRAM_ATTACKS = {
 # --------------------------------------------------------------------------- issue 20, part 6: claims alone
 # A claim may fail a test but never pass one alone. Each row below is a notebook of ``assignment``:
 # the released notebook with ``answers`` written over some answer cells (an int: that wrong
-# answer of tests/wrong_answers/<assignment>.py, a str: the source), and the forged agent below
+# answer of the assignment's judge files' WRONG data, a str: the source), and the forged agent below
 # put before its first answer cell. tests/test_claims_alone.py grades every row in one batch and
 # asserts that the tests they earn, chapter by chapter, are exactly the ones docs/security.md's
 # table "Mistakes that only a kernel-side claim catches" lists: what a forged agent can hide is
@@ -397,7 +397,7 @@ _CLAIMS_FORGED_AGENT = (
     "    return reply\n"
     "_home['_run'] = _forged_run\n")
 
-# Wrong answers of our own, where tests/wrong_answers/ has none wrong only in what a claim sees.
+# Wrong answers of our own, where the judge files' WRONG data has none wrong only in what a claim sees.
 _SET_DIAGONAL_COUNTS_CALLS = (
     "CALLS = {'set_diagonal': 0}\n\n"
     "def set_diagonal(x, v):\n"
@@ -508,13 +508,13 @@ _SEGMENT_IDS_STATIC = (
 @dataclass(frozen=True)
 class ClaimAttack:
     assignment: str
-    answers: dict                  # {answer grade_id: index into tests/wrong_answers, or source}
+    answers: dict                  # {answer grade_id: index into the judge files' WRONG, or source}
     forged: bool = True            # False: the same answers with the honest agent (a control)
     imports: str = ""              # put before the forged agent (names the answers need)
 
     def filled(self, released: dict, wrong: dict) -> dict:
         """``{grade_id: source}`` to write into the released notebook, whose answers (in order)
-        are ``released``; ``wrong``: tests/wrong_answers' WRONG of the assignment."""
+        are ``released``; ``wrong``: the WRONG data of the assignment's judge files."""
         out = {gid: (wrong[gid][src][0] if isinstance(src, int) else src) for gid, src in self.answers.items()}
         first = next(iter(released))
         head = self.imports + (_CLAIMS_FORGED_AGENT if self.forged else "")

@@ -120,7 +120,7 @@ def test_a_forged_agent_earns_exactly_the_tests_only_a_claim_decides(graded, ass
 
 @_notebook
 def test_the_wrong_answers_of_our_own_fail_with_the_honest_agent(graded):
-    """A wrong answer written in tests/attacks.py (not taken from tests/wrong_answers/, whose
+    """A wrong answer written in tests/attacks.py (not taken from the judge files' WRONG data, whose
     answers tests/test_exercises.py grades honestly) that earns its test with the forged agent
     scores 0 there with the honest one: the claim catches it, the forging is what earned it."""
     from attacks import CLAIM_ATTACKS

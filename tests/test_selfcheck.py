@@ -69,7 +69,7 @@ def _known_wrong(assignment, grade_id, phrase):
     for item in wrong_answers(assignment).get(grade_id, []):
         if item[1] == phrase:
             return item[0]
-    pytest.fail(f"tests/wrong_answers/{assignment}.py has no wrong {grade_id} with feedback {phrase!r}")
+    pytest.fail(f"the judge files of {assignment} have no WRONG {grade_id} with feedback {phrase!r}")
 
 
 async def _execute(path):
