@@ -99,9 +99,27 @@ def wrong_answers(assignment: str) -> dict:
     return known_answers(assignment)["WRONG"]
 
 
-def run_grader(paths, *extra, timeout=900, env=None, cwd=ROOT, prefix=()):
+def run_grader(paths, *extra, timeout=900, env=None, cwd=ROOT, prefix=(), regrade_starved=True):
     """Run ``python -m autograder grade PATHS --json`` and return (results, stderr, returncode);
-    ``env``: variables added to this environment; ``prefix``: a command it runs under."""
+    ``env``: variables added to this environment; ``prefix``: a command it runs under.
+    ``regrade_starved``: the notebooks a starved machine left not graded are graded again
+    (:func:`regrading_starved`; the returncode is then the command's rule, non-zero when a
+    notebook has an error); False for tests of starvation itself, which read the raw result."""
+    paths = list(paths)
+    if not regrade_starved:
+        return _grade_command(paths, extra, timeout, env, cwd, prefix)
+
+    def grade(some):
+        data, stderr, code = _grade_command(some, extra, timeout, env, cwd, prefix)
+        return [data] if isinstance(data, dict) else data, stderr, code
+
+    results, stderr, codes = regrading_starved(grade, paths)
+    code = codes[0] if len(codes) == 1 else int(any(r.get("error") for r in results))
+    return results[0] if len(paths) == 1 else results, stderr, code
+
+
+def _grade_command(paths, extra, timeout, env, cwd, prefix):
+    """One run of the grade command (see :func:`run_grader`): (its JSON, stderr, returncode)."""
     cmd = [*prefix, sys.executable, "-m", "autograder", "grade", *map(str, paths), "--json", *extra]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd,
                           env={**os.environ, **(env or {})})
@@ -115,21 +133,73 @@ def run_grader(paths, *extra, timeout=900, env=None, cwd=ROOT, prefix=()):
     return data, proc.stderr, proc.returncode
 
 
+STARVED_REGRADES = 3  # times the notebooks a starved machine left not graded are graded again
+
+
+def starved(result: dict) -> list[str]:
+    """The grade_ids of ``result``'s tests that were not graded because the machine was starved
+    (their feedback is :mod:`autograder.judge.starvation`'s message): the grader's ``error`` for
+    that notebook, and a non-zero exit, say a busy machine's, never the answer's."""
+    from autograder.judge.starvation import Watch
+
+    head, tail = Watch(None).message("\0").split("\0")  # the message, whichever process ran out
+    return [t["grade_id"] for t in result.get("tests", [])
+            if t["feedback"].startswith(head) and t["feedback"].endswith(tail)]
+
+
+def regrading_starved(grade, paths: list):
+    """``grade(paths)`` (returning ``(results, stderr, code)``, one result per path, or None for
+    results when the run failed), then exactly the notebooks a starved machine left not graded
+    (:func:`starved`) graded again, up to :data:`STARVED_REGRADES` times: on a busy machine a
+    batch of known answers is graded late, never reported wrong nor failed. Starved every time:
+    the test fails, saying the machine was too starved to grade. Returns (results, the runs'
+    stderr joined, every run's code)."""
+    results, stderr, code = grade(paths)
+    codes = [code]
+    for _ in range(STARVED_REGRADES):
+        again = [i for i, r in enumerate(results or []) if starved(r)]
+        if not again:
+            return results, stderr, codes
+        more, err, code = grade([paths[i] for i in again])
+        stderr += f"\n--- graded again, starved by the machine: {[str(paths[i]) for i in again]}\n" + err
+        codes.append(code)
+        if more is None:
+            return None, stderr, codes
+        for i, r in zip(again, more):
+            results[i] = r
+    left = {str(paths[i]): starved(r) for i, r in enumerate(results) if starved(r)}
+    if left:
+        pytest.fail(f"the machine was too starved to grade: tests still not graded after {STARVED_REGRADES} "
+                    f"re-grades: {left}")
+    return results, stderr, codes
+
+
 GRADE_SAVING = ROOT / "tests" / "grade_saving_main.py"  # the process of grade_saving, run by path
 
 
 def grade_saving(paths, saved: dict, out: Path, *, root=None, jobs: int = 2, env=None, cwd=ROOT,
-                 timeout=900):
+                 timeout=900, regrade_starved=True):
     """Grade ``paths`` in one batch, the executed notebook of each path of ``saved`` kept where it
     says (the instructor's copy, as ``autograde`` keeps it), and return (results, stderr,
     returncode): what a contained kernel printed comes back only that way, since it can write
-    nowhere but its box (see :func:`printed`). ``out``: where the results are written."""
-    args = json.dumps([list(map(str, paths)), {str(k): str(v) for k, v in saved.items()},
-                       str(root) if root else None, jobs, str(out)])
-    proc = subprocess.run([sys.executable, str(GRADE_SAVING), args], capture_output=True, text=True,
-                          timeout=timeout, cwd=cwd, env={**os.environ, **(env or {})})
-    results = json.loads(Path(out).read_text()) if Path(out).exists() else None
-    return results, proc.stderr, proc.returncode
+    nowhere but its box (see :func:`printed`). ``out``: where the results are written.
+    ``regrade_starved``: as :func:`run_grader`'s."""
+    paths = [str(p) for p in paths]
+    saved = {str(k): str(v) for k, v in saved.items()}
+
+    def grade(some):
+        args = json.dumps([some, {p: saved[p] for p in some if p in saved}, str(root) if root else None, jobs,
+                           str(out)])
+        Path(out).unlink(missing_ok=True)
+        proc = subprocess.run([sys.executable, str(GRADE_SAVING), args], capture_output=True, text=True,
+                              timeout=timeout, cwd=cwd, env={**os.environ, **(env or {})})
+        results = json.loads(Path(out).read_text()) if Path(out).exists() else None
+        return results, proc.stderr, proc.returncode
+
+    if not regrade_starved:
+        return grade(paths)
+    results, stderr, codes = regrading_starved(grade, paths)
+    return results, stderr, max(codes)
 
 
 def printed(saved: Path, prefix: str):
