@@ -9,8 +9,8 @@ The pages are laid out in _site/src with the repository's paths: site/*.md, the 
 the instructor guide. A file is copied only when it changed, so Sphinx reads only what changed.
 
 Each chapter that myst-nb's jupyter-cache (_site/.jupyter_cache) has no run of is executed first,
-by the test suite's notebook runner (tests/notebook_runner.py: kernels on Unix sockets of their
-own, no widget stall), and its run stored in the cache, where myst-nb then finds every chapter.
+by the notebook runner the test suite uses too (scripts/notebook_runner.py: kernels on Unix
+sockets of their own, no widget stall), and its run stored in the cache, where myst-nb then finds every chapter.
 """
 from __future__ import annotations
 
@@ -27,9 +27,9 @@ from jupyter_cache.base import CacheBundleIn
 from nbclient.exceptions import CellExecutionError, CellTimeoutError
 from sphinx.cmd.build import build_main
 
+from notebook_runner import execute_notebook  # beside this script
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-from notebook_runner import execute_notebook  # noqa: E402 - the suite's runner, found above
 
 SITE = ROOT / "_site"
 SRC, HTML, DOCTREES = SITE / "src", SITE / "html", SITE / "doctrees"

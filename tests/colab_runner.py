@@ -4,7 +4,7 @@ object: path -> {"ok", "seconds", "outputs"} (or {"ok": False, "error"}).
     python colab_runner.py WORKERS NOTEBOOK [NOTEBOOK ...]
 
 Run with the Colab venv's interpreter, from a folder holding this file and notebook_runner.py
-(tests/test_colab.py copies both there): each notebook runs through
+(tests/test_colab.py copies both there, the runner from scripts/): each notebook runs through
 :func:`notebook_runner.execute_notebook`, nbclient without the widget stall, with a probe cell
 appended that prints the kernel's JAX, Python and interpreter (``PROBE`` below).
 """

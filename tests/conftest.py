@@ -82,6 +82,18 @@ def fill_answers(src: Path, answers: dict, dest: Path) -> Path:
     return dest
 
 
+def import_script(name: str):
+    """The module scripts/<name>.py (such as ``notebook_runner``), imported with scripts/ on
+    sys.path for the import only, as the tests import the other scripts."""
+    import importlib
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+
+
 @functools.cache
 def release_script() -> dict:
     """scripts/release.py's names (``generate``, ``check``, ``known_answers``...), loaded once."""

@@ -169,8 +169,8 @@ def test_python_version_is_colabs(colab):
 
 def test_course_and_solved_exercises_run_on_colabs_jax(colab):
     python, work = colab["python"], _session(colab["tmp"])
-    for runner in ("colab_runner.py", "notebook_runner.py"):   # nbclient without the widget stall
-        shutil.copy(ROOT / "tests" / runner, work / runner)
+    for runner in ("tests/colab_runner.py", "scripts/notebook_runner.py"):   # nbclient without the widget stall
+        shutil.copy(ROOT / runner, work / Path(runner).name)
     chapters = sorted((work / "course").glob("*.ipynb"))
     solved = {a: work / "solved" / a / f"{a}.ipynb" for a in ASSIGNMENTS}
     assert len(chapters) == 10 and len(solved) == 10

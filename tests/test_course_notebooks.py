@@ -7,8 +7,9 @@ import re
 import nbformat
 import pytest
 
-from conftest import COURSE_NOTEBOOKS, ROOT
-from notebook_runner import execute_notebook
+from conftest import COURSE_NOTEBOOKS, ROOT, import_script
+
+execute_notebook = import_script("notebook_runner").execute_notebook  # the site build's runner too
 
 # One worker runs this whole module (``--dist loadgroup``), so each chapter is executed once and
 # the widget test below reads the same executed notebooks instead of running them again.

@@ -15,8 +15,9 @@ from datetime import datetime, timezone
 import nbformat
 import pytest
 
-from conftest import COURSE_NOTEBOOKS
-from notebook_runner import execute_notebook
+from conftest import COURSE_NOTEBOOKS, import_script
+
+execute_notebook = import_script("notebook_runner").execute_notebook
 
 pytestmark = [pytest.mark.notebook, pytest.mark.slow]
 

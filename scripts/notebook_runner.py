@@ -1,6 +1,6 @@
 """Executing a notebook headless with nbclient, without the widget stall (nbclient issue 312).
 
-:func:`execute_notebook` is how the test suite (and the site build) runs a chapter: nbclient's
+:func:`execute_notebook` is how the site build (scripts/site.py) and the test suite run a chapter: nbclient's
 ``NotebookClient`` in a fresh kernel on Unix sockets of its own, shut down afterwards, with one
 change to how nbclient waits for a cell's reply.
 
