@@ -17,6 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 ASSIGNMENTS = sorted(p.name for p in (ROOT / "solutions").iterdir() if p.is_dir())
 COURSE_NOTEBOOKS = sorted((ROOT / "course").glob("*.ipynb"))
+PROCESSES = ROOT / "tests" / "processes"  # the programs tests run in a process of their own, by path
 
 
 _SOCKETS: list[str] = []  # this process's kernel socket folders, removed when it exits
@@ -186,7 +187,7 @@ def regrading_starved(grade, paths: list):
     return results, stderr, codes
 
 
-GRADE_SAVING = ROOT / "tests" / "grade_saving_main.py"  # the process of grade_saving, run by path
+GRADE_SAVING = PROCESSES / "grade_saving.py"  # the process of grade_saving
 
 
 def grade_saving(paths, saved: dict, out: Path, *, root=None, jobs: int = 2, env=None, cwd=ROOT,

@@ -1,8 +1,8 @@
 """Grade notebooks in one batch, keeping the executed notebook of some of them, and write the
 results as JSON: the process behind ``conftest.grade_saving`` (and test_bwrap's grading as an
-ordinary user), run by path in a process of its own.
+ordinary user).
 
-    python tests/grade_saving_main.py '[PATHS, {PATH: SAVED}, ROOT or null, JOBS, OUT]'
+    python tests/processes/grade_saving.py '[PATHS, {PATH: SAVED}, ROOT or null, JOBS, OUT]'
 
 ``PATHS``: the notebooks; ``{PATH: SAVED}``: where the executed notebook of each of those paths is
 kept (the instructor's copy, as ``autograde`` keeps it); ``ROOT``: the course root (``--root``);
