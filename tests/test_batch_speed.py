@@ -6,17 +6,17 @@ import asyncio
 import os
 import subprocess
 import sys
-import textwrap
 
 import pytest
 
-from conftest import ROOT
+from conftest import PROCESSES, ROOT
 
 PY = sys.executable
 
 
-def _run(code: str) -> str:
-    proc = subprocess.run([PY, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+def _run(program: str) -> str:
+    """What tests/processes/``program`` printed, run in a fresh process."""
+    proc = subprocess.run([PY, str(PROCESSES / program)], capture_output=True, text=True,
                           cwd=ROOT, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout
@@ -66,42 +66,14 @@ def test_a_judge_file_is_loaded_once_per_process_and_again_when_it_changes(tmp_p
 # --------------------------------------------------------------------------- the garbage collector around the fork
 
 def test_a_batch_freezes_the_parent_for_its_fork_and_leaves_the_collector_as_it_found_it():
-    out = _run("""
-        import gc
-        from autograder.common.settings import Settings
-        from autograder.grader import batch
-        seen = []
-        real = batch._Worker.__init__
-        def spy(self, ctx):  # the state the grading processes are forked in
-            seen.append(gc.get_freeze_count() > 0)
-            real(self, ctx)
-        batch._Worker.__init__ = spy
-        two = ["/nonexistent/a/01_phases/01_phases.ipynb", "/nonexistent/b/01_phases/01_phases.ipynb"]
-        batch.grade_many(two, Settings.load(), workers=1)
-        print(seen, gc.get_freeze_count())
-        gc.freeze()  # a caller that had frozen objects of its own keeps them frozen
-        batch.grade_many(two, Settings.load(), workers=1)
-        print(gc.get_freeze_count() > 0)
-    """)
+    out = _run("batch_fork_freeze.py")
     assert out.split("\n")[:2] == ["[True] 0", "True"], out
 
 
 def test_one_notebook_is_graded_in_the_commands_own_process_and_its_memory_cap_given_back():
     """No grading process is forked for one notebook; the judge's memory cap it grades under is
     lifted again afterwards (the caller's own limit, as it was)."""
-    out = _run("""
-        import os, resource
-        from autograder.common.settings import Settings
-        from autograder.grader import batch
-        forks = []
-        os.register_at_fork(before=lambda: forks.append(1))
-        before = resource.getrlimit(resource.RLIMIT_DATA)
-        [result] = batch.grade_many(["/nonexistent/01_phases/01_phases.ipynb"], Settings.load())
-        print(len(forks), resource.getrlimit(resource.RLIMIT_DATA) == before, "no such file" in result.error)
-        batch.grade_many(["/nonexistent/a/01_phases/01_phases.ipynb", "/nonexistent/b/01_phases/01_phases.ipynb"],
-                         Settings.load())
-        print(len(forks) > 0)
-    """)
+    out = _run("batch_one_notebook.py")
     assert out.split("\n")[:2] == ["0 True True", "True"], out
 
 

@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 
 from autograder.common.course import test_cells as source_tests
-from conftest import ROOT, released_notebook, solution_notebook
+from conftest import PROCESSES, ROOT, released_notebook, solution_notebook
 
 pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("instructor")]
 A = "01_phases"
+FORMGRADER_AUTOGRADE = PROCESSES / "formgrader_autograde.py"  # the formgrader's Autograde button
 TIMESTAMP = "2026-11-30 17:05:09.123456 UTC"
 
 
@@ -221,21 +222,6 @@ def _grades(state):
                 for s in gb.find_assignment(A).submissions}
 
 
-_FORMGRADER_AUTOGRADE = """
-import sys
-from nbgrader.apps import NbGraderAPI
-from nbgrader.coursedir import CourseDirectory
-from traitlets.config.loader import PyFileConfigLoader
-config = PyFileConfigLoader("nbgrader_config.py", path=sys.argv[1]).load_config()
-if sys.argv[2] == "stock":  # nbgrader's own autograde, as a course without ours would run it
-    del config.Autograde["autograde_preprocessors"], config.Autograde["sanitize_preprocessors"]
-api = NbGraderAPI(CourseDirectory(config=config), config=config)
-for student in sys.argv[3:]:
-    got = api.autograde("%s", student)  # what the formgrader's Autograde button calls
-    print(student, "SUCCESS" if got["success"] else "FAILED", got.get("error") or "", got.get("log", "")[-3000:])
-""" % A
-
-
 def test_nbgraders_autograde_first_then_ours_loses_no_grade(tmp_path):
     """An instructor who is not root presses nbgrader's own Autograde (stock nbgrader: it leaves
     read-only graded notebooks and its own scores), with a half-written gradebook submission
@@ -277,7 +263,7 @@ def test_nbgraders_autograde_first_then_ours_loses_no_grade(tmp_path):
         full = sum(points for _, points in source_tests(solution_notebook(A)))
         assert sum(s for _, s in expected["alice"]) == full and sum(s for _, s in expected["bob"]) == 0
 
-        pressed = _as_nobody([python, "-c", _FORMGRADER_AUTOGRADE, ROOT, "stock", "alice", "bob"], home, env)
+        pressed = _as_nobody([python, FORMGRADER_AUTOGRADE, ROOT, "stock", A, "alice", "bob"], home, env)
         assert pressed.stdout.count("SUCCESS") == 2, pressed.stdout[-3000:] + pressed.stderr[-3000:]
         graded = state / "autograded" / "alice" / A / f"{A}.ipynb"
         assert graded.stat().st_mode & 0o222 == 0, "nbgrader's autograde no longer leaves its files read-only"
@@ -290,7 +276,7 @@ def test_nbgraders_autograde_first_then_ours_loses_no_grade(tmp_path):
         assert result["score"] == full and not result.get("error"), result
 
         # the formgrader's button, with the course's configuration: the course's grader
-        pressed = _as_nobody([python, "-c", _FORMGRADER_AUTOGRADE, ROOT, "course", "alice", "bob"], home, env)
+        pressed = _as_nobody([python, FORMGRADER_AUTOGRADE, ROOT, "course", A, "alice", "bob"], home, env)
         assert pressed.stdout.count("SUCCESS") == 2, pressed.stdout[-3000:] + pressed.stderr[-3000:]
         assert pressed.stdout.count("graded by the course's grader") == 2, pressed.stdout[-3000:]
         # nbgrader removed the submission's autograded folder first: the course's grader wrote it again
