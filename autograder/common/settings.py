@@ -77,10 +77,8 @@ class Settings:
 
     sandbox: bool = _declare(
         "AUTOGRADER_SANDBOX", "on", "'off' grades without containment (only code you trust; "
-        "--no-sandbox sets it); on, a sandbox that cannot be set up (as root: namespaces and a uid "
-        "of its own; otherwise bubblewrap) is a refusal", "flag")
-    unshare: str = _declare("AUTOGRADER_UNSHARE", "", "util-linux's unshare to use (default: the one "
-                            "on PATH)", "path")
+        "--no-sandbox sets it); on, a sandbox that cannot be set up (bubblewrap's, and as root a uid "
+        "of its own) is a refusal", "flag")
     sandbox_uids: range = _declare(
         "AUTOGRADER_SANDBOX_UIDS", "61000-61183", "the user ids lent to contained kernels and program "
         "runners, one per process at a time (never a real account's)", "range")
