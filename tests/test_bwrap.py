@@ -256,9 +256,10 @@ def test_a_probe_graded_by_an_ordinary_user_writes_nothing_outside_its_box(grade
 _THREADS = """\
 import subprocess, sys
 from pathlib import Path
+from autograder.common.settings import Settings
 from autograder.sandbox import containment as c
-box = c.open_sandbox(0)
-cap = c.thread_cap()
+box = c.open_sandbox(0, Settings.load())
+cap = box.threads
 code = ("import threading, time\\nn = 0\\ntry:\\n    while n < %d:\\n"
         "        threading.Thread(target=time.sleep, args=(20,), daemon=True).start()\\n"
         "        n += 1\\nexcept RuntimeError:\\n    pass\\nprint(n)\\n" % (cap + 50))

@@ -360,11 +360,10 @@ def test_a_program_the_judge_runs_cannot_take_the_machines_memory():
     grading process goes on."""
     code = (
         "import os, jax, jax.numpy as jnp\n"
-        "os.environ['AUTOGRADER_JUDGE_MEMORY_MB'] = '1536'\n"
         "from autograder.sandbox.containment import limit_judge_memory\n"
         "from autograder.judge import ChannelError, Exported\n"
         "from autograder.judge.runner import ProgramFailure\n"
-        "limit_judge_memory()\n"
+        "limit_judge_memory(1536)\n"
         "f = jax.jit(lambda x: jnp.zeros((30000, 30000), jnp.float32) + x[0])\n"
         "exp = jax.export.export(f)(jax.ShapeDtypeStruct((3,), jnp.float32))\n"
         "try:\n    Exported(exp, exp.mlir_module()).call(jnp.ones(3))\n    print('allocated')\n"
@@ -385,8 +384,11 @@ def test_grading_processes_have_the_judges_memory_cap_and_kernels_do_not(tmp_pat
     code = ("import multiprocessing, resource\n"
             "from autograder.grader import batch\n"
             "batch._grade_job = lambda job: {'data': resource.getrlimit(resource.RLIMIT_DATA)[0]}\n"
-            "w = batch._Worker(multiprocessing.get_context('fork'))\n"
-            "w.give(0, ('unused', {}))\n"
+            "from autograder.common.settings import Settings\n"
+            "from autograder.grader.pipeline import Options\n"
+            "settings = Settings.load()\n"
+            "w = batch._Worker(multiprocessing.get_context('fork'), settings.judge_memory_mb)\n"
+            "w.give(0, ('unused', Options(settings)))\n"
             "print(w.conn.recv()['data'] if w.conn.poll(60) else 'no answer')\n"
             "w.stop()\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,

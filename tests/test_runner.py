@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from autograder import judge
+from autograder.common.settings import Settings
 from autograder.sandbox import containment as sandbox
 from autograder.feedback import ExerciseFailure
 from autograder.judge.runner import ProgramFailure, ProgramRunner
@@ -185,8 +186,8 @@ def test_as_root_the_runner_runs_contained_under_a_uid_of_its_own(runner):
     assert runner.mode == sandbox.NAMESPACE
     prog = judge.Exported(_export(lambda x: x - 1, ()), runner=runner)
     assert float(prog(np.float32(1.0))) == 0.0
-    assert prog.ran_in["uid"] in sandbox._sandbox_uids() and prog.ran_in["uid"] != os.getuid()
-    assert prog.ran_in["pid"] == 1  # PID 1 of a PID namespace of its own
+    assert prog.ran_in["uid"] in Settings.load().sandbox_uids and prog.ran_in["uid"] != os.getuid()
+    assert prog.ran_in["pid"] == 2  # a PID namespace of its own, after bubblewrap's init
 
 
 def test_without_containment_it_is_a_process_of_its_own_with_a_memory_cap(monkeypatch):

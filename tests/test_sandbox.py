@@ -22,6 +22,7 @@ import nbformat
 import pytest
 
 from autograder.common.course import test_cells as source_tests
+from autograder.common.settings import Settings
 from conftest import (ROOT, course_in_0700, grade_saving, printed, released_notebook, run_grader,
                       solution_notebook)
 
@@ -526,11 +527,10 @@ def test_the_kernel_is_contained_by_bubblewrap_or_refused_naming_why(monkeypatch
     if bwrap == "real" and not (shutil.which("bwrap") and sandbox.bwrap_problem(shutil.which("bwrap")) == ("", "")):
         pytest.skip("bubblewrap is not installed, or cannot create namespaces here")
     found = {"real": shutil.which("bwrap"), "fake": _fake_bwrap(tmp_path, NO_USERNS), None: None}[bwrap]
-    monkeypatch.delenv("AUTOGRADER_SANDBOX", raising=False)
     monkeypatch.setattr(sandbox, "_BWRAP_PROBED", {})
     monkeypatch.setattr(sandbox, "find_bwrap", lambda: found)
     monkeypatch.setattr(sandbox.os, "geteuid", lambda: euid)
-    box = sandbox.open_sandbox(time.monotonic() + 5)
+    box = sandbox.open_sandbox(time.monotonic() + 5, Settings.load({}))
     assert box.mode == mode and reason in box.reason, box
     assert box.contained == (mode == "user-namespace") and box.refused == (mode == "refused")
     if box.refused:
@@ -540,10 +540,9 @@ def test_the_kernel_is_contained_by_bubblewrap_or_refused_naming_why(monkeypatch
 def test_without_root_the_operator_may_still_turn_the_sandbox_off(monkeypatch):
     from autograder.sandbox import containment as sandbox
 
-    monkeypatch.setenv("AUTOGRADER_SANDBOX", "off")
     monkeypatch.setattr(sandbox, "find_bwrap", lambda: None)
     monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)
-    box = sandbox.open_sandbox(time.monotonic() + 5)
+    box = sandbox.open_sandbox(time.monotonic() + 5, Settings.load({"AUTOGRADER_SANDBOX": "off"}))
     assert box.mode == "none" and not box.contained and not box.refused
 
 
@@ -635,7 +634,7 @@ def _in_view(tmp_path, cmd, monkeypatch=None, extra_ro=()):
     in a box under ``tmp_path`` (pytest's 0700 temporary folder)."""
     from autograder.sandbox import containment as sandbox
 
-    box = sandbox.open_sandbox(time.monotonic() + 60)
+    box = sandbox.open_sandbox(time.monotonic() + 60, Settings.load())
     assert box.contained, box.reason
     try:
         box_dir = tmp_path / "box"
@@ -745,7 +744,7 @@ def test_a_contained_process_has_a_cpu_share_and_a_thread_cap_of_its_own(tmp_pat
     machine has the cpu and pids controllers; they are gone when its box is closed."""
     from autograder.sandbox import containment as sandbox
 
-    box = sandbox.open_sandbox(time.monotonic() + 60)
+    box = sandbox.open_sandbox(time.monotonic() + 60, Settings.load())
     assert box.contained, box.reason
     try:
         if not box.cgroups and "cgroups v2" not in box.reason:
@@ -761,7 +760,7 @@ def test_a_contained_process_has_a_cpu_share_and_a_thread_cap_of_its_own(tmp_pat
             for name in ("cpu.cfs_quota_us", "cpu.cfs_period_us", "cpu.max", "pids.max"):
                 if os.path.exists(os.path.join(folder, name)):
                     limits[name] = Path(folder, name).read_text().split()
-        assert limits["pids.max"] == [str(sandbox.thread_cap())]
+        assert limits["pids.max"] == [str(box.threads)]
         if "cpu.max" in limits:
             quota, period = map(int, limits["cpu.max"])
         else:

@@ -56,11 +56,11 @@ def _grade_job(job) -> dict:
     return _grade(job).as_dict()
 
 
-def _worker(conn, die_with_parent_now) -> None:
+def _worker(conn, die_with_parent_now, judge_memory_mb: int) -> None:
     """A grading process: grade the jobs it is sent, one at a time, until it is sent None."""
     die_with_parent_now()
     private_mounts()  # as root: the boxes' tmpfs mounts are this process's, and end with it
-    limit_judge_memory()  # a learner's program the judge runs here cannot take the machine's memory
+    limit_judge_memory(judge_memory_mb)  # a learner's program the judge runs here cannot take the machine's memory
     try:
         while True:
             job = conn.recv()
@@ -94,9 +94,9 @@ DIED = ("the grading process died twice while grading this notebook (the submiss
 class _Worker:
     """A forked grading process (warm: nbgrader, the judge and JAX imported) and its one job."""
 
-    def __init__(self, ctx):
+    def __init__(self, ctx, judge_memory_mb: int):
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker, args=(child, die_with_parent()), daemon=True)
+        self.proc = ctx.Process(target=_worker, args=(child, die_with_parent(), judge_memory_mb), daemon=True)
         self.proc.start()
         child.close()
         self.job = None  # the index of the job it is grading
@@ -154,7 +154,7 @@ def grade_here(job, progress: bool = False) -> Result:
     private_mounts()
     bar = _progress(1) if progress else None
     memory = resource.getrlimit(resource.RLIMIT_DATA)
-    limit_judge_memory()
+    limit_judge_memory(job[1].settings.judge_memory_mb)
     try:
         result = _grade(job)
     finally:
@@ -179,7 +179,7 @@ def _grade_in_processes(jobs, workers: int, progress: bool) -> list[Result]:
     # thread while the imports take the CPU), whose verdict they inherit. One grading process
     # probes beside its first kernel's start instead (pipeline's check_box and box_checked).
     root = jobs[0][1].root
-    probe = threading.Thread(target=check_once, args=(root,), daemon=True)
+    probe = threading.Thread(target=check_once, args=(jobs[0][1].settings, root), daemon=True)
     if workers > 1:
         probe.start()
     try:
@@ -212,7 +212,7 @@ def _grade_in_processes(jobs, workers: int, progress: bool) -> list[Result]:
                     attempts[i] += 1
                     w.give(i, jobs[i])
             while queue and len(pool) < workers:
-                w = _Worker(ctx)
+                w = _Worker(ctx, jobs[0][1].settings.judge_memory_mb)
                 pool.append(w)
                 i = queue.pop(0)
                 attempts[i] += 1

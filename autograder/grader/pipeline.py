@@ -171,7 +171,7 @@ def open_box(g: Grading) -> None:
 
     g.box_dir = g.tmp / "box"
     g.deadline = time.monotonic() + g.options.notebook_timeout
-    g.box = open_sandbox(g.deadline, g.root, g.path, g.options.hide)
+    g.box = open_sandbox(g.deadline, g.options.settings, g.root, g.path, g.options.hide)
     if g.box.refused:
         raise g.zero(g.box.reason)
     try:
@@ -195,7 +195,8 @@ def sanitize_submission(g: Grading) -> None:
 def prepare_judge(g: Grading) -> None:
     from ..judge import JudgeStep
 
-    g.judge = JudgeStep.for_source(g.source, g.options.cell_timeout)  # solutions/<a>/judge.py decides
+    # solutions/<a>/judge.py decides
+    g.judge = JudgeStep.for_source(g.source, g.options.cell_timeout, g.options.settings)
     if g.judge is None:
         raise g.zero(f"the course has no judge for {g.assignment} (solutions/{g.assignment}/judge.py), "
                      "so it cannot be graded: ask your instructor")

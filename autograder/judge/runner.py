@@ -108,16 +108,18 @@ _ON_WAIT = _per_thread("on_wait", "Called (per thread) with the seconds the curr
 class ProgramRunner:
     """A warm child process that runs exported programs (see the module's docstring).
 
-    ``contained``: None (as the machine allows: the sandbox as root unless turned off),
-    True or False. ``hide``: more folders the contained child must not see.
+    ``settings``: the command's (:class:`~autograder.common.settings.Settings`; default: the
+    environment's), which say how the child is contained. ``hide``: more folders the contained
+    child must not see.
     """
 
     def __init__(self, *, timeout: float = RUN_TIMEOUT, cpu_seconds: int = DEFAULT_CPU_SECONDS,
-                 memory_mb: int | None = None, hide=()):
+                 memory_mb: int | None = None, hide=(), settings=None):
         self.timeout = timeout
         self.cpu_seconds = cpu_seconds
         self.memory_mb = memory_mb
         self.hide = tuple(hide)
+        self.settings = settings
         self.box = None       # the child's Sandbox (a uid of its own), when contained
         self.proc = None
         self.info: dict = {}  # the child's ready message: pid, uid, devices
@@ -147,6 +149,7 @@ class ProgramRunner:
         """Start the child if none is running (returns at once: it gets ready on its own)."""
         import subprocess
 
+        from ..common.settings import Settings
         from ..sandbox import containment as sandbox
 
         if os.getpid() != self._owner:  # a copy from before a fork: this process's own is another
@@ -157,7 +160,8 @@ class ProgramRunner:
         self._reap()
         if self.box is None:
             try:
-                self.box = sandbox.open_sandbox(time.monotonic() + START_TIMEOUT, None, None, self.hide)
+                self.box = sandbox.open_sandbox(time.monotonic() + START_TIMEOUT,
+                                                self.settings or Settings.load(), hide=self.hide)
             except Exception as exc:  # noqa: BLE001 - GradingError: every sandbox uid busy, a bad setting
                 raise ProgramFailure(f"The grader could not start its program runner ({exc}).") from None
         if self.box.refused:
@@ -170,7 +174,7 @@ class ProgramRunner:
             # (_wait_ready: root may, the sandbox uid may not).
             cmd = sandbox.limited(self.box.wrap(serve), self.cpu_seconds, self.box, nice=START_NICE)
         else:
-            mb = self.memory_mb or sandbox.memory_limit_mb()
+            mb = self.memory_mb or self.box.memory_mb
             cmd = [*sandbox.LAUNCHER, "limits", f"--cpu={self.cpu_seconds}",
                    f"--parent={os.getpid()}", f"--memory={mb << 20}", "--", *serve]
         env = {k: os.environ[k] for k in _ENV_KEEP if k in os.environ}

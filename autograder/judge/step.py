@@ -216,9 +216,10 @@ class JudgeStep:
     :meth:`write_verdicts` writes them into the test cells (an error output when failing,
     nothing when passing) for nbgrader's ``SaveAutoGrades`` and the gradebook."""
 
-    def __init__(self, assignment_dir: Path, cell_timeout: float = REQUEST_TIMEOUT):
+    def __init__(self, assignment_dir: Path, cell_timeout: float = REQUEST_TIMEOUT, settings=None):
         self.assignment_dir = Path(assignment_dir)
         self.cell_timeout = cell_timeout
+        self.settings = settings  # the command's (Settings), for the program runner's sandbox
         self.verdicts: dict | None = None  # {grade_id: Verdict}; None: the judge did not run
         self.ungraded: dict = {}  # {grade_id: why} of the tests not graded (see write_verdicts)
         self.grade_ids: list = []
@@ -226,10 +227,10 @@ class JudgeStep:
         self.runner: ProgramRunner | None = None  # this notebook's program runner (see prepare)
 
     @classmethod
-    def for_source(cls, source_notebook: Path, cell_timeout: float = REQUEST_TIMEOUT):
+    def for_source(cls, source_notebook: Path, cell_timeout: float = REQUEST_TIMEOUT, settings=None):
         """The step for an assignment that has a judge file, else ``None`` (it cannot be graded)."""
         folder = Path(source_notebook).parent
-        return cls(folder, cell_timeout) if judge_path(folder).is_file() else None
+        return cls(folder, cell_timeout, settings) if judge_path(folder).is_file() else None
 
     @staticmethod
     def skips(cell) -> bool:
@@ -247,7 +248,7 @@ class JudgeStep:
         if self.runner is None:
             from . import runner as runner_mod
 
-            self.runner = runner_mod.ProgramRunner()  # this submission's own: no other's programs run in it
+            self.runner = runner_mod.ProgramRunner(settings=self.settings)  # its own: no other submission's programs
             self.runner.timeout = min(float(self.cell_timeout), runner_mod.RUN_TIMEOUT)
             try:
                 self.runner.start()

@@ -9,9 +9,10 @@ environment or ``/usr``) and the ``autograder`` package read-only, and the submi
 read-write, each at its own path; private ``/proc``, ``/dev``, ``/tmp``, ``/var/tmp`` and
 ``/dev/shm``; nothing else exists there (the checkout, ``solutions/``, the gradebooks, other
 submissions, ``/home``). The kernel has mount, PID, network, IPC and UTS namespaces of its own
-(it is PID 1 of its PID namespace: when it ends, everything it started ends; it talks to the
-grader over Unix sockets in its box), a new session, and an environment that is an allow-list
-too (:data:`KERNEL_ENV`).
+(bubblewrap's init is the first process of its PID namespace, dead with the grading process:
+when it ends, the kernel and everything it started end, whatever their uid; the kernel talks to
+the grader over Unix sockets in its box), a new session, and an environment that is an
+allow-list too (:data:`KERNEL_ENV`).
 
 As root (``NAMESPACE``), bubblewrap needs no user namespace, and the launcher's ``limits``, run
 inside the view once bubblewrap has bound every path, drops to an unprivileged uid locked for this
@@ -42,8 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..common.course import GradingError, package_root
-
-from ..common import settings
+from ..common.settings import Settings
 
 DEFAULT_CPU_LIMIT = 1800      # CPU seconds for one kernel (all its threads)
 
@@ -74,42 +74,20 @@ def with_package(env: dict) -> dict:
 LAUNCHER = package_module("autograder.sandbox.launcher")
 
 
-def sandbox_disabled() -> bool:
-    """The operator asked to grade without a sandbox (``AUTOGRADER_SANDBOX=off``; ``--no-sandbox``
-    sets it)."""
-    return not settings.get("AUTOGRADER_SANDBOX")
-
-
-def memory_limit_mb() -> int:
-    return settings.get("AUTOGRADER_MEMORY_MB")
-
-
-def nproc_limit() -> int:
-    return settings.get("AUTOGRADER_NPROC")
-
-
-def box_limit_mb() -> int:
-    return settings.get("AUTOGRADER_BOX_MB")
-
-
-def judge_memory_mb() -> int:
-    # below about 600 MiB a grading process could not even start its kernel's client threads
-    return settings.get("AUTOGRADER_JUDGE_MEMORY_MB")
-
-
-def limit_judge_memory() -> None:
+def limit_judge_memory(mb: int) -> None:
     """Cap this grading process's data memory (``RLIMIT_DATA``, the soft limit): the judge runs
     programs exported from learner code here (:meth:`autograder.judge.Exported.call`), and one
     that allocates without end then fails with XLA's ``RESOURCE_EXHAUSTED`` instead of taking
     the machine's memory. Kernels do not inherit it (``launcher.py limits`` lifts it). Only where
     JAX has no accelerator plugin installed: a GPU or TPU runtime maps memory of its own, which
-    this cap was not measured with."""
+    this cap was not measured with. ``mb``: ``AUTOGRADER_JUDGE_MEMORY_MB`` (below about 600 MiB a
+    grading process could not even start its kernel's client threads)."""
     import resource
 
     if _accelerator_plugins():
         return
     _, hard = resource.getrlimit(resource.RLIMIT_DATA)
-    limit = judge_memory_mb() << 20
+    limit = mb << 20
     if hard != resource.RLIM_INFINITY:
         limit = min(limit, hard)
     resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
@@ -148,7 +126,7 @@ def private_mounts() -> bool:
     while the process has a single thread (``unshare(CLONE_NEWNS)`` refuses otherwise)."""
     if _PRIVATE_MOUNTS:
         return True
-    if not hasattr(os, "unshare") or os.geteuid() != 0 or sandbox_disabled():
+    if not hasattr(os, "unshare") or os.geteuid() != 0:
         return False
     try:
         os.unshare(os.CLONE_NEWNS)
@@ -175,6 +153,9 @@ class Sandbox:
     keep_rw: list = field(default_factory=list)
     ended: bool = True           # no process of the sandbox since its last kill_all
     box_mount: str | None = None  # the box's tmpfs (see mount_box), unmounted by close
+    memory_mb: int = 0           # its limits, from the command's settings (open_sandbox)
+    threads: int = 0
+    box_mb: int = 0
 
     @property
     def refused(self) -> bool:
@@ -196,7 +177,7 @@ class Sandbox:
         self.ended = False
         # RLIMIT_NPROC, set inside: without root it counts the sandbox's own processes only, in
         # its user namespace (Linux 5.14 and later), not all of the grader's uid
-        inside = [*LAUNCHER, "limits", f"--nproc={thread_cap()}"]
+        inside = [*LAUNCHER, "limits", f"--nproc={self.threads}"]
         if self.as_root:
             inside += [f"--uid={self.uid}", *[f"--readable={p}" for p in [*kernel_paths(), *self.keep_rw]]]
         return [*bwrap_command(self.bwrap, self.token, self.keep_rw, self.hide, self.as_root), "--",
@@ -230,7 +211,7 @@ class Sandbox:
         (or the grading process ends). The limit's words for the result, '' when there is none."""
         if not self.as_root or not _PRIVATE_MOUNTS:
             return ""
-        mb = box_limit_mb()
+        mb = self.box_mb
         box_dir.mkdir(parents=True, exist_ok=True)
         try:
             _mount("tmpfs", str(box_dir), "tmpfs", _MS_NOSUID | _MS_NODEV, f"mode=0700,size={mb}m")
@@ -304,7 +285,7 @@ def limited(cmd: list, cpu_seconds: int, box: Sandbox | None = None, nice: int =
     prefix = [*LAUNCHER, "limits", f"--cpu={cpu_seconds}",
               f"--parent={os.getpid()}", *([f"--nice={nice}"] if nice else [])]
     if box is not None and box.contained:
-        prefix.append(f"--memory={memory_limit_mb() << 20}")
+        prefix.append(f"--memory={box.memory_mb << 20}")
         if box.cgroup:
             prefix.append(f"--cgroup={box.cgroup}")
         prefix += [f"--join={folder}" for folder in box.cgroups]  # its CPU share and thread cap
@@ -603,7 +584,11 @@ def bwrap_command(bwrap: str, token: str, keep_rw=(), hide=(), as_root: bool = F
     # the folders leading to each path, made first, 0755 (bubblewrap 0.8 makes them 0700, which
     # a sandbox uid could not go through)
     folders = {os.path.dirname(cmd[i + 2]) for i, op in enumerate(cmd) if op in ("--ro-bind", "--bind", "--symlink")}
-    return [bwrap, *NAMESPACES[as_root], "--die-with-parent", "--new-session", "--as-pid-1",
+    # No --as-pid-1: bubblewrap's init (root, as root) is the parent that dies with the grading
+    # process, and the whole PID namespace with it (the dropped uid's own death signal would be
+    # refused, sent from a bwrap without capabilities). jupyter_client's JPY_PARENT_PID is unset:
+    # the grader's pid means nothing there, and ipykernel would take init for a sign it is orphaned.
+    return [bwrap, *NAMESPACES[as_root], "--die-with-parent", "--new-session", "--unsetenv", "JPY_PARENT_PID",
             "--hostname", token, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp",
             "--tmpfs", "/dev/shm", *[a for d in sorted(folders - {"/"}) for a in ("--dir", d)], *cmd]
 
@@ -631,10 +616,6 @@ def _kill_bwrap(token: str) -> None:
 
 
 # --------------------------------------------------------------------------- setting it up
-
-def _sandbox_uids() -> range:
-    return settings.get("AUTOGRADER_SANDBOX_UIDS")
-
 
 def _lock_dir() -> Path | None:
     """A folder only root can write, for the uid locks (shared by every grader on the machine)."""
@@ -682,11 +663,11 @@ def _remove_stale(parent: Path, uid: int) -> None:
             pass
 
 
-def memory_cgroup(uid: int) -> tuple[str | None, str]:
+def memory_cgroup(uid: int, mb: int, cgroups: bool = True) -> tuple[str | None, str]:
     """A new memory cgroup (v1, or v2 with the memory controller) below the grader's own, limited
-    to ``AUTOGRADER_MEMORY_MB``; returns (its folder or None, how memory is limited)."""
-    mb = memory_limit_mb()
-    if not settings.get("AUTOGRADER_MEMORY_CGROUP"):
+    to ``mb`` MiB; returns (its folder or None, how memory is limited). ``cgroups``: False where
+    the operator turned them off (``AUTOGRADER_MEMORY_CGROUP``)."""
+    if not cgroups:
         return None, f"memory limit {mb} MiB per process (RLIMIT_DATA: memory cgroups turned off)"
     name = f"autograder-{uid}-{os.getpid()}"
     limit = str(mb << 20)
@@ -719,11 +700,12 @@ def memory_cgroup(uid: int) -> tuple[str | None, str]:
     return None, f"memory limit {mb} MiB per process (RLIMIT_DATA: no memory cgroup could be made)"
 
 
-def thread_cap() -> int:
+def thread_cap(nproc: int) -> int:
     """Processes and threads one kernel or program runner may have (its cgroup's ``pids.max``,
-    and ``RLIMIT_NPROC`` of its uid): enough for JAX's thread pools on this machine, far from
-    the hundreds of busy threads that would starve the submissions graded beside it."""
-    return min(nproc_limit(), max(256, 16 * (os.cpu_count() or 1)))
+    and ``RLIMIT_NPROC``), never more than ``nproc`` (``AUTOGRADER_NPROC``): enough for JAX's
+    thread pools on this machine, far from the hundreds of busy threads that would starve the
+    submissions graded beside it."""
+    return min(nproc, max(256, 16 * (os.cpu_count() or 1)))
 
 
 def cpu_quota_cores() -> int:
@@ -732,18 +714,18 @@ def cpu_quota_cores() -> int:
     return max(1, (os.cpu_count() or 1) - 1)
 
 
-def share_cgroups(uid: int, memory: str | None = None) -> tuple[list[str], str]:
+def share_cgroups(uid: int, threads: int, memory: str | None = None, cgroups: bool = True) -> tuple[list[str], str]:
     """New cgroups below the grader's own giving a kernel (or program runner) of ``uid`` a CPU
     share of its own (the default weight, as every other kernel's), at most
-    :func:`cpu_quota_cores` CPUs, and at most :func:`thread_cap` threads: ``(their folders, how
+    :func:`cpu_quota_cores` CPUs, and at most ``threads`` threads: ``(their folders, how
     CPU and threads are limited)``. cgroup v1 (the cpu and pids hierarchies) or v2 (the cpu and
     pids controllers, set on ``memory``, the memory cgroup, where there is one: a process is in
     one cgroup of v2); none where they cannot be made (the thread cap is then ``RLIMIT_NPROC``'s
     alone, of the uid)."""
-    if not settings.get("AUTOGRADER_MEMORY_CGROUP"):
+    if not cgroups:
         return [], "no CPU share (cgroups turned off)"
     name = f"autograder-{uid}-{os.getpid()}"
-    cores, threads = cpu_quota_cores(), thread_cap()
+    cores = cpu_quota_cores()
     made: list[str] = []
     try:
         v1 = {c: Path("/sys/fs/cgroup") / c for c in ("cpu", "pids")}
@@ -790,7 +772,7 @@ def share_cgroups(uid: int, memory: str | None = None) -> tuple[list[str], str]:
     return [], f"no CPU share (no cgroup could be made); {threads} threads at most (RLIMIT_NPROC)"
 
 
-def _hidden_paths(root: Path | None, submission: Path | None, extra=()) -> list[str]:
+def _hidden_paths(settings: Settings, root: Path | None, submission: Path | None, extra=()) -> list[str]:
     """What a contained kernel must never see: the course, the package's checkout, the course
     state, temporary folders (other submissions' runs), the submission's own folders and ``extra``
     (the folders of a batch's other submissions). The kernel's view is an allow-list, so none of
@@ -807,11 +789,8 @@ def _hidden_paths(root: Path | None, submission: Path | None, extra=()) -> list[
         paths.insert(0, package_root())
     if root is not None:
         paths.append(root)
-    if os.environ.get("COURSE_STATE"):
-        paths.append(os.environ["COURSE_STATE"])
-    if settings.get("AUTOGRADER_COURSE_ROOT"):
-        paths.append(settings.get("AUTOGRADER_COURSE_ROOT"))
-    paths += settings.get("AUTOGRADER_HIDE")
+    paths += [p for p in (settings.course_state, settings.course_root) if p]
+    paths += settings.hide
     paths += list(extra)
     for kept in (Path(sys.prefix), package_root()):  # a course around the venv or the package
         paths += [p for p in Path(kept).resolve().parents if (p / "solutions").is_dir()]
@@ -826,37 +805,38 @@ def _hidden_paths(root: Path | None, submission: Path | None, extra=()) -> list[
     return out
 
 
-def open_sandbox(deadline: float, root: Path | None = None, submission: Path | None = None,
-                 hide=()) -> Sandbox:
+def open_sandbox(deadline: float, settings: Settings, root: Path | None = None,
+                 submission: Path | None = None, hide=()) -> Sandbox:
     """The sandbox of one submission (as root, with a sandbox uid locked for it), or say why its
-    kernel cannot be contained."""
+    kernel cannot be contained, as the command's ``settings`` say."""
     import fcntl
     import pwd
     import secrets as random_names
 
-    if sandbox_disabled():
+    limits = dict(memory_mb=settings.memory_mb, threads=thread_cap(settings.nproc), box_mb=settings.box_mb)
+    if not settings.sandbox:
         return Sandbox(NONE, "the operator turned the sandbox off (--no-sandbox or "
                              "AUTOGRADER_SANDBOX=off): the kernel ran with the grader's uid, "
-                             "its files and its network")
+                             "its files and its network", **limits)
     as_root = os.geteuid() == 0
     bwrap = find_bwrap()
     cause, fix = bwrap_problem(bwrap, as_root)
     if cause:
         return _refuse(cause, fix)
-    token, hidden = f"autograder-{random_names.token_hex(8)}", _hidden_paths(root, submission, hide)
+    token, hidden = f"autograder-{random_names.token_hex(8)}", _hidden_paths(settings, root, submission, hide)
     if not as_root:
         return Sandbox(USER_NAMESPACE, f"bubblewrap: user, mount, PID and network namespaces of its own, "
-                                       f"the grader's uid; memory limit {memory_limit_mb()} MiB per process "
-                                       f"(RLIMIT_DATA); {thread_cap()} threads at most (RLIMIT_NPROC in its "
-                                       f"user namespace); no CPU share without root",
-                       os.getuid(), bwrap=bwrap, token=token, hide=hidden)
+                                       f"the grader's uid; memory limit {settings.memory_mb} MiB per process "
+                                       f"(RLIMIT_DATA); {limits['threads']} threads at most (RLIMIT_NPROC in "
+                                       f"its user namespace); no CPU share without root",
+                       os.getuid(), bwrap=bwrap, token=token, hide=hidden, **limits)
     locks = _lock_dir()
     if locks is None:
         return _refuse("there is no private folder for the sandbox uid locks (/run/lock or the "
                        "temporary folder, owned by root, not writable by others)",
                        "make /run/lock writable by root only")
     while True:
-        for uid in _sandbox_uids():
+        for uid in settings.sandbox_uids:
             try:
                 pwd.getpwuid(uid)
                 continue  # a real account: never borrow it
@@ -868,12 +848,12 @@ def open_sandbox(deadline: float, root: Path | None = None, submission: Path | N
             except OSError:
                 os.close(fd)
                 continue
-            box = Sandbox(NAMESPACE, "", uid, fd, bwrap, token, hide=hidden)
+            box = Sandbox(NAMESPACE, "", uid, fd, bwrap, token, hide=hidden, **limits)
             if os.pread(fd, 4, 0) == b"busy":  # its last grader died holding it: kill what is left
                 box.kill_all()
             os.pwrite(fd, b"busy", 0)
-            box.cgroup, memory = memory_cgroup(uid)
-            box.cgroups, share = share_cgroups(uid, box.cgroup)
+            box.cgroup, memory = memory_cgroup(uid, settings.memory_mb, settings.memory_cgroup)
+            box.cgroups, share = share_cgroups(uid, box.threads, box.cgroup, settings.memory_cgroup)
             box.reason = (f"bubblewrap: mount, PID and network namespaces of its own, uid {uid} of its "
                           f"own; {memory}; {share}")
             return box
@@ -896,12 +876,12 @@ def check_sandbox(box: Sandbox, home: Path, workdir: Path, secrets=()) -> str:
     return _CHECKED[key]
 
 
-def check_once(root: Path | None = None) -> None:
+def check_once(settings: Settings, root: Path | None = None) -> None:
     """Run :func:`check_sandbox` in this process now (a batch does, before it forks the grading
     processes: they inherit the verdict instead of each starting a probe of its own)."""
     try:
         base = run_dir_base()
-        box = open_sandbox(time.monotonic() + 60, root)
+        box = open_sandbox(time.monotonic() + 60, settings, root)
     except GradingError:
         return  # each notebook's grading says why
     try:

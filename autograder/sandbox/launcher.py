@@ -88,8 +88,8 @@ def drop_to(uid: int) -> None:
     os.setresuid(uid, uid, uid)
     if libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise SystemExit("autograder sandbox: prctl(PR_SET_NO_NEW_PRIVS) failed")
-    # bubblewrap asked for SIGKILL when it ends, but a change of uid clears that request: ask
-    # again, so that the kernel ends with its grading process whatever kills it
+    # a change of uid clears the request for SIGKILL when the parent ends: ask again (the end of
+    # bubblewrap's init, the parent here, ends its whole PID namespace anyway)
     die_with_parent()
     if os.getuid() != uid or os.geteuid() != uid:
         raise SystemExit("autograder sandbox: the uid did not change")
