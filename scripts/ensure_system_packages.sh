@@ -1,6 +1,6 @@
 #!/bin/sh
 # The system packages the test suite needs beside the venv: bubblewrap (the grader contains
-# kernels with it when it does not run as root; tests/test_bwrap.py grades as uid 65534).
+# kernels with it, as root or not; tests/test_bwrap.py grades as uid 65534).
 # Installed with apt when run as root and missing; quiet when present; skipped otherwise (the
 # tests that need a package say so when it is missing). Other systems: see README.
 missing=""
