@@ -48,9 +48,9 @@ NOTES = """Why the figures are what they are:
   kernel, so the ratio swings with the machine's load.
 - (b) per submission, the grader copies a cached gradebook, runs nbgrader's OverwriteCells,
   CheckCellMetadata and SaveAutoGrades; the judge calls the learner's functions through the
-  kernel and runs their exported programs in the program runner; as root, it builds the kernel's
-  view (a root from an empty tmpfs, about 25 bind mounts with mount(2), `pivot_root`: an
-  allow-list), with a uid and a memory cgroup of its own. Serial grading is therefore close to
+  kernel and runs their exported programs in the program runner; bubblewrap builds the kernel's
+  view (read-only binds of an allow-list) and, as root, the kernel gets a uid and cgroups of its
+  own. Serial grading is therefore close to
   the floor.
 - (c) in parallel, the imports are paid once, in the parent, before the grading processes fork;
   its objects are frozen out of the garbage collector's reach first (`gc.freeze()`), so their

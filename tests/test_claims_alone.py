@@ -17,7 +17,7 @@ import pytest
 
 from conftest import ASSIGNMENTS, ROOT, fill_answers, released_notebook, run_grader, solution_notebook, wrong_answers
 
-AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0 and bool(shutil.which("unshare"))
+AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0 and bool(shutil.which("bwrap"))
 DOC = ROOT / "docs" / "security.md"
 HEADER = re.compile(r"^\|\s*Assignment\s*\|\s*Test\s*\|")
 

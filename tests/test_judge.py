@@ -376,7 +376,7 @@ def test_an_unreadable_exported_program_is_a_channel_error():
 
 # The corpus (ATTACKS, WRONG, READ_SOLUTIONS) is tabled in tests/attacks.py.
 HIDES_COURSE = "namespaces+uid"  # the containment that hides the course root from the kernel
-AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0 and bool(shutil.which("unshare"))
+AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0 and bool(shutil.which("bwrap"))
 
 
 def _noisy_solution():
@@ -595,7 +595,7 @@ def test_a_program_that_never_ends_loses_only_its_own_test(tmp_path):
 
 
 @pytest.mark.notebook
-@pytest.mark.skipif(not AS_ROOT, reason="the kernel's sandbox (unshare, a uid of its own) is root's")
+@pytest.mark.skipif(not AS_ROOT, reason="the kernel's uid of its own is root's")
 def test_a_killed_grader_leaves_no_grading_process_no_runner_and_no_kernel(tmp_path):
     """Ctrl-C or a kill of the grader while the program runner spins in the program above:
     every process it started ends with it, the kernel and the runner in their sandboxes

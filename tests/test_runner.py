@@ -21,7 +21,7 @@ from autograder.sandbox import containment as sandbox
 from autograder.feedback import ExerciseFailure
 from autograder.judge.runner import ProgramFailure, ProgramRunner
 
-AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0 and bool(shutil.which("unshare"))
+AS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0 and bool(shutil.which("bwrap"))
 
 judge.ensure_judge_devices()  # 8 CPU devices here too, to export a sharded program
 import jax  # noqa: E402

@@ -30,9 +30,9 @@ def _runners_while(cmd, **kw):
                 except psutil.Error:
                     continue
                 # the runner itself (``python -I -m autograder.judge.runner serve``), not the
-                # sandbox's launcher or unshare before it, whose command lines end the same way
+                # sandbox's launcher or bwrap before it, whose command lines end the same way
                 if line[-2:] == ["autograder.judge.runner", "serve"] and \
-                        not any(a == "autograder.sandbox.launcher" or a.endswith("unshare") for a in line):
+                        not any(a == "autograder.sandbox.launcher" or a.endswith("bwrap") for a in line):
                     seen.add(p.pid)
             time.sleep(0.02)
         code = proc.wait()
