@@ -11,7 +11,6 @@ naming it and what it must be. Kernels never see them (their environment is an a
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 from dataclasses import dataclass, field, fields
@@ -137,7 +136,6 @@ class Settings:
 
 
 SETTINGS = [f.metadata["setting"] for f in fields(Settings)]
-BY_NAME = {s.name: s for s in SETTINGS}
 
 
 def describe(environ=None) -> str:
@@ -150,42 +148,3 @@ def describe(environ=None) -> str:
         default = s.default or "(none)"
         lines.append(f"{s.name}  [default {default}; now {value}]\n    {s.help}")
     return "\n".join(lines)
-
-
-# --- Until autograder.sandbox takes a Settings: the settings one by one, a command's flags over
-# the environment (given), read where they are used (get).
-
-_GIVEN: dict = {}
-
-
-@contextlib.contextmanager
-def given(**values):
-    """Within it, settings have the values given (``given(AUTOGRADER_SANDBOX="off")``) instead
-    of the environment's, for :func:`get`; no environment variable is written for them."""
-    for name in values:
-        if name not in BY_NAME:
-            raise KeyError(f"{name} is not a setting of autograder.common.settings")
-    saved = dict(_GIVEN)
-    _GIVEN.update({name: str(value) for name, value in values.items()})
-    try:
-        yield
-    finally:
-        _GIVEN.clear()
-        _GIVEN.update(saved)
-
-
-def raw(name: str) -> str:
-    """The setting as :func:`given` or the environment gives it, stripped ('' when unset)."""
-    if name not in BY_NAME:
-        raise KeyError(f"{name} is not a setting of autograder.common.settings")
-    return _GIVEN[name].strip() if name in _GIVEN else os.environ.get(name, "").strip()
-
-
-def get(name: str):
-    """One setting's value (its default when unset), checked, as :class:`Settings` holds it."""
-    return BY_NAME[name].parse(raw(name))
-
-
-def check() -> None:
-    """Every setting parses (else :class:`GradingError` naming the first that does not)."""
-    Settings.load({**os.environ, **_GIVEN})

@@ -7,8 +7,8 @@ import os
 import sys
 from pathlib import Path
 
-from ..common import settings
 from ..common.errors import GradingError
+from ..common.settings import Settings
 from .result import failed_result, format_human, format_progress
 
 
@@ -63,13 +63,12 @@ class _StdoutGuard:
 
 def grade_command(args) -> int:
     root = Path(args.root).resolve() if args.root else None
-    flags = {"AUTOGRADER_SANDBOX": "off"} if args.no_sandbox else {}  # for settings.get, until the sandbox takes `config`
     ok = True
-    with _StdoutGuard() as out, settings.given(**flags):
+    with _StdoutGuard() as out:
         from .batch import containment_summary, grade_many  # whatever its imports print: stderr
 
         try:
-            config = settings.Settings.load(sandbox=False if args.no_sandbox else None)
+            config = Settings.load(sandbox=False if args.no_sandbox else None)
         except GradingError as exc:  # every row says which setting, and nothing is run
             results = [failed_result(nb, str(exc), root) for nb in args.notebooks]
         else:
