@@ -38,8 +38,9 @@ from pathlib import Path
 
 import nbformat
 
+from autograder.common.course import CHECK_TAG  # the grader drops these cells: they only re-run visible tests
+
 ROOT = Path(__file__).resolve().parent.parent
-CHECK_TAG = "check-my-answers"  # the grader drops these cells: they only re-run visible tests
 RAISES_TAG = "raises-exception"  # Run All continues past the error of a cell with this tag
 
 

@@ -47,44 +47,7 @@ Every name a judge file imports is here: ``from autograder.judge import programs
 """
 import importlib
 
-__all__ = [
-    "MAX_OUTPUT_BYTES",
-    "REQUEST_TIMEOUT",
-    "Channel",
-    "ChannelError",
-    "LearnerError",
-    "learner_exception",
-    "Exported",
-    "Kernel",
-    "RemoteFunction",
-    "JUDGE_CPU_DEVICES",
-    "JUDGE_THREADS",
-    "NOT_DEFINED",
-    "JudgeStep",
-    "ensure_judge_devices",
-    "is_test_cell",
-    "judge_path",
-    "judge_paths",
-    "judge_tests",
-    "load_judge",
-    "run_judge",
-    "verdict",
-    "ProgramFailure",
-    "PASSED",
-    "Verdict",
-    "learner_text",
-    "AsJax",
-    "Fixture",
-    "Key",
-    "Opaque",
-    "Ref",
-    "Sharded",
-    "Spec",
-    "as_jax",
-    "values",
-]
-
-# The module defining each name of __all__, imported when the name is first used (``__getattr__``):
+# The module defining each public name, imported when the name is first used (``__getattr__``):
 # the program runner (``python -m autograder.judge.runner``) imports this package without the
 # channel's, the kernel's and the step's own imports.
 _HOMES = {
@@ -98,6 +61,7 @@ _HOMES = {
     "autograder.wire": ("AsJax", "Fixture", "Key", "Opaque", "Ref", "Sharded", "Spec", "as_jax", "values"),
 }
 _HOME = {name: module for module, names in _HOMES.items() for name in names}
+__all__ = list(_HOME)
 
 
 def __getattr__(name):
