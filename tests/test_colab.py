@@ -205,6 +205,7 @@ def test_checks_unit_tests_pass_on_colabs_jax(colab):
     (work / "tests").mkdir(parents=True)
     for name in ("conftest.py", "test_checks.py", "test_checks_chapters.py"):
         shutil.copy(ROOT / "tests" / name, work / "tests" / name)
+    shutil.copytree(ROOT / "tests" / "processes", work / "tests" / "processes")  # run by path
     shutil.copytree(ROOT / "solutions", work / "solutions")  # conftest lists the assignments
     shutil.copytree(ROOT / "course", work / "course")        # the chapters the feedback points to
     (work / "pytest.ini").write_text("[pytest]\nmarkers =\n    notebook: executes a notebook\n    slow: slow\n")
