@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -46,3 +47,17 @@ def test_a_starved_timeout_is_not_graded_and_says_so():
 
     v = judge.verdict(lambda k: k.call("f", 1), judge.Kernel(channel=Starving()), "test_f")
     assert not v.passed and not v.graded and v.feedback.startswith("Not graded: the code under test ran out")
+
+
+def test_the_tree_counts_a_grandchilds_cpu():
+    """A kernel runs below bubblewrap and the launcher: the CPU that counts is a descendant's."""
+    proc = subprocess.Popen(["bash", "-c", f"'{sys.executable}' -c 'while True: pass' & wait"])
+    try:
+        deadline = time.monotonic() + 120
+        while (starvation.cpu_and_wait(proc.pid) or (0, 0))[0] < 0.2:
+            assert time.monotonic() < deadline, "the busy grandchild's CPU was never counted"
+            time.sleep(0.05)
+    finally:
+        subprocess.run(["pkill", "-P", str(proc.pid)])
+        proc.kill()
+        proc.wait()
