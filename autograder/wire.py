@@ -9,15 +9,11 @@ Only data crosses the channel, as JSON text with tagged nodes; no pickle, no obj
   order, little-endian); ``{"$": "np", "dtype", "data"}``: a NumPy scalar (``np.float32(1)``
   stays a ``np.float32``, not a Python float);
 - from the kernel: ``{"$": "jax", "dtype", "shape", "data", "weak_type", "sharding"}`` (a
-  ``jax.Array``, decoded judge-side as a :class:`KernelArray`: a NumPy array carrying
-  ``weak_type`` and a plain description of the sharding), ``{"$": "keys", "impl", "data"}``
-  (typed PRNG keys, decoded as :class:`KernelKeys`), ``{"$": "opaque", "type"}`` (anything else,
-  decoded as :class:`Opaque`: a comparison with it fails and names its type);
-- to the kernel only, *argument markers* that the agent turns into objects there: :class:`AsJax`
-  (``jnp.asarray``), :class:`Key` (``jax.random.key(seed)``), :class:`Ref` (a name of the
-  notebook's namespace), :class:`Fixture` (a function of :mod:`autograder.agent.fixtures`),
-  :class:`Sharded` (``jax.device_put`` on the 1-D ``"data"`` mesh) and :class:`Spec` (an
-  abstract argument for ``jax.export``).
+  ``jax.Array``, decoded as a :class:`KernelArray`), ``{"$": "keys", "impl", "data"}`` (typed
+  PRNG keys, :class:`KernelKeys`), ``{"$": "opaque", "type"}`` (anything else, :class:`Opaque`:
+  a comparison with it fails and names its type);
+- to the kernel only, the *argument markers* (:data:`MARKERS`), which the agent turns into
+  objects there: ``{"$": "as_jax" | "key" | "ref" | "fixture" | "sharded" | "spec", ...}``.
 
 Decoding checks sizes before it reads or copies anything (:class:`Limits`); malformed or
 oversized input raises :class:`WireError`. This module must import on JAX 0.7.2 too.
@@ -25,7 +21,6 @@ oversized input raises :class:`WireError`. This module must import on JAX 0.7.2 
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 import math
 import sys
@@ -135,35 +130,43 @@ class Spec:
 MARKERS = (AsJax, Key, Ref, Fixture, Sharded, Spec)
 
 
+def _mapped(tree, leaf):
+    """``tree`` (tuples, lists and dicts) with ``leaf`` applied to each of its other values."""
+    if isinstance(tree, tuple):
+        return tuple(_mapped(v, leaf) for v in tree)
+    if isinstance(tree, list):
+        return [_mapped(v, leaf) for v in tree]
+    if isinstance(tree, dict):
+        return {k: _mapped(v, leaf) for k, v in tree.items()}
+    return leaf(tree)
+
+
 def as_jax(tree):
     """``tree`` with every NumPy array (or scalar) leaf wrapped in :class:`AsJax`: the kernel
     receives JAX arrays of the same dtypes (to send results back in, e.g. a threaded state)."""
-    if isinstance(tree, (np.ndarray, np.generic)):
-        return AsJax(np.asarray(tree))
-    if isinstance(tree, tuple):
-        return tuple(as_jax(v) for v in tree)
-    if isinstance(tree, list):
-        return [as_jax(v) for v in tree]
-    if isinstance(tree, dict):
-        return {k: as_jax(v) for k, v in tree.items()}
-    return tree
+    return _mapped(tree, lambda v: AsJax(np.asarray(v)) if isinstance(v, (np.ndarray, np.generic)) else v)
 
 
 def values(tree):
     """``tree`` as the judge's references see it: :class:`AsJax` and :class:`Sharded` markers
     replaced by their NumPy values (in the marker's dtype), other leaves unchanged."""
-    if isinstance(tree, AsJax):
-        v = values(tree.value)
-        return np.asarray(v, dtype=_np_dtype(tree.dtype)) if tree.dtype else np.asarray(v)
-    if isinstance(tree, Sharded):
-        return np.asarray(values(tree.value))
-    if isinstance(tree, tuple):
-        return tuple(values(v) for v in tree)
-    if isinstance(tree, list):
-        return [values(v) for v in tree]
-    if isinstance(tree, dict):
-        return {k: values(v) for k, v in tree.items()}
-    return tree
+    def value(v):
+        if isinstance(v, AsJax):
+            return np.asarray(values(v.value), dtype=_np_dtype(v.dtype) if v.dtype else None)
+        return np.asarray(values(v.value)) if isinstance(v, Sharded) else v
+
+    return _mapped(tree, value)
+
+
+def error_data(exc: BaseException) -> dict:
+    """A learner's exception as the kernel sends it: ``{"type", "mro", "message"}`` (names and
+    text only; the judge rebuilds it from trusted classes, :mod:`autograder.judge.channel`)."""
+    try:
+        message = str(exc)
+    except Exception:  # noqa: BLE001 - a learner exception whose __str__ fails
+        message = ""
+    return {"type": type(exc).__name__[:200], "mro": [c.__name__[:200] for c in type(exc).__mro__][:12],
+            "message": message[:2000]}
 
 
 # --------------------------------------------------------------------------- encoding
@@ -195,7 +198,9 @@ def _sharding_info(s) -> dict | None:
         return None
 
 
-class _Encoder:
+class _Budget:
+    """What one encoding or decoding has used of its :class:`Limits` (values, array elements)."""
+
     def __init__(self, limits: Limits):
         self.limits = limits
         self.nodes = 0
@@ -211,34 +216,25 @@ class _Encoder:
         if self.elements > self.limits.max_total_elements:
             raise WireError(f"more than {self.limits.max_total_elements} array elements")
 
+
+class _Encoder(_Budget):
     def array(self, a: np.ndarray, depth: int, tag="nd", extra=None):
         if _dtype_name(a.dtype) is None:
             return {"$": "opaque", "type": f"array of dtype {str(a.dtype)[:40]}"}
         self.count(depth, a.size)
-        node = _nd(a.astype(a.dtype.newbyteorder("<")) if a.dtype.byteorder == ">" else a, tag)
+        node = _nd(a, tag)  # little-endian: _dtype_name refuses the other order
         if extra:
             node.update(extra)
         return node
 
     def enc(self, x, depth=0):
-        t = type(x)
-        if x is None or t is bool or t is str:
-            self.count(depth)
-            if t is str and len(x) > self.limits.max_str:
-                raise WireError(f"a string longer than {self.limits.max_str} characters")
-            return x
-        if t is int:
-            self.count(depth)
-            return x
-        if t is float:
-            self.count(depth)
-            return x if math.isfinite(x) else {"$": "float", "v": repr(x)}
+        """Subclasses of the built-in types are read through the built-in's own methods."""
         if isinstance(x, MARKERS):
             return self.marker(x, depth)
-        if isinstance(x, np.generic):
+        if isinstance(x, np.generic):  # before float and str: np.float64 and np.str_ subclass them
             dt = np.generic.__getattribute__(x, "dtype")
             if _dtype_name(dt) is None:
-                return {"$": "opaque", "type": str(t.__name__)[:200]}
+                return {"$": "opaque", "type": str(type(x).__name__)[:200]}
             self.count(depth, 1)
             return {"$": "np", "dtype": dt.name, "data": _b64(np.array(x, dtype=dt).tobytes())}
         if isinstance(x, np.ndarray):
@@ -246,42 +242,39 @@ class _Encoder:
         jax = sys.modules.get("jax")
         if jax is not None and isinstance(x, jax.Array):
             return self.jax_array(x, depth, jax)
-        if isinstance(x, bool):
-            self.count(depth)
-            return bool(x)
+        self.count(depth)
+        if x is None or isinstance(x, bool):
+            return x
         if isinstance(x, int):
-            self.count(depth)
             return int.__index__(x)
         if isinstance(x, float):
-            return self.enc(float.__float__(x), depth)
+            x = float.__float__(x)
+            return x if math.isfinite(x) else {"$": "float", "v": repr(x)}
         if isinstance(x, str):
-            return self.enc(str.__str__(x), depth)
+            x = str.__str__(x)
+            if len(x) > self.limits.max_str:
+                raise WireError(f"a string longer than {self.limits.max_str} characters")
+            return x
         if isinstance(x, tuple):
-            self.count(depth)
             return {"$": "tuple", "items": [self.enc(v, depth + 1) for v in tuple.__iter__(x)]}
         if isinstance(x, list):
-            self.count(depth)
             return [self.enc(v, depth + 1) for v in list.__iter__(x)]
         if isinstance(x, dict):
-            self.count(depth)
             items = []
             for k, v in dict.items(x):
                 if type(k) is not str:
                     return {"$": "opaque", "type": f"dict with a {type(k).__name__} key"}
                 items.append([k, self.enc(v, depth + 1)])
             return {"$": "dict", "items": items}
-        self.count(depth)
-        return {"$": "opaque", "type": str(getattr(t, "__qualname__", "object"))[:200]}
+        return {"$": "opaque", "type": str(getattr(type(x), "__qualname__", "object"))[:200]}
 
     def jax_array(self, x, depth, jax):
         dt = x.dtype
         if jax.dtypes.issubdtype(dt, jax.dtypes.prng_key):
             data = np.asarray(jax.random.key_data(x))
             self.count(depth, data.size)
-            impl = str(jax.random.key_impl(x)) if hasattr(jax.random, "key_impl") else ""
-            node = _nd(data, "keys")
-            node["impl"] = getattr(jax.random.key_impl(x), "name", impl) if impl else impl
-            return node
+            impl = jax.random.key_impl(x)
+            return {**_nd(data, "keys"), "impl": getattr(impl, "name", str(impl))}
         try:
             weak = bool(getattr(x, "weak_type", False))
         except Exception:  # noqa: BLE001
@@ -332,19 +325,10 @@ def _refuse_constant(name):
     raise WireError(f"{name} is not valid JSON here")
 
 
-class _Decoder:
+class _Decoder(_Budget):
     def __init__(self, limits: Limits, markers):
-        self.limits = limits
+        super().__init__(limits)
         self.markers = markers  # None (the judge): markers are refused
-        self.nodes = 0
-        self.elements = 0
-
-    def count(self, depth):
-        self.nodes += 1
-        if depth > self.limits.max_depth:
-            raise WireError(f"nested deeper than {self.limits.max_depth} levels")
-        if self.nodes > self.limits.max_nodes:
-            raise WireError(f"more than {self.limits.max_nodes} values")
 
     def raw(self, node, shape) -> np.ndarray:
         dtype = _np_dtype(node.get("dtype"))
@@ -363,7 +347,7 @@ class _Decoder:
             raise WireError(f"array data of the wrong length for shape {shape} and dtype {dtype.name}")
         try:
             raw = base64.b64decode(data, validate=True)
-        except (binascii.Error, ValueError) as exc:
+        except ValueError as exc:  # binascii.Error is one
             raise WireError(f"array data is not base64: {exc}") from None
         if len(raw) != nbytes:
             raise WireError("array data of the wrong length")
@@ -371,9 +355,7 @@ class _Decoder:
 
     def dec(self, node, depth=0):
         self.count(depth)
-        if node is None or isinstance(node, (bool, int)):
-            return node
-        if isinstance(node, float):
+        if node is None or isinstance(node, (bool, int, float)):
             return node
         if isinstance(node, str):
             if len(node) > self.limits.max_str:
@@ -443,18 +425,12 @@ def decode(text, *, limits: Limits = DEFAULT_LIMITS, markers=None):
     if len(text) > limits.max_bytes:
         raise WireError(f"{len(text)} bytes, more than the limit of {limits.max_bytes}")
     try:
-        tree = json.loads(text, parse_constant=_refuse_constant)
+        return _Decoder(limits, markers).dec(json.loads(text, parse_constant=_refuse_constant))
     except WireError:
         raise
     except RecursionError:
         raise WireError("nested too deeply") from None
-    except (ValueError, TypeError, MemoryError) as exc:
+    except json.JSONDecodeError as exc:
         raise WireError(f"not valid JSON: {str(exc)[:200]}") from None
-    try:
-        return _Decoder(limits, markers).dec(tree)
-    except WireError:
-        raise
-    except RecursionError:
-        raise WireError("nested too deeply") from None
     except (ValueError, TypeError, KeyError, AttributeError, MemoryError) as exc:
         raise WireError(f"malformed: {type(exc).__name__}: {str(exc)[:200]}") from None
