@@ -35,7 +35,8 @@ import base64
 import traceback
 
 from .. import wire
-from .config import CONFIG, NUMPY_PRINT, SEMANTICS, course_semantics, reset_config  # noqa: F401
+from . import fixtures
+from .config import course_semantics, reset_config
 
 # The checks a claim may run: the kernel alone can observe what they look at.
 CLAIMS = ("check_globals_unchanged", "check_pure", "check_input_unchanged", "check_no_tracer_leak", "check_compiles",
@@ -47,8 +48,6 @@ _CLAIM_MODULES = ("autograder", "autograder.pytrees", "autograder.shapes", "auto
                   "autograder.meshes")
 
 MESSAGE_LIMIT = 2000
-_JITTED: dict = {}
-_MESH: dict = {}
 
 
 def _ns() -> dict:
@@ -67,15 +66,15 @@ def _lookup(name):
     return ns[name]
 
 
-def _callee(name):
-    """The notebook's ``name``, or a fixture function (a decoded ``Fixture`` marker)."""
+def _is_fixture(f) -> bool:
     import types
 
-    from . import fixtures
+    return isinstance(f, types.FunctionType) and f.__module__ == fixtures.__name__
 
-    if isinstance(name, types.FunctionType) and name.__module__ == fixtures.__name__:
-        return name
-    return _lookup(name)
+
+def _callee(name):
+    """The notebook's ``name``, or a fixture function (a decoded ``Fixture`` marker)."""
+    return name if _is_fixture(name) else _lookup(name)
 
 
 def _as_jax_array(value, dtype=None):
@@ -111,24 +110,20 @@ def _markers():
     def key(d, node, depth):
         import jax
 
-        seed, impl = node.get("seed"), node.get("impl")
+        seed = node.get("seed")
         if type(seed) is not int:
             raise wire.WireError("a key's seed must be an int")
-        return jax.random.key(seed, impl=impl) if impl else jax.random.key(seed)
+        return jax.random.key(seed, impl=node.get("impl") or None)
 
     def ref(d, node, depth):
         return _lookup(node.get("name"))
 
     def fixture(d, node, depth):
-        import types
-
-        from . import fixtures
-
         name = node.get("name")
         # a public function of the module: its private helpers (a mesh builder...) are not fixtures
         ok = isinstance(name, str) and name.isidentifier() and not name.startswith("_")
         f = getattr(fixtures, name, None) if ok else None
-        if not isinstance(f, types.FunctionType) or f.__module__ != fixtures.__name__:
+        if not _is_fixture(f):
             raise wire.WireError(f"no fixture {str(name)[:40]!r}")
         return f
 
@@ -136,16 +131,14 @@ def _markers():
         import jax
         from jax.sharding import NamedSharding, PartitionSpec
 
+        from ..meshes import make_mesh
+
         value = d.dec(node.get("value"), depth + 1)
         n = node.get("devices")
         if type(n) is not int or n < 1:
             raise wire.WireError("a bad device count")
         spec = [tuple(p) if isinstance(p, list) else p for p in node.get("spec") or []]
-        if n not in _MESH:
-            from ..meshes import make_mesh, mesh_devices
-
-            _MESH[n] = make_mesh((n,), ("data",), "auto", devices=list(mesh_devices(n))[:n])
-        return jax.device_put(value, NamedSharding(_MESH[n], PartitionSpec(*spec)))
+        return jax.device_put(value, NamedSharding(make_mesh((n,), ("data",)), PartitionSpec(*spec)))
 
     def spec(d, node, depth):
         import jax
@@ -156,33 +149,22 @@ def _markers():
             "spec": spec}
 
 
-def _statics(req):
+def _statics(req) -> dict:
+    """``jax.jit``'s static arguments, as the request names them."""
     nums = tuple(req.get("static_argnums") or ())
     names = tuple(req.get("static_argnames") or ())
     if not all(type(n) is int for n in nums) or not all(isinstance(n, str) for n in names):
         raise wire.WireError("bad static arguments")
-    return nums, names
+    return {"static_argnums": nums or None, "static_argnames": names or None}
 
 
-def _jitted(name, fn, nums, names):
-    import jax
-
-    key = (name, id(fn), nums, names)
-    hit = _JITTED.get(key)
-    if hit is None or hit[0] is not fn:
-        hit = (fn, jax.jit(fn, static_argnums=nums or None, static_argnames=names or None))
-        _JITTED[key] = hit
-    return hit[1]
-
-
-def check_globals_unchanged(f, *args, namespace=None, what=None, **kwargs):
+def check_globals_unchanged(f, *args, namespace, what=None, **kwargs):
     """A claim: calling ``f(*args, **kwargs)`` changes none of the notebook's public globals.
     (``check_pure``'s globals part alone: no cache clearing, no jit, one call.)"""
     from ..feedback import call, fail
     from ..purity import changed_globals, snapshot_globals
 
     label = what or f"`{getattr(f, '__name__', 'f')}`"
-    namespace = _ns() if namespace is None else namespace
     before = snapshot_globals(namespace)
     call(f, *args, what=label, **kwargs)
     changed = changed_globals(before, snapshot_globals(namespace))
@@ -192,8 +174,6 @@ def check_globals_unchanged(f, *args, namespace=None, what=None, **kwargs):
 
 
 def _claim(req, fn, args, kwargs):
-    import inspect
-
     from .. import feedback
 
     check = req.get("check")
@@ -208,27 +188,13 @@ def _claim(req, fn, args, kwargs):
     if wrong:
         return {"ok": False, "idea": "tampering",
                 "detail": f"the kernel's JAX configuration could not be reset ({', '.join(wrong)})."}
-    try:
-        params = inspect.signature(f).parameters
-    except (TypeError, ValueError):
-        params = {}
-    if "namespace" in params and "namespace" not in kwargs:
-        kwargs["namespace"] = _ns()
+    if check in ("check_pure", "check_globals_unchanged"):  # the notebook's globals, not the fixture's
+        kwargs.setdefault("namespace", _ns())
     try:
         f(fn, *args, **kwargs)
     except feedback.ExerciseFailure as exc:
         return {"ok": False, "idea": str(exc.idea), "detail": str(exc.detail)[:MESSAGE_LIMIT]}
     return {"ok": True, "idea": "", "detail": ""}
-
-
-def _error(exc: BaseException) -> dict:
-    mro = [c.__name__ for c in type(exc).__mro__][:12]
-    try:
-        message = str(exc)
-    except Exception:  # noqa: BLE001 - a learner exception whose __str__ fails
-        message = ""
-    return {"type": type(exc).__name__[:200], "mro": [m[:200] for m in mro],
-            "message": message[:MESSAGE_LIMIT]}
 
 
 def _nonce_of(text: str):
@@ -244,27 +210,18 @@ def _nonce_of(text: str):
 
 
 def handle(text: str) -> dict:
-    """Run one request (its JSON text) with :data:`SEMANTICS` in force and return the reply (a
-    dict of wire data)."""
+    """Run one request (its JSON text) with the course's JAX semantics in force
+    (:mod:`.config`) and return the reply (a dict of wire data)."""
     with course_semantics():
-        return _handle(text)
-
-
-def _handle(text: str) -> dict:
-    try:
-        req = wire.decode(text, markers=_markers())
-    except NameError as exc:
-        return {"error": _error(exc), "nonce": _nonce_of(text)}
-    except wire.WireError as exc:
-        return {"refused": str(exc)[:MESSAGE_LIMIT], "nonce": _nonce_of(text)}
-    except Exception as exc:  # noqa: BLE001 - building an argument (device_put...) failed
-        return {"error": _error(exc), "nonce": _nonce_of(text)}
-    if not isinstance(req, dict):
-        return {"refused": "a request must be a dict"}
-    nonce = req.get("nonce")
-    reply = _run(req)
-    reply["nonce"] = nonce
-    return reply
+        try:
+            req = wire.decode(text, markers=_markers())
+        except wire.WireError as exc:
+            return {"refused": str(exc)[:MESSAGE_LIMIT], "nonce": _nonce_of(text)}
+        except Exception as exc:  # noqa: BLE001 - a Ref not defined, building an argument (device_put...) failed
+            return {"error": wire.error_data(exc), "nonce": _nonce_of(text)}
+        if not isinstance(req, dict):
+            return {"refused": "a request must be a dict"}
+        return {**_run(req), "nonce": req.get("nonce")}
 
 
 def _run(req) -> dict:
@@ -277,10 +234,13 @@ def _run(req) -> dict:
         if op == "get":
             return {"value": _lookup(req.get("name"))}
         fn = _callee(req.get("name"))
-        nums, names = _statics(req)
+        statics = _statics(req)
         if op == "call":
             jax.config.update("jax_disable_jit", False)
-            target = _jitted(req["name"], fn, nums, names) if req.get("jit") else fn
+            target = fn
+            if req.get("jit"):  # cached: repeated calls do not retrace
+                target = fixtures._jit_once(("agent", req["name"], id(fn), *statics.values()), fn,
+                                            lambda: jax.jit(fn, **statics))
             value = target(*args, **kwargs)
             reply = {"value": jax.block_until_ready(value) if _has_arrays(value) else value}
             if req.get("return_args"):  # the arguments as the call left them (in-place writes)
@@ -291,8 +251,8 @@ def _run(req) -> dict:
 
             reset_config()
             try:
-                exp = export.export(jax.jit(fn, static_argnums=nums or None, static_argnames=names or None),
-                                    platforms=("cpu",))(*args, **kwargs)  # where the judge runs it
+                # lowered for CPU, where the judge runs it
+                exp = export.export(jax.jit(fn, **statics), platforms=("cpu",))(*args, **kwargs)
             except NotImplementedError as exc:  # JAX refuses to export host callbacks
                 if "callback" in str(exc):
                     return {"callback": str(exc)[:MESSAGE_LIMIT]}
@@ -308,7 +268,7 @@ def _run(req) -> dict:
     except wire.WireError as exc:
         return {"refused": str(exc)[:MESSAGE_LIMIT]}
     except Exception as exc:  # noqa: BLE001 - learner code raised: data for the judge
-        return {"error": _error(exc)}
+        return {"error": wire.error_data(exc)}
 
 
 def _has_arrays(value) -> bool:

@@ -2,7 +2,7 @@
 
 A module of its own, beside the dispatcher (:mod:`autograder.agent`), so that
 :mod:`autograder.agent.fixtures` (which the dispatcher calls) can reset it without importing the
-dispatcher: no import cycle. The dispatcher re-exports every name.
+dispatcher: no import cycle.
 Must run on JAX 0.7.2 too.
 """
 from __future__ import annotations
@@ -55,11 +55,6 @@ def course_semantics():
 
     depth = sys.getrecursionlimit()  # a notebook that lowered it could not decode a request
     sys.setrecursionlimit(max(depth, 1000))
-    printing = np.get_printoptions()
-    try:
-        np.set_printoptions(**NUMPY_PRINT)
-    except Exception:  # noqa: BLE001
-        pass
     changed = {}
     for flag, value in SEMANTICS.items():
         try:
@@ -70,13 +65,10 @@ def course_semantics():
         except Exception:  # noqa: BLE001 - a flag this JAX does not have, or a patched config
             continue
     try:
-        yield
+        with np.printoptions(**NUMPY_PRINT):
+            yield
     finally:
         sys.setrecursionlimit(depth)
-        try:
-            np.set_printoptions(**{k: printing[k] for k in NUMPY_PRINT if k in printing})
-        except Exception:  # noqa: BLE001
-            pass
         for flag, value in changed.items():
             try:
                 jax.config.update(flag, getattr(value, "value", value))

@@ -6,6 +6,8 @@ functions a judge file needs here (plain JAX, no state).
 """
 from __future__ import annotations
 
+from .. import wire
+
 
 def sin_times_two(x):
     """``sin(x) * 2``: primitives ``sin`` and ``mul``."""
@@ -19,7 +21,6 @@ def matmul_tanh(a, b):
     import jax.numpy as jnp
 
     return jnp.tanh(a @ b)
-
 
 
 # --------------------------------------------------------------------------- 01_phases
@@ -104,7 +105,16 @@ def with_constants(x):
 
 # Kernel-side helpers for claims of 01_phases and 02_static_dynamic.
 
-_JIT_OF: dict = {}
+_JITS: dict = {}
+
+
+def _jit_once(key, f, make):
+    """``make()`` (a jitted ``f``), made on the first call for ``key`` and reused while ``key``
+    still names the same ``f`` (keys hold ``id(f)``, which a new object may take)."""
+    hit = _JITS.get(key)
+    if hit is None or hit[0] is not f:
+        hit = _JITS[key] = (f, make())
+    return hit[1]
 
 
 def jit_call(f, *args, **static):
@@ -116,12 +126,9 @@ def jit_call(f, *args, **static):
     import jax
 
     names = tuple(sorted(static))
-    key = (id(f), names)
-    hit = _JIT_OF.get(key)
-    if hit is None or hit[0] is not f:
-        hit = (f, jax.jit(lambda *a, **kw: f(*a, **kw), static_argnames=names or None))
-        _JIT_OF[key] = hit
-    return hit[1](*args, **static)
+    jitted = _jit_once(("call", id(f), names), f,
+                       lambda: jax.jit(lambda *a, **kw: f(*a, **kw), static_argnames=names or None))
+    return jitted(*args, **static)
 
 
 def compiles_per_call(f, calls):
@@ -384,7 +391,6 @@ def slow_compile_timed(timer, x, repeats, trace_s):
     import jax.numpy as jnp
 
     traced = []
-
     helper = []
 
     def work(a):
@@ -398,19 +404,8 @@ def slow_compile_timed(timer, x, repeats, trace_s):
 
 
 def jit_traces(f, calls):
-    """``jax.jit`` of a counting wrapper of ``f`` called on each of ``calls`` (tuples of
-    positional arguments): ``{"outs": [each result], "traces": how often f's body ran}``."""
-    import jax
-
-    traced = []
-
-    def counted(*args):
-        traced.append(1)
-        return f(*args)
-
-    jitted = jax.jit(counted)
-    outs = [jax.block_until_ready(jitted(*args)) for args in calls]
-    return {"outs": outs, "traces": len(traced)}
+    """:func:`jit_static_traces` with nothing static, ``calls`` tuples of positional arguments."""
+    return jit_static_traces(f, (), [(args, {}) for args in calls])
 
 
 # --------------------------------------------------------------------------- 07_pytrees
@@ -419,15 +414,6 @@ def jit_traces(f, calls):
 # leaves (a non-array leaf comes back as itself or as an opaque object), and treedef equality
 # compared here (treedefs do not cross the channel). A learner exception at a step is returned
 # as ``{"failed_at": step, "error": {type, mro, message}}`` with the steps done before it.
-
-def _error_data(exc):
-    try:
-        message = str(exc)
-    except Exception:  # noqa: BLE001 - a learner exception whose __str__ fails
-        message = ""
-    return {"type": type(exc).__name__[:200], "mro": [c.__name__[:200] for c in type(exc).__mro__][:12],
-            "message": message[:2000]}
-
 
 def linear_report(cls, w, b, activation, x, keyword):
     """Build ``cls(w, b, activation)`` (by keyword if ``keyword``) and report, step by step:
@@ -467,7 +453,7 @@ def linear_report(cls, w, b, activation, x, keyword):
         report["map_same_structure"] = bool(jax.tree.structure(zero) == treedef)
     except Exception as exc:  # noqa: BLE001 - learner code raised: data for the judge
         report["failed_at"] = step
-        report["error"] = _error_data(exc)
+        report["error"] = wire.error_data(exc)
     return report
 
 
@@ -497,7 +483,7 @@ def linear_structures(cls, w, b, x):
         report["traces"] = len(traced)
     except Exception as exc:  # noqa: BLE001
         report["failed_at"] = step
-        report["error"] = _error_data(exc)
+        report["error"] = wire.error_data(exc)
     return report
 
 
@@ -544,9 +530,6 @@ def call_each(f, args_list):
 
 # --------------------------------------------------------------------------- 08_prng, 10_review
 
-_THREEFRY_JIT: dict = {}
-
-
 def threefry_jit_call(f, partitionable, *args):
     """``jax.jit(f)(*args)`` with ``jax_threefry_partitionable`` set to ``partitionable`` for this
     call only (put back after): ``jax.random.split(key, n)[i]`` depends on ``n`` when the flag is
@@ -554,14 +537,11 @@ def threefry_jit_call(f, partitionable, *args):
     ``f`` (the flag is part of its cache key: each setting traces once)."""
     import jax
 
-    hit = _THREEFRY_JIT.get(id(f))
-    if hit is None or hit[0] is not f:
-        hit = (f, jax.jit(lambda *a: f(*a)))
-        _THREEFRY_JIT[id(f)] = hit
+    jitted = _jit_once(("threefry", id(f)), f, lambda: jax.jit(lambda *a: f(*a)))
     old = jax.config.jax_threefry_partitionable
     jax.config.update("jax_threefry_partitionable", bool(partitionable))
     try:
-        return jax.block_until_ready(hit[1](*args))
+        return jax.block_until_ready(jitted(*args))
     finally:
         jax.config.update("jax_threefry_partitionable", old)
 
@@ -745,8 +725,8 @@ def adam_run(init, step, params, grads, lrs):
 
 
 def adam_jit_run(init, step, params, grads, lrs):
-    """The same steps with ``jax.jit`` of a counting wrapper of ``step``: ``{"outs": the params
-    after every step, "traces": how often step's body was traced}``."""
+    """:func:`adam_run` with a counting wrapper of ``step``: ``{"outs": the params after every
+    step, "traces": how often step's body was traced}``."""
     import jax
 
     traced = []
@@ -755,12 +735,7 @@ def adam_jit_run(init, step, params, grads, lrs):
         traced.append(1)
         return step(*args)
 
-    jitted = jax.jit(counted)
-    state = init(params)
-    outs = []
-    for g, lr in zip(grads, lrs):
-        params, state = jitted(params, g, state, lr)
-        outs.append(jax.block_until_ready(params))
+    outs = jax.block_until_ready(adam_run(init, counted, params, grads, lrs))
     return {"outs": outs, "traces": len(traced)}
 
 
