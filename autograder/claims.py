@@ -48,12 +48,12 @@ class Sample:
     @property
     def low(self) -> float:
         """The first quartile (25th percentile)."""
-        return _quantile(self.times, 0.25)
+        return statistics.quantiles(self.times, n=4, method="inclusive")[0]
 
     @property
     def high(self) -> float:
         """The third quartile (75th percentile)."""
-        return _quantile(self.times, 0.75)
+        return statistics.quantiles(self.times, n=4, method="inclusive")[2]
 
     @property
     def spread(self) -> float:
@@ -62,16 +62,6 @@ class Sample:
 
     def __str__(self) -> str:
         return f"{self.name}: {format_seconds(self.median)} (middle half {format_seconds(self.low)}-{format_seconds(self.high)})"
-
-
-def _quantile(values, q: float) -> float:
-    xs = sorted(values)
-    if len(xs) == 1:
-        return xs[0]
-    pos = q * (len(xs) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
 def format_seconds(s: float) -> str:
@@ -223,9 +213,3 @@ def mostly(text: str, outcomes, expected=True, at_least: float = 0.8) -> str:
     if 1.0 - share >= at_least:
         return claim(text, DOES_NOT_HOLD, evidence)
     return claim(text, INCONCLUSIVE, f"only {evidence}, {at_least:.0%} needed")
-
-
-def summary() -> str:
-    """One line: how many claims held, did not hold, were inconclusive in this process."""
-    counts = {v: sum(1 for _, got, _ in RECORD if got == v) for v in VERDICTS}
-    return ", ".join(f"{n} {v}" for v, n in counts.items())
