@@ -1,10 +1,8 @@
 """Traces and compilations, counted over a sequence of calls.
 
 A thin layer over JAX's own instrument: :mod:`jax.monitoring` reports the duration of every
-trace (``/jax/core/compile/jaxpr_trace_duration``) and every XLA compile
-(``/jax/core/compile/backend_compile_duration``), the moments ``jax_log_compiles`` logs
-"Finished tracing" and "Finished XLA compilation"; :class:`CompileCounter` listens to those two
-events and counts them. Why a call missed the caches is ``jax_explain_cache_misses``'s job
+trace, lowering and XLA compile (the moments ``jax_log_compiles`` logs "Finished tracing" and
+"Finished XLA compilation"); :class:`CompileCounter` counts those events. Why a call missed the caches is ``jax_explain_cache_misses``'s job
 (:func:`autograder.review.capture_cache_misses`).
 """
 from __future__ import annotations
@@ -14,20 +12,20 @@ import threading
 
 from .feedback import call, fail
 
-_BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
-_TRACE = "/jax/core/compile/jaxpr_trace_duration"
+# what a jax.monitoring event counts: one trace, one lowering to StableHLO, one XLA compile
+_EVENTS = {
+    "/jax/core/compile/jaxpr_trace_duration": "traces",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration": "lowerings",
+    "/jax/core/compile/backend_compile_duration": "compiles",
+}
 _state = threading.local()
 
 
 def _listener(event, duration=None, *args, **kwargs):
-    counters = getattr(_state, "counters", None)
-    if not counters:
-        return
-    for counter in counters:
-        if event == _BACKEND_COMPILE:
-            counter.compiles += 1
-        elif event == _TRACE:
-            counter.traces += 1
+    attribute = _EVENTS.get(event)
+    if attribute is not None:
+        for counter in getattr(_state, "counters", ()):
+            setattr(counter, attribute, getattr(counter, attribute) + 1)
 
 
 def _ensure_listener():
@@ -45,9 +43,8 @@ def _ensure_listener():
 
 
 class CompileCounter:
-    """Counts XLA compilations (and jit traces) while active: JAX's ``jax.monitoring`` events
-    ``/jax/core/compile/backend_compile_duration`` and ``.../jaxpr_trace_duration``, one each per
-    compile and per trace, counted on this thread.
+    """Counts XLA compilations (and jit traces, and lowerings) while active, on this thread: the
+    ``jax.monitoring`` events of :data:`_EVENTS`, one per compile, trace or lowering.
 
     Use as a context manager::
 
@@ -64,6 +61,7 @@ class CompileCounter:
         self.fresh = fresh
         self.compiles = 0
         self.traces = 0
+        self.lowerings = 0
 
     def __enter__(self):
         import jax
@@ -97,7 +95,7 @@ class Call:
         return f"Call({', '.join(parts)})"
 
 
-def _split(item):
+def split_call(item):
     """``(args, kwargs)`` of one item of ``calls``."""
     if isinstance(item, Call):
         return item.args, item.kwargs
@@ -119,7 +117,7 @@ def count_compiles(f, calls, *, fresh=True, what=None) -> int:
     label = what or f"`{getattr(f, '__name__', 'f')}`"
     with CompileCounter(fresh=fresh) as counter:
         for item in calls:
-            args, kwargs = _split(item)
+            args, kwargs = split_call(item)
             jax.block_until_ready(call(f, *args, what=label, **kwargs))
     return counter.compiles
 

@@ -27,18 +27,13 @@ from __future__ import annotations
 import html
 import inspect
 import re
-import threading
 import time
 import weakref
 from dataclasses import dataclass, field
 
 PHASES = ("trace", "lower", "compile", "execute")
-# the event JAX records when a phase really runs (jax.monitoring); none: the phase was a cache hit
-_EVENTS = {
-    "/jax/core/compile/jaxpr_trace_duration": "trace",
-    "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
-    "/jax/core/compile/backend_compile_duration": "compile",
-}
+# the CompileCounter count that JAX's jax.monitoring events raise when a phase really runs; none: a cache hit
+_COUNTS = {"trace": "traces", "lower": "lowerings", "compile": "compiles"}
 _DOING = {"trace": "traced", "lower": "lowered", "compile": "compiled", "execute": "executed"}
 _COLOUR = {"trace": "#0969da", "lower": "#8250df", "compile": "#bf3989", "execute": "#1a7f37", "hit": "#afb8c1"}
 _WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -47,39 +42,7 @@ _SHOWN_LINES = 400  # of a jaxpr or StableHLO shown in the view (the whole text 
 _JAX_OWN = ("jax.jit(f).trace(*args).jaxpr; .lower() then .as_text(); .compile() then .cost_analysis(), "
              ".memory_analysis(); jax.config.update('jax_explain_cache_misses', True); "
              "jax.monitoring.register_event_duration_secs_listener")
-_recording = threading.local()
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")  # JAX colours a jaxpr printed in IPython
-
-
-def _listener(event, duration=None, *args, **kwargs):
-    phase = _EVENTS.get(event)
-    if phase is not None:
-        for seen in getattr(_recording, "stack", ()):
-            seen.add(phase)
-
-
-def _ensure_listener():
-    # the mark lives on the function (as in autograder.compilation): a grader that restores
-    # module globals must not register it twice
-    if not getattr(_listener, "registered", False):
-        import jax.monitoring
-
-        jax.monitoring.register_event_duration_secs_listener(_listener)
-        _listener.registered = True
-
-
-class _Events:
-    """The set of phases JAX reported running while active, in this thread."""
-
-    def __enter__(self):
-        _ensure_listener()
-        self.seen = set()
-        _recording.stack = [*getattr(_recording, "stack", ()), self.seen]
-        return self.seen
-
-    def __exit__(self, *exc):
-        _recording.stack = [s for s in _recording.stack if s is not self.seen]
-        return False
 
 
 @dataclass
@@ -377,13 +340,11 @@ def show_phases(f, *args, static_argnums=(), static_argnames=(), **kwargs) -> Ph
     """
     import jax
 
+    from .compilation import CompileCounter
     from .review import _condense_miss, capture_cache_misses
 
-    if isinstance(static_argnums, int):
-        static_argnums = (static_argnums,)
-    if isinstance(static_argnames, str):
-        static_argnames = (static_argnames,)
-    static_argnums, static_argnames = tuple(static_argnums), tuple(static_argnames)
+    static_argnums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+    static_argnames = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
     history = _history(f, static_argnums, static_argnames)
     jitted, fun = history.jitted, f
     if jitted is f:  # already jitted: its own static arguments (JAX's PjitInfo, where it has one)
@@ -394,23 +355,24 @@ def show_phases(f, *args, static_argnums=(), static_argnames=(), **kwargs) -> Ph
     sig = _signature(fun, args, kwargs, static_argnums, static_argnames)
 
     seconds = {}
-    with capture_cache_misses() as misses, _Events() as events:
-        start = time.perf_counter()
-        traced = jitted.trace(*args, **kwargs)
-        seconds["trace"] = time.perf_counter() - start
-        start = time.perf_counter()
-        lowered = traced.lower()
-        seconds["lower"] = time.perf_counter() - start
-        start = time.perf_counter()
-        compiled = lowered.compile()
-        seconds["compile"] = time.perf_counter() - start
-        ran = {p: p in events for p in PHASES[:3]}
-        events.clear()
-        start = time.perf_counter()
-        result = jax.block_until_ready(jitted(*args, **kwargs))
-        seconds["execute"] = time.perf_counter() - start
-    ran["execute"] = True
-    again = [_DOING[p] for p in PHASES[:3] if p in events]   # the call did not find the stages' work
+    with capture_cache_misses() as misses:
+        with CompileCounter(fresh=False) as stages:
+            start = time.perf_counter()
+            traced = jitted.trace(*args, **kwargs)
+            seconds["trace"] = time.perf_counter() - start
+            start = time.perf_counter()
+            lowered = traced.lower()
+            seconds["lower"] = time.perf_counter() - start
+            start = time.perf_counter()
+            compiled = lowered.compile()
+            seconds["compile"] = time.perf_counter() - start
+        with CompileCounter(fresh=False) as execute:
+            start = time.perf_counter()
+            result = jax.block_until_ready(jitted(*args, **kwargs))
+            seconds["execute"] = time.perf_counter() - start
+    ran = {p: getattr(stages, _COUNTS[p]) > 0 for p in PHASES[:3]} | {"execute": True}
+    # the call did not find the stages' work
+    again = [_DOING[p] for p in PHASES[:3] if getattr(execute, _COUNTS[p])]
 
     why = _why(sig, history.signatures, ran)
     if again:
