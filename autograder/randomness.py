@@ -16,6 +16,11 @@ def is_typed_key(key) -> bool:
         return False
 
 
+def is_legacy_key(x) -> bool:
+    """True for a legacy ``jax.random.PRNGKey``: a uint32 array of shape ``(2,)``."""
+    return getattr(x, "shape", None) == (2,) and str(getattr(x, "dtype", "")) == "uint32"
+
+
 def check_typed_key(key, *, what="the key"):
     """Check that ``key`` is a typed key (``jax.random.key``).
 
@@ -49,16 +54,6 @@ def fresh_keys(tree):
     return jax.tree_util.tree_map(copy, tree)
 
 
-def _jax_version() -> tuple:
-    import jax
-
-    parts = []
-    for piece in jax.__version__.split(".")[:2]:
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        parts.append(int(digits or 0))
-    return tuple(parts)
-
-
 @contextlib.contextmanager
 def key_reuse_checking():
     """Turn on JAX's key-reuse checker inside the block.
@@ -70,7 +65,7 @@ def key_reuse_checking():
     """
     import jax
 
-    if _jax_version() < (0, 10):
+    if jax.__version_info__ < (0, 10):
         jax.clear_caches()
     with jax.debug_key_reuse(True):
         yield
@@ -103,7 +98,7 @@ def check_no_key_reuse(f, args, *, what=None, jit=True, static_argnums=(), stati
     label = what or f"`{getattr(f, '__name__', 'f')}`"
     kwargs = kwargs or {}
     for leaf in jax.tree_util.tree_leaves(args):
-        if hasattr(leaf, "dtype") and str(getattr(leaf, "dtype", "")) == "uint32" and getattr(leaf, "shape", None) == (2,):
+        if is_legacy_key(leaf):
             check_typed_key(leaf)
     runs = [("", f)]
     if jit:

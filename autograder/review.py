@@ -44,13 +44,17 @@ import functools
 import html
 import inspect
 import logging
+import re
 import traceback
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from .feedback import where
+from .compilation import CompileCounter, split_call
+from .feedback import kind_of, where
+from .jaxprs import iter_eqns, jaxpr_size
+from .randomness import fresh_keys, is_legacy_key, is_typed_key, key_reuse_checking
 
 QUESTIONS = {
     "static": "Which values are static, which dynamic?",
@@ -145,10 +149,7 @@ class Review:
                 lines.append(f"      ({f.where})")
         return "\n".join(lines)
 
-    __str__ = to_text
-
-    def __repr__(self) -> str:
-        return self.to_text()
+    __str__ = __repr__ = to_text
 
     def _repr_html_(self) -> str:
         rows = []
@@ -179,27 +180,11 @@ def _is_jitted(f) -> bool:
     return hasattr(f, "lower") and hasattr(f, "trace") and callable(f)
 
 
-def _is_key(x) -> bool:
-    from .randomness import is_typed_key
-
-    return is_typed_key(x)
-
-
-def _fresh_keys(tree):
-    from .randomness import fresh_keys
-
-    return fresh_keys(tree)
-
-
-def _is_legacy_key(x) -> bool:
-    return (getattr(x, "shape", None) == (2,) and str(getattr(x, "dtype", "")) == "uint32")
-
-
 def _describe(value, limit: int = 4) -> str:
     """A short, readable type of an argument as jit sees it."""
     import jax
 
-    if _is_key(value):
+    if is_typed_key(value):
         return f"typed key{list(value.shape) if value.shape else ''}"
     if isinstance(value, bool):
         return f"Python bool ({value})"
@@ -232,9 +217,9 @@ def _signature_names(f, args, kwargs):
                 out += [f"{name}[{i}]" for i in range(len(bound.arguments[name]))]
             elif params[name].kind != inspect.Parameter.VAR_KEYWORD:
                 out.append(name)
-        return out[:len(args)] + [n for n in names if n in kwargs], sig
+        return out[:len(args)] + [n for n in names if n in kwargs]
     except (TypeError, ValueError):
-        return [f"arg{i}" for i in range(len(args))] + list(kwargs), None
+        return [f"arg{i}" for i in range(len(args))] + list(kwargs)
 
 
 def _static_names(names, npos, static_argnames, static_argnums):
@@ -269,16 +254,6 @@ def _with_static_bound(f, names, static, args, kwargs):
 
     g.__name__ = getattr(getattr(f, "__wrapped__", f), "__name__", "f")
     return g, [values[i] for i in dyn_idx]
-
-
-def _normalise_call(item):
-    if isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], dict):
-        args, kwargs = item
-    else:
-        args, kwargs = item, {}
-    if not isinstance(args, tuple):
-        args = (args,)
-    return args, kwargs
 
 
 class _LogCapture(logging.Handler):
@@ -378,8 +353,6 @@ def _own_miss(seq, i, names, static) -> str:
 
 def _dedupe(lines):
     """Identical explanations (up to object ids) once each, with a count."""
-    import re
-
     counts: dict = {}
     for ln in lines:
         key = re.sub(r" id=\d+", "", ln)
@@ -448,8 +421,6 @@ _QUESTION_OF_KIND = {"bool_conversion": "decisions", "boolean_index": "decisions
 
 def _classify(exc) -> str:
     """Which review question a tracing error answers: "decisions", "transfers", "static", "other"."""
-    from .feedback import kind_of
-
     question = _QUESTION_OF_KIND.get(kind_of(exc), "other")
     if question == "transfers":
         msg = str(exc)
@@ -458,14 +429,11 @@ def _classify(exc) -> str:
     return question
 
 
-def _first_lines(exc, n=1) -> str:
+def _first_line(exc) -> str:
     """The opening of an error message, plus JAX's hints: which function the problem arose
     with, and which argument the missing value depends on."""
-    import re
-
     text = str(exc).strip()
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    head = " ".join(lines[:n])
+    head = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
     if len(head) > 200:
         head = head[:200].rsplit(" ", 1)[0] + " ..."
     arose = re.search(r"The problem arose with the `[^`]+` function", text)
@@ -513,11 +481,12 @@ def review(f, *args, static_argnames=(), static_argnums=(), calls=None, eager=Tr
 
     ``static_argnames``/``static_argnums`` name the arguments that ``jax.jit`` should
     treat as static (as you would pass them to ``jax.jit``). ``calls`` is the sequence
-    of calls whose traces and compilations are counted: a list of argument tuples (or
-    ``(args, kwargs)`` pairs); by default the example call twice. With ``eager``
-    (default), ``f`` is also called as written, without jit, to count its host reads and
-    dispatches, and to check that the same inputs give the same outputs (eagerly and under
-    jit; twice eagerly, counting compilations, when it cannot be jitted). Typed keys among
+    of calls whose traces and compilations are counted, items as for ``count_compiles``
+    (argument tuples, ``((args...), {kwargs})`` pairs, ``Call``s); by default the example
+    call twice. With ``eager`` (default), ``f`` is also called as written, without jit, to
+    count its host reads and dispatches, and to check that the same inputs give the same
+    outputs (eagerly and under jit; twice eagerly, counting compilations, when it cannot be
+    jitted). Typed keys among
     the arguments are copied before every call, so the review itself never reuses a key.
 
     Returns a :class:`Review`; it renders as a table in a notebook and as text with
@@ -525,12 +494,8 @@ def review(f, *args, static_argnames=(), static_argnums=(), calls=None, eager=Tr
     """
     import jax
 
-    from .compilation import CompileCounter
-    from .jaxprs import iter_eqns, jaxpr_size
-    from .randomness import key_reuse_checking
-
     label = _name(f)
-    names, _ = _signature_names(f, args, kwargs)
+    names = _signature_names(f, args, kwargs)
     static, static_argnames, static_argnums = _static_names(names, len(args), static_argnames,
                                                             static_argnums)
     values = list(args) + [kwargs[k] for k in names[len(args):]]
@@ -558,10 +523,10 @@ def review(f, *args, static_argnames=(), static_argnums=(), calls=None, eager=Tr
     trace_error = None
     closed = None
     try:
-        traced = jitted.trace(*_fresh_keys(args), **_fresh_keys(kwargs))
+        traced = jitted.trace(*fresh_keys(args), **fresh_keys(kwargs))
         closed = traced.jaxpr
     except Exception as exc:  # noqa: BLE001 - a failure to trace is a finding
-        trace_error = {"type": type(exc).__name__, "message": _first_lines(exc),
+        trace_error = {"type": type(exc).__name__, "message": _first_line(exc),
                        "line": _user_line(exc), "question": _classify(exc)}
 
     constants = []
@@ -586,7 +551,7 @@ def review(f, *args, static_argnames=(), static_argnums=(), calls=None, eager=Tr
         block = _repeated_block(top)
 
     # ---- 3: traces and compiles over a sequence of calls -------------------------------
-    seq = [(args, kwargs)] * 2 if calls is None else [_normalise_call(c) for c in calls]
+    seq = [(args, kwargs)] * 2 if calls is None else [split_call(c) for c in calls]
     runner = fresh_jit() if trace_error is None else f
     trace_count["n"] = 0
     call_error = None
@@ -601,12 +566,12 @@ def review(f, *args, static_argnames=(), static_argnums=(), calls=None, eager=Tr
             try:
                 if reuse_eager and i == len(seq) - 1:
                     with CompileCounter(fresh=False) as ec, _HostReadCounter() as rc:
-                        outs.append(jax.block_until_ready(runner(*_fresh_keys(a), **_fresh_keys(k))))
+                        outs.append(jax.block_until_ready(runner(*fresh_keys(a), **fresh_keys(k))))
                     last_reads, last_compiles = rc, ec.compiles
                 else:
-                    outs.append(jax.block_until_ready(runner(*_fresh_keys(a), **_fresh_keys(k))))
+                    outs.append(jax.block_until_ready(runner(*fresh_keys(a), **fresh_keys(k))))
             except Exception as exc:  # noqa: BLE001
-                call_error = f"{type(exc).__name__}: {_first_lines(exc, 1)}"
+                call_error = f"{type(exc).__name__}: {_first_line(exc)}"
                 break
             if i > 0 and trace_error is None and trace_count["n"] > before:
                 retraced.append(i)
@@ -628,13 +593,13 @@ def review(f, *args, static_argnames=(), static_argnums=(), calls=None, eager=Tr
 
     # ---- 2: keys and key reuse ---------------------------------------------------------
     leaves_by_name = {n: jax.tree_util.tree_leaves(v) for n, v in zip(names, values)}
-    keys = [f"{n} (typed key)" for n, ls in leaves_by_name.items() if any(_is_key(x) for x in ls)]
+    keys = [f"{n} (typed key)" for n, ls in leaves_by_name.items() if any(is_typed_key(x) for x in ls)]
     keys += [f"{n} (legacy uint32 key: the reuse checker cannot follow it)"
-             for n, ls in leaves_by_name.items() if any(_is_legacy_key(x) for x in ls)]
+             for n, ls in leaves_by_name.items() if any(is_legacy_key(x) for x in ls)]
     key_reuse = None
     keys_consumed = None
-    if any(_is_key(x) for ls in leaves_by_name.values() for x in ls):
-        fresh_a, fresh_k = _fresh_keys(args), _fresh_keys(kwargs)
+    if any(is_typed_key(x) for ls in leaves_by_name.values() for x in ls):
+        fresh_a, fresh_k = fresh_keys(args), fresh_keys(kwargs)
         target = jitted if trace_error is None else (f if eager else None)
         checked = False
         if closed is not None:
@@ -645,7 +610,7 @@ def review(f, *args, static_argnames=(), static_argnums=(), calls=None, eager=Tr
                 checked = True
             except Exception as exc:  # noqa: BLE001
                 if isinstance(exc, getattr(jax.errors, "KeyReuseError", ())):
-                    key_reuse = _first_lines(exc, 1)
+                    key_reuse = _first_line(exc)
                     checked = True
         if target is not None and not checked:
             try:
@@ -653,19 +618,19 @@ def review(f, *args, static_argnames=(), static_argnums=(), calls=None, eager=Tr
                     jax.block_until_ready(target(*fresh_a, **fresh_k))
             except Exception as exc:  # noqa: BLE001
                 if isinstance(exc, getattr(jax.errors, "KeyReuseError", ())):
-                    key_reuse = _first_lines(exc, 1) + (f" at {_user_line(exc)}" if _user_line(exc) else "")
+                    key_reuse = _first_line(exc) + (f" at {_user_line(exc)}" if _user_line(exc) else "")
         if closed is not None:
             # is any key leaf of the inputs read by an equation?
             dyn_flat = [x for n, v in zip(names, values) if n not in static
                         for x in jax.tree_util.tree_leaves(v)]
             invars = closed.jaxpr.invars
-            key_vars = {id(v) for v, x in zip(invars, dyn_flat) if _is_key(x)}
+            key_vars = {id(v) for v, x in zip(invars, dyn_flat) if is_typed_key(x)}
             used = {id(v) for e in iter_eqns(closed) for v in e.invars}
             used |= {id(v) for v in closed.jaxpr.outvars}
             keys_consumed = bool(key_vars & used) if key_vars else None
         elif target is not None:
             keys_consumed = any(getattr(x, "_consumed", False)
-                                for x in jax.tree_util.tree_leaves((fresh_a, fresh_k)) if _is_key(x))
+                                for x in jax.tree_util.tree_leaves((fresh_a, fresh_k)) if is_typed_key(x))
 
     # ---- eager observations: determinism, host reads, dispatches -----------------------
     deterministic = None
@@ -680,9 +645,9 @@ def review(f, *args, static_argnames=(), static_argnums=(), calls=None, eager=Tr
             if trace_error is None and call_error is None:
                 # one eager call against the jitted one: hidden state (np.random, a global)
                 # was baked in at trace time, so the two disagree
-                out1 = jax.block_until_ready(runner(*_fresh_keys(args), **_fresh_keys(kwargs)))
+                out1 = jax.block_until_ready(runner(*fresh_keys(args), **fresh_keys(kwargs)))
                 with _HostReadCounter() as reads:
-                    out2 = jax.block_until_ready(f(*_fresh_keys(args), **_fresh_keys(kwargs)))
+                    out2 = jax.block_until_ready(f(*fresh_keys(args), **fresh_keys(kwargs)))
                 deterministic = _same(out1, out2, rtol=1e-4, atol=1e-5)
             elif reuse_eager:
                 if call_error is None:
@@ -691,19 +656,19 @@ def review(f, *args, static_argnames=(), static_argnums=(), calls=None, eager=Tr
                 else:
                     eager_error = call_error
             else:
-                out1 = jax.block_until_ready(f(*_fresh_keys(args), **_fresh_keys(kwargs)))
+                out1 = jax.block_until_ready(f(*fresh_keys(args), **fresh_keys(kwargs)))
                 with CompileCounter(fresh=False) as ec, _HostReadCounter() as reads:
-                    out2 = jax.block_until_ready(f(*_fresh_keys(args), **_fresh_keys(kwargs)))
+                    out2 = jax.block_until_ready(f(*fresh_keys(args), **fresh_keys(kwargs)))
                 eager_compiles = ec.compiles
                 deterministic = _same(out1, out2)
         except Exception as exc:  # noqa: BLE001
-            eager_error = f"{type(exc).__name__}: {_first_lines(exc, 1)}"
+            eager_error = f"{type(exc).__name__}: {_first_line(exc)}"
         if reads is not None and reads.active:
             host_reads = reads.count
         # programs dispatched by one eager call: the top-level equations of its trace
         g, dyn = _with_static_bound(f, names, static, args, kwargs)
         try:
-            eager_jaxpr = jax.make_jaxpr(g)(*_fresh_keys(dyn))
+            eager_jaxpr = jax.make_jaxpr(g)(*fresh_keys(dyn))
             top = eager_jaxpr.jaxpr.eqns
             dispatches = len(top)
             jitted_regions = sum(1 for e in top if e.primitive.name in ("pjit", "jit"))
@@ -717,17 +682,17 @@ def review(f, *args, static_argnames=(), static_argnums=(), calls=None, eager=Tr
             if name in static:
                 return value
             return jax.tree_util.tree_map(
-                lambda x: x if _is_key(x) else jax.device_put(x), value)
+                lambda x: x if is_typed_key(x) else jax.device_put(x), value)
 
         dev_a = tuple(put(n, v) for n, v in zip(names, args))
         dev_k = {n: put(n, v) for n, v in kwargs.items()}
         try:
-            jax.block_until_ready(runner(*_fresh_keys(dev_a), **_fresh_keys(dev_k)))
+            jax.block_until_ready(runner(*fresh_keys(dev_a), **fresh_keys(dev_k)))
             with jax.transfer_guard("disallow"):
-                jax.block_until_ready(runner(*_fresh_keys(dev_a), **_fresh_keys(dev_k)))
+                jax.block_until_ready(runner(*fresh_keys(dev_a), **fresh_keys(dev_k)))
         except Exception as exc:  # noqa: BLE001
             if "transfer" in str(exc).lower():
-                transfer_error = _first_lines(exc, 1)
+                transfer_error = _first_line(exc)
 
     rev = Review(function=label, arguments=arguments, constants=constants,
                  jitted=trace_error is None, calls=len(seq), traces=traces,
@@ -751,10 +716,8 @@ def _same(a, b, rtol=0.0, atol=0.0) -> bool:
     if ta != tb:
         return False
     for x, y in zip(la, lb):
-        if _is_key(x):
-            import jax.random as jr
-
-            x, y = jr.key_data(x), jr.key_data(y)
+        if is_typed_key(x):
+            x, y = jax.random.key_data(x), jax.random.key_data(y)
         try:
             x, y = np.asarray(x), np.asarray(y)
             if x.shape != y.shape:
