@@ -106,7 +106,7 @@ def test_make_bench_grading_measures_its_three_figures_in_one_run(tmp_path):
 
 def _with_graded_kernel(box_dir, body):
     """``body(km, kc)`` (a coroutine) on a kernel of :func:`~autograder.sandbox.containment.kernel_manager_class`
-    (uncontained; ``box_dir`` as the grading gives it, or None), started and shut down here."""
+    (uncontained; ``box_dir``, its box, as the grading gives it), started and shut down here."""
     async def go():
         from autograder.sandbox.containment import kernel_manager_class
 
@@ -124,11 +124,11 @@ def _with_graded_kernel(box_dir, body):
     return asyncio.run(go())
 
 
-def test_a_graded_kernel_starts_without_the_debugger_and_the_notebook_can_still_import_debugpy():
+def test_a_graded_kernel_starts_without_the_debugger_and_the_notebook_can_still_import_debugpy(tmp_path):
     code = ("import sys, ipykernel.debugger as d\n"
             "print(d._is_debugpy_available, 'pydevd' in sys.modules, sys.argv[1])\n"
             "import debugpy\nprint(debugpy.__name__, '' not in sys.path[:1])")
-    out = _with_graded_kernel(None, lambda km, kc: _printed_by(kc, code)).split()
+    out = _with_graded_kernel(tmp_path, lambda km, kc: _printed_by(kc, code)).split()
     assert out[:2] == ["False", "False"] and out[2] == "-f", out  # no debugger; ipykernel's own arguments
     assert out[3:] == ["debugpy", "True"], out  # importable for the notebook; sys.path as ipykernel_launcher leaves it
 

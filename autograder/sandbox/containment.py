@@ -1,36 +1,21 @@
-"""How a submission's kernel (and the judge's program runner) is contained: by bubblewrap.
+"""How a submission's kernel (and the judge's program runner) is contained: by bubblewrap, as
+root or not. docs/security.md ("Containment") says what a contained kernel sees and may do.
 
-Each kernel is started by :func:`limited` (the launcher's ``limits``: CPU time, memory, death
-with the grading process) running bubblewrap (``bwrap``, :func:`bwrap_command`), which builds the
-kernel's view of the files from an empty root: an allow-list of the system's folders and a few
-files of ``/etc`` (:data:`SYSTEM`, :data:`ETC`), an accelerator's devices, the interpreter
-(:func:`kernel_paths`: the venv and its base Python wherever they live, ``/root/.pyenv``, a conda
-environment or ``/usr``) and the ``autograder`` package read-only, and the submission's own box
-read-write, each at its own path; private ``/proc``, ``/dev``, ``/tmp``, ``/var/tmp`` and
-``/dev/shm``; nothing else exists there (the checkout, ``solutions/``, the gradebooks, other
-submissions, ``/home``). The kernel has mount, PID, network, IPC and UTS namespaces of its own
-(bubblewrap's init is the first process of its PID namespace, dead with the grading process:
-when it ends, the kernel and everything it started end, whatever their uid; the kernel talks to
-the grader over Unix sockets in its box), a new session, and an environment that is an
-allow-list too (:data:`KERNEL_ENV`).
-
-As root (``NAMESPACE``), bubblewrap needs no user namespace, and the launcher's ``limits``, run
-inside the view once bubblewrap has bound every path, drops to an unprivileged uid locked for this
-one submission (``AUTOGRADER_SANDBOX_UIDS``) before it executes the kernel; the kernel also gets
-what only root can give: cgroups of its own (memory, an equal CPU share, a thread cap; else
-``RLIMIT_DATA``) and a box that is a tmpfs of ``AUTOGRADER_BOX_MB`` (:meth:`Sandbox.mount_box`),
-mounted in the grading process's own mount namespace (:func:`private_mounts`): what the kernel
-writes cannot fill the machine's disk.
-
-Without root (``USER_NAMESPACE``: a hub instructor grades as an ordinary user), bubblewrap adds a
-user namespace, the kernel keeps the grader's uid, its memory is ``RLIMIT_DATA`` and its thread
-cap ``RLIMIT_NPROC`` set inside that namespace; there is no CPU share and the box is a folder.
+:func:`limited` starts a kernel under the launcher's ``limits`` (CPU time, memory, death with
+the grading process); :meth:`Sandbox.wrap` runs it in bubblewrap's view (:func:`bwrap_command`:
+an allow-list of files built from an empty root, :func:`kernel_paths` read-only, the box
+read-write) with an allow-listed environment (:func:`kernel_env`). As root (``NAMESPACE``) the
+kernel also gets an unprivileged uid locked for it (``AUTOGRADER_SANDBOX_UIDS``), cgroups of its
+own (:func:`memory_cgroup`, :func:`share_cgroups`) and a box that is a tmpfs
+(:meth:`Sandbox.mount_box`, in the grading process's own mount namespace:
+:func:`private_mounts`). Without root (``USER_NAMESPACE``) bubblewrap adds a user namespace and
+the kernel keeps the grader's uid.
 
 :func:`open_sandbox` returns the :class:`Sandbox` of one submission. It **fails closed**: a
-sandbox that cannot be set up (bubblewrap missing, or unable to create namespaces here: probed
-once, :func:`bwrap_problem`) is a refusal (``mode`` ``REFUSED``, ``reason`` naming the cause and
-the fix), unless the operator asked for no sandbox (``--no-sandbox`` or
-``AUTOGRADER_SANDBOX=off``: mode ``NONE``).
+sandbox that cannot be set up (bubblewrap missing, or unable to create namespaces here:
+:func:`bwrap_problem`) is a refusal (mode ``REFUSED``, ``reason`` naming the cause and the
+fix), unless the operator asked for no sandbox (``--no-sandbox`` or ``AUTOGRADER_SANDBOX=off``:
+mode ``NONE``).
 """
 from __future__ import annotations
 
@@ -75,30 +60,22 @@ LAUNCHER = package_module("autograder.sandbox.launcher")
 
 
 def limit_judge_memory(mb: int) -> None:
-    """Cap this grading process's data memory (``RLIMIT_DATA``, the soft limit): the judge runs
-    programs exported from learner code here (:meth:`autograder.judge.Exported.call`), and one
-    that allocates without end then fails with XLA's ``RESOURCE_EXHAUSTED`` instead of taking
-    the machine's memory. Kernels do not inherit it (``launcher.py limits`` lifts it). Only where
-    JAX has no accelerator plugin installed: a GPU or TPU runtime maps memory of its own, which
-    this cap was not measured with. ``mb``: ``AUTOGRADER_JUDGE_MEMORY_MB`` (below about 600 MiB a
-    grading process could not even start its kernel's client threads)."""
+    """Cap this grading process's data memory (``RLIMIT_DATA``, the soft limit) at ``mb`` MiB
+    (``AUTOGRADER_JUDGE_MEMORY_MB``; below about 600 MiB a grading process could not even start
+    its kernel's client threads): what the judge reads and builds here from a submission cannot
+    take the machine's memory. Kernels do not inherit it (the launcher's ``limits`` lifts it).
+    Not where JAX has a GPU or TPU plugin installed (``jax_plugins``: jax-cuda*, jax-rocm*; or
+    ``libtpu``): their runtimes map memory of their own, which this cap was not measured with."""
+    import importlib.util
     import resource
 
-    if _accelerator_plugins():
+    if any(importlib.util.find_spec(name) for name in ("jax_plugins", "libtpu")):
         return
     _, hard = resource.getrlimit(resource.RLIMIT_DATA)
     limit = mb << 20
     if hard != resource.RLIM_INFINITY:
         limit = min(limit, hard)
     resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
-
-
-def _accelerator_plugins() -> list[str]:
-    """What gives JAX a GPU or TPU backend here: its plugins' namespace package (``jax_plugins``:
-    jax-cuda*, jax-rocm*) or ``libtpu``."""
-    import importlib.util
-
-    return [name for name in ("jax_plugins", "libtpu") if importlib.util.find_spec(name) is not None]
 
 
 _MS_NOSUID, _MS_NODEV, _MS_REC, _MS_PRIVATE, _MNT_DETACH = 2, 4, 16384, 1 << 18, 2
@@ -204,11 +181,10 @@ class Sandbox:
             pass
 
     def mount_box(self, box_dir: Path) -> str:
-        """In a grading process with its own mount namespace (:func:`private_mounts`), put an
-        empty tmpfs of ``AUTOGRADER_BOX_MB`` on ``box_dir``, the one folder a contained kernel
-        may write besides its private temporary folders: what it writes cannot fill the
-        machine's disk, counts against its memory cgroup, and is gone when the box is closed
-        (or the grading process ends). The limit's words for the result, '' when there is none."""
+        """As root, in a grading process with its own mount namespace (:func:`private_mounts`),
+        put an empty tmpfs of ``box_mb`` MiB on ``box_dir``, the one folder a contained kernel may
+        write: what it writes counts against its memory cgroup, never the machine's disk. The
+        limit's words for the result, '' when there is none."""
         if not self.as_root or not _PRIVATE_MOUNTS:
             return ""
         mb = self.box_mb
@@ -250,38 +226,31 @@ class Sandbox:
 # --------------------------------------------------------------------------- the kernel's side
 
 def die_with_parent():
-    """A function for a child of this process to call right after the fork: it asks Linux to
-    kill the child when the thread that started it ends (``PR_SET_PDEATHSIG``), so a grader
-    stopped by Ctrl-C or killed leaves no grading process and no kernel running on (one stuck in
-    a judge-side program would spin at full CPU). Prepared here, in the parent: the child loads
-    nothing (an import in a forked child can wait forever on a lock another thread held at the
-    fork), and it can tell whether this process ended before the request took effect. The same
-    request as the launcher's (:func:`autograder.sandbox.launcher.die_with_parent`), which kernels make
-    after their ``execve``. Elsewhere than Linux, a function that does nothing."""
-    if not sys.platform.startswith("linux"):
-        return lambda: None
+    """A function for a child of this process to call right after the fork: the launcher's
+    :func:`~autograder.sandbox.launcher.die_with_parent` (``PR_SET_PDEATHSIG``), so a grader
+    stopped by Ctrl-C or killed leaves no grading process running on. Prepared here, in the
+    parent: the child loads nothing (an import in a forked child can wait forever on a lock
+    another thread held at the fork), and it can tell whether this process ended before the
+    request took effect. Elsewhere than Linux, a function that does nothing."""
     import functools
 
     from . import launcher as launch
 
     try:
         prctl = launch.libc().prctl
-    except (OSError, AttributeError):
+    except (OSError, AttributeError):  # not Linux: no prctl(2)
         return lambda: None
     return functools.partial(launch.die_with_parent, os.getpid(), prctl)
 
 
 def limited(cmd: list, cpu_seconds: int, box: Sandbox | None = None, nice: int = 0) -> list:
-    """``cmd`` (the kernel's, already wrapped in the sandbox) started by ``launcher.py limits``,
-    which sets the limits on itself and executes it: a CPU-time limit, no core dumps, death with
-    the grading process that started it (``PR_SET_PDEATHSIG``; then bubblewrap's
-    ``--die-with-parent`` takes the kernel along); in a sandbox the memory limit (its cgroup
-    joined, or ``RLIMIT_DATA``, which JAX tolerates, where there is no cgroup) and, as root, its
-    CPU share and thread cap (cgroups joined). A command of its own rather than ``preexec_fn``:
-    no Python runs between the fork and the exec of a grading process in which JAX's threads run
-    (JAX warns of a deadlock for every such fork), and the process is started with ``vfork``,
-    not a copy of that large one. ``nice``: added to its nice value (the program runner starts
-    at a lower priority than the kernel, whose time the learner waits for)."""
+    """``cmd`` (the kernel's, already wrapped in the sandbox) started by the launcher's
+    ``limits``, which sets on itself a CPU-time limit, no core dumps, death with this process
+    and, in a sandbox, the memory limit (its cgroup joined, else ``RLIMIT_DATA``) and, as root,
+    its CPU share and thread cap (cgroups joined), then executes it. A command rather than
+    ``preexec_fn``: no Python runs between the fork and the exec of a grading process in which
+    JAX's threads run, and the process is started with ``vfork``, not a copy of that large one.
+    ``nice``: added to its nice value (the program runner starts below the kernel)."""
     prefix = [*LAUNCHER, "limits", f"--cpu={cpu_seconds}",
               f"--parent={os.getpid()}", *([f"--nice={nice}"] if nice else [])]
     if box is not None and box.contained:
@@ -293,35 +262,26 @@ def limited(cmd: list, cpu_seconds: int, box: Sandbox | None = None, nice: int =
 
 
 def kernel_paths() -> list[str]:
-    """What a contained kernel sees besides the system's libraries (:data:`SYSTEM`, a few
-    files of ``/etc``) and its box, read-only, at their own paths: the interpreter (the venv
-    and the Python it was made from, wherever they live: pyenv's under ``/root``, a conda
-    environment, ``/usr``), the folders of the shared libraries this process has loaded that
-    lie outside them, and the learner-facing package (``autograder/``, not the checkout around
-    it). Each as given (the launcher follows its links), in a fixed order."""
+    """What a contained kernel sees read-only besides :data:`SYSTEM`, :data:`ETC` and its box:
+    the interpreter (the venv and the Python it was made from, wherever they live), the real
+    site-packages and the folders of the shared libraries this process loaded that lie outside
+    them, and the learner-facing package (``autograder/``, not the checkout around it)."""
+    import site
+
     paths = []
     for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
               os.path.dirname(sys.executable), os.path.dirname(os.path.realpath(sys.executable))):
         if p and p not in paths:
             paths.append(p)
     inside = [os.path.realpath(p) for p in paths] + ["/usr", "/lib", "/lib64", "/lib32", "/bin"]
-    for folder in _site_packages():  # a venv whose lib/ is a link elsewhere (the hub's twin)
+    # the real site-packages: a venv's lib/ may be a link elsewhere (the hub's twin)
+    site_packages = [os.path.realpath(p) for p in site.getsitepackages() if os.path.isdir(p)]
+    for folder in [*site_packages, *_loaded_library_folders()]:
         if not any(folder == k or folder.startswith(k + "/") for k in inside):
             paths.append(folder)
             inside.append(folder)
-    for lib in _loaded_library_folders():
-        if not any(lib == k or lib.startswith(k + "/") for k in inside):
-            paths.append(lib)
-            inside.append(lib)
     paths.append(str(package_root() / "autograder"))
     return paths
-
-
-def _site_packages() -> list[str]:
-    """The real paths of this interpreter's site-packages folders, wherever they live."""
-    import site
-
-    return [os.path.realpath(p) for p in site.getsitepackages() if os.path.isdir(p)]
 
 
 def _loaded_library_folders() -> list[str]:
@@ -356,13 +316,13 @@ SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 _SET_BY_JAX = {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL")}
 
 
-def kernel_env(home: Path | None, contained: bool = True) -> dict:
+def kernel_env(home: Path, contained: bool = True) -> dict:
     """The kernel's environment. Contained: the allow-list :data:`KERNEL_ENV` of the grader's
     variables, ``HOME`` and ``TMPDIR`` in the box's home, ``PATH`` the interpreter's folder and
     the system's, nothing else. Uncontained (a learner's laptop, or the sandbox turned off), the
     grader's own, less what would point the kernel at the grader's files: such a kernel runs as
     the grader's uid and could read the grader's environment anyway (``/proc/PID/environ``)."""
-    if home is not None and contained:
+    if contained:
         env = {k: os.environ[k] for k in KERNEL_ENV if k in os.environ}
         for name, value in _SET_BY_JAX.items():
             env.pop(name, None) if value is None else env.__setitem__(name, value)
@@ -372,14 +332,12 @@ def kernel_env(home: Path | None, contained: bool = True) -> dict:
         env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + SYSTEM_PATH
         return with_package(env)
     env = dict(os.environ)
-    env.pop("NBGRADER_EXECUTION", None)
-    if home is not None:
-        for name in ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME",
-                     "XDG_RUNTIME_DIR", "JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR",
-                     "JUPYTER_RUNTIME_DIR", "IPYTHONDIR", "MPLCONFIGDIR", "COURSE_DB_URL"):
-            env.pop(name, None)
-        env["HOME"] = str(home)
-        env["TMPDIR"] = str(home / "tmp")
+    for name in ("NBGRADER_EXECUTION", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME",
+                 "XDG_STATE_HOME", "XDG_RUNTIME_DIR", "JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR",
+                 "JUPYTER_RUNTIME_DIR", "IPYTHONDIR", "MPLCONFIGDIR", "COURSE_DB_URL"):
+        env.pop(name, None)
+    env["HOME"] = str(home)
+    env["TMPDIR"] = str(home / "tmp")
     return with_package(env)
 
 
@@ -388,11 +346,10 @@ _RUN_DIR_TAIL = len("/run-12345678/box/k-65535")  # what the grader adds to the 
 
 
 def run_dir_base() -> str | None:
-    """The folder for a submission's grading folder (``dir=`` of ``tempfile``): the temporary
-    folder, unless its path is so long that the kernel's Unix sockets (``<run>/box/k-N``) would
-    not fit in a socket address; then the first of ``/tmp``, ``/var/tmp``, ``/dev/shm`` that
-    is short enough and writable (every one of them is hidden from kernels). Raises
-    :class:`GradingError` with the fix when none is."""
+    """The folder for a submission's grading folder (``dir=`` of ``tempfile``): None (the
+    temporary folder), unless its path is too long for the kernel's Unix sockets
+    (``<run>/box/k-N``); then the first of ``/tmp``, ``/var/tmp``, ``/dev/shm`` that is
+    writable. Raises :class:`GradingError` with the fix when none is."""
     base = tempfile.gettempdir()
     if len(os.fsencode(base)) + _RUN_DIR_TAIL <= SOCKET_PATH_MAX:
         return None
@@ -424,20 +381,25 @@ def kernel_specs(**kw):
     return KernelSpecManager(kernel_dirs=jupyter_path("kernels"), **kw)
 
 
-def kernel_manager_class(box: Sandbox | None, box_dir: Path | None, cpu_seconds: int):
-    """A jupyter_client kernel manager whose kernel starts under :func:`limited`, with its
-    connection file and its channels on Unix sockets in ``box_dir`` (``transport="ipc"``) when
-    one is given. Unix sockets in a folder of the submission's own cannot collide: TCP ports are
-    chosen by the parent, freed, and bound again by the kernel, and in a parallel batch another
-    process can take one in between (the kernel then dies before it answers, jupyter_client
-    issue 154). In a sandbox (``box`` with a uid) the kernel's command is wrapped too, and the
-    kernel has no network: Unix sockets are its only channels."""
+def kernel_manager_class(box: Sandbox | None, box_dir: Path, cpu_seconds: int):
+    """A jupyter_client kernel manager whose kernel starts under :func:`limited` (wrapped in
+    ``box``'s sandbox when it has a uid), with its connection file and its channels on Unix
+    sockets in ``box_dir`` (``transport="ipc"``). Unix sockets in a folder of the submission's
+    own cannot collide: TCP ports are chosen by the parent, freed, and bound again by the
+    kernel, and in a parallel batch another process can take one in between (the kernel then
+    dies before it answers, jupyter_client issue 154); a contained kernel has no network."""
     from jupyter_client.manager import AsyncKernelManager
     from traitlets import default
 
-    contained = box is not None and box.uid is not None
+    contained = box is not None and box.contained
 
-    class LimitedKernelManager(AsyncKernelManager):
+    class BoxedKernelManager(AsyncKernelManager):
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            self.transport = "ipc"
+            self.ip = str(box_dir / "k")
+            self.connection_file = str(box_dir / "kernel.json")
+
         @default("kernel_spec_manager")
         def _kernel_spec_manager_default(self):
             return kernel_specs(data_dir=self.data_dir)
@@ -445,16 +407,6 @@ def kernel_manager_class(box: Sandbox | None, box_dir: Path | None, cpu_seconds:
         def format_kernel_cmd(self, extra_arguments=None):
             cmd = without_debugger(super().format_kernel_cmd(extra_arguments))
             return limited(box.wrap(cmd) if contained else cmd, cpu_seconds, box)
-
-    if box_dir is None:
-        return LimitedKernelManager
-
-    class BoxedKernelManager(LimitedKernelManager):
-        def __init__(self, **kw):
-            super().__init__(**kw)
-            self.transport = "ipc"
-            self.ip = str(box_dir / "k")
-            self.connection_file = str(box_dir / "kernel.json")
 
         def write_connection_file(self, **kw):
             super().write_connection_file(**kw)
@@ -541,22 +493,14 @@ def _resolve(path: str) -> tuple[list[tuple[str, str]], str]:
 
 def bwrap_command(bwrap: str, token: str, keep_rw=(), hide=(), as_root: bool = False) -> list[str]:
     """bubblewrap's command line for a kernel or program runner (the command follows, after
-    ``--``): namespaces of its own (mount, PID, network, IPC, UTS; a user namespace too unless
-    ``as_root``), a new session, dead with its parent; a root built empty with the allow-list
-    (the system's folders :data:`SYSTEM`, the files :data:`ETC` of ``/etc``, an accelerator's
-    devices, :func:`kernel_paths`) read-only, ``keep_rw`` (the box) read-write, private ``/proc``,
-    ``/dev``, ``/tmp``, ``/var/tmp`` and ``/dev/shm``; a folder of ``hide`` that lies inside a
-    kept one is emptied. The folders leading to a kept path are made traversable (a 0700 home or
-    temporary folder above it does not matter); the links on the way to it are made again. Its
-    environment is the one it is started with (the caller's allow-list: :func:`kernel_env`).
-    ``token`` names its processes for :meth:`Sandbox.kill_all` (its host name)."""
+    ``--``; the view is described in docs/security.md): namespaces of its own (a user namespace
+    too unless ``as_root``), a root built empty with the allow-list (:data:`SYSTEM`, :data:`ETC`,
+    an accelerator's devices, :func:`kernel_paths`) read-only and ``keep_rw`` (the box)
+    read-write, each with the links on the way to it made again; a folder of ``hide`` that lies
+    inside a kept one is emptied. ``token`` names its processes for :meth:`Sandbox.kill_all`."""
     cmd = []
-    try:
-        found = os.listdir("/dev")
-    except OSError:
-        found = []
-    devices = [f"/dev/{n}" for n in ACCELERATORS if os.path.exists(f"/dev/{n}")]
-    devices += [f"/dev/{n}" for n in found if n.startswith(("nvidia", "accel")) and f"/dev/{n}" not in devices]
+    devices = [f"/dev/{n}" for n in sorted(os.listdir("/dev"))
+               if n in ACCELERATORS or n.startswith(("nvidia", "accel"))]
     for path in devices:
         cmd += ["--dev-bind", path, path]
     if devices and os.path.isdir("/sys"):
@@ -599,7 +543,7 @@ def _kill_bwrap(token: str) -> None:
     ``--die-with-parent``)."""
     import signal
 
-    me, wanted = os.getuid(), [b"--hostname", os.fsencode(token)]
+    me, wanted = os.getuid(), (b"--hostname", os.fsencode(token))
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
@@ -608,8 +552,7 @@ def _kill_bwrap(token: str) -> None:
                 continue
             with open(f"/proc/{entry.name}/cmdline", "rb") as f:
                 argv = f.read().split(b"\0")
-            at = argv.index(wanted[1]) if wanted[1] in argv else 0
-            if at and argv[at - 1] == wanted[0]:
+            if wanted in zip(argv, argv[1:]):
                 os.kill(int(entry.name), signal.SIGKILL)
         except (OSError, ValueError):
             continue
@@ -633,12 +576,9 @@ def _lock_dir() -> Path | None:
     return path
 
 
-_FIX = ("or, to grade without containment (only for code you trust), pass --no-sandbox or set "
-        "AUTOGRADER_SANDBOX=off")
-
-
-def _refuse(cause: str, fix: str) -> Sandbox:
-    return Sandbox(REFUSED, f"the sandbox cannot be set up: {cause}. Fix: {fix}; {_FIX}.")
+def _refusal(cause: str, fix: str) -> str:
+    return (f"the sandbox cannot be set up: {cause}. Fix: {fix}; or, to grade without containment "
+            "(only for code you trust), pass --no-sandbox or set AUTOGRADER_SANDBOX=off.")
 
 
 def _own_cgroup(controller: str) -> str | None:
@@ -654,13 +594,17 @@ def _own_cgroup(controller: str) -> str | None:
     return None
 
 
-def _remove_stale(parent: Path, uid: int) -> None:
-    """Empty cgroups of ``uid`` left by a grader that died (the uid is locked by us now)."""
+def _new_cgroup(parent: Path, uid: int) -> Path:
+    """A new cgroup for ``uid`` below ``parent``, once the empty ones a grader that died left
+    there for it are removed (the uid is locked by this process now)."""
     for old in parent.glob(f"autograder-{uid}-*"):
         try:
             old.rmdir()
         except OSError:
             pass
+    folder = parent / f"autograder-{uid}-{os.getpid()}"
+    folder.mkdir(exist_ok=True)
+    return folder
 
 
 def memory_cgroup(uid: int, mb: int, cgroups: bool = True) -> tuple[str | None, str]:
@@ -669,15 +613,12 @@ def memory_cgroup(uid: int, mb: int, cgroups: bool = True) -> tuple[str | None, 
     the operator turned them off (``AUTOGRADER_MEMORY_CGROUP``)."""
     if not cgroups:
         return None, f"memory limit {mb} MiB per process (RLIMIT_DATA: memory cgroups turned off)"
-    name = f"autograder-{uid}-{os.getpid()}"
     limit = str(mb << 20)
     v1 = Path("/sys/fs/cgroup/memory")
     try:
         own = _own_cgroup("memory")
         if own is not None and (v1 / "memory.limit_in_bytes").exists():
-            _remove_stale(v1 / own.lstrip("/"), uid)
-            folder = v1 / own.lstrip("/") / name
-            folder.mkdir(exist_ok=True)
+            folder = _new_cgroup(v1 / own.lstrip("/"), uid)
             (folder / "memory.limit_in_bytes").write_text(limit)
             if (folder / "memory.memsw.limit_in_bytes").exists():
                 (folder / "memory.memsw.limit_in_bytes").write_text(limit)
@@ -686,11 +627,9 @@ def memory_cgroup(uid: int, mb: int, cgroups: bool = True) -> tuple[str | None, 
         own = _own_cgroup("")
         if own is not None and "memory" in (v2 / "cgroup.controllers").read_text().split():
             parent = v2 / own.lstrip("/")
-            _remove_stale(parent, uid)
             if "memory" not in (parent / "cgroup.subtree_control").read_text().split():
                 (parent / "cgroup.subtree_control").write_text("+memory")
-            folder = parent / name
-            folder.mkdir(exist_ok=True)
+            folder = _new_cgroup(parent, uid)
             (folder / "memory.max").write_text(limit)
             if (folder / "memory.swap.max").exists():
                 (folder / "memory.swap.max").write_text("0")
@@ -701,10 +640,9 @@ def memory_cgroup(uid: int, mb: int, cgroups: bool = True) -> tuple[str | None, 
 
 
 def thread_cap(nproc: int) -> int:
-    """Processes and threads one kernel or program runner may have (its cgroup's ``pids.max``,
-    and ``RLIMIT_NPROC``), never more than ``nproc`` (``AUTOGRADER_NPROC``): enough for JAX's
-    thread pools on this machine, far from the hundreds of busy threads that would starve the
-    submissions graded beside it."""
+    """Processes and threads one kernel or program runner may have (``pids.max``, and
+    ``RLIMIT_NPROC``), never more than ``nproc`` (``AUTOGRADER_NPROC``): enough for JAX's thread
+    pools here, far from the hundreds of busy threads that would starve its neighbours."""
     return min(nproc, max(256, 16 * (os.cpu_count() or 1)))
 
 
@@ -715,16 +653,13 @@ def cpu_quota_cores() -> int:
 
 
 def share_cgroups(uid: int, threads: int, memory: str | None = None, cgroups: bool = True) -> tuple[list[str], str]:
-    """New cgroups below the grader's own giving a kernel (or program runner) of ``uid`` a CPU
-    share of its own (the default weight, as every other kernel's), at most
-    :func:`cpu_quota_cores` CPUs, and at most ``threads`` threads: ``(their folders, how
-    CPU and threads are limited)``. cgroup v1 (the cpu and pids hierarchies) or v2 (the cpu and
-    pids controllers, set on ``memory``, the memory cgroup, where there is one: a process is in
-    one cgroup of v2); none where they cannot be made (the thread cap is then ``RLIMIT_NPROC``'s
-    alone, of the uid)."""
+    """New cgroups below the grader's own giving a kernel (or program runner) of ``uid`` an
+    equal CPU share, at most :func:`cpu_quota_cores` CPUs and ``threads`` threads: ``(their
+    folders, how CPU and threads are limited)``. cgroup v1 (the cpu and pids hierarchies) or v2
+    (set on ``memory``, the memory cgroup, where there is one: a process is in one cgroup of
+    v2); none where they cannot be made (``RLIMIT_NPROC`` alone then caps threads)."""
     if not cgroups:
         return [], "no CPU share (cgroups turned off)"
-    name = f"autograder-{uid}-{os.getpid()}"
     cores = cpu_quota_cores()
     made: list[str] = []
     try:
@@ -734,9 +669,7 @@ def share_cgroups(uid: int, threads: int, memory: str | None = None, cgroups: bo
                 own = _own_cgroup(controller)
                 if own is None:
                     raise OSError(f"no {controller} cgroup")
-                _remove_stale(root / own.lstrip("/"), uid)
-                folder = root / own.lstrip("/") / name
-                folder.mkdir(exist_ok=True)
+                folder = _new_cgroup(root / own.lstrip("/"), uid)
                 made.append(str(folder))
                 if controller == "cpu":
                     period = int((folder / "cpu.cfs_period_us").read_text())
@@ -752,11 +685,10 @@ def share_cgroups(uid: int, threads: int, memory: str | None = None, cgroups: bo
             for controller in ("cpu", "pids"):
                 if controller not in enabled:
                     (parent / "cgroup.subtree_control").write_text(f"+{controller}")
-            # one cgroup per process in v2: the memory cgroup's, where there is one
-            folder = Path(memory) if memory else parent / name
-            if not memory:
-                _remove_stale(parent, uid)
-                folder.mkdir(exist_ok=True)
+            if memory:  # one cgroup per process in v2: the memory cgroup's, where there is one
+                folder = Path(memory)
+            else:
+                folder = _new_cgroup(parent, uid)
                 made.append(str(folder))
             (folder / "cpu.weight").write_text("100")
             (folder / "cpu.max").write_text(f"{cores * 100000} 100000")
@@ -774,10 +706,9 @@ def share_cgroups(uid: int, threads: int, memory: str | None = None, cgroups: bo
 
 def _hidden_paths(settings: Settings, root: Path | None, submission: Path | None, extra=()) -> list[str]:
     """What a contained kernel must never see: the course, the package's checkout, the course
-    state, temporary folders (other submissions' runs), the submission's own folders and ``extra``
-    (the folders of a batch's other submissions). The kernel's view is an allow-list, so none of
-    them is in it; one that lies inside a kept folder (a course inside a conda environment) is
-    emptied there by the launcher."""
+    state, temporary folders, the submission's own folders and ``extra``. The kernel's view is
+    an allow-list, so none is in it; one inside a kept folder (a course inside a conda
+    environment) is emptied there (:func:`bwrap_command`)."""
     from ..common.course import cache_dir
 
     paths = [tempfile.gettempdir(), "/tmp", "/var/tmp", "/dev/shm", "/run/lock",
@@ -822,7 +753,7 @@ def open_sandbox(deadline: float, settings: Settings, root: Path | None = None,
     bwrap = find_bwrap()
     cause, fix = bwrap_problem(bwrap, as_root)
     if cause:
-        return _refuse(cause, fix)
+        return Sandbox(REFUSED, _refusal(cause, fix))
     token, hidden = f"autograder-{random_names.token_hex(8)}", _hidden_paths(settings, root, submission, hide)
     if not as_root:
         return Sandbox(USER_NAMESPACE, f"bubblewrap: user, mount, PID and network namespaces of its own, "
@@ -832,9 +763,9 @@ def open_sandbox(deadline: float, settings: Settings, root: Path | None = None,
                        os.getuid(), bwrap=bwrap, token=token, hide=hidden, **limits)
     locks = _lock_dir()
     if locks is None:
-        return _refuse("there is no private folder for the sandbox uid locks (/run/lock or the "
-                       "temporary folder, owned by root, not writable by others)",
-                       "make /run/lock writable by root only")
+        return Sandbox(REFUSED, _refusal("there is no private folder for the sandbox uid locks (/run/lock "
+                                         "or the temporary folder, owned by root, not writable by others)",
+                                         "make /run/lock writable by root only"))
     while True:
         for uid in settings.sandbox_uids:
             try:
@@ -867,12 +798,24 @@ _CHECKED: dict = {}
 
 def check_sandbox(box: Sandbox, home: Path, workdir: Path, secrets=()) -> str:
     """'' if a kernel can start in ``box``: the sandbox uid, in its view of the files, imports
-    ipykernel and the autograder package, writes its home, and cannot see ``secrets``.
+    ipykernel and the autograder package, writes its home, and cannot see ``secrets``; else
+    what went wrong. Checked once per process, temporary folder and ``bwrap``: the same for
+    every uid."""
+    import subprocess
 
-    Checked once per process, temporary folder and ``bwrap``: the same for every uid."""
     key = (sys.executable, str(home.parent.parent.parent), box.mode, box.bwrap)
-    if key not in _CHECKED:
-        _CHECKED[key] = _probe_sandbox(box, home, workdir, secrets)
+    if key in _CHECKED:
+        return _CHECKED[key]
+    probe = box.wrap([*LAUNCHER, "check", f"--home={home}", f"--package={package_root() / 'autograder'}",
+                      *[f"--secret={s}" for s in secrets]])
+    try:
+        proc = subprocess.run(limited(probe, 60, box), stdin=subprocess.DEVNULL, capture_output=True,
+                              timeout=60, cwd=workdir, env=kernel_env(home))
+        err = proc.stderr.decode(errors="replace").strip()
+        err = err.splitlines()[-1] if err else f"exit status {proc.returncode}"
+        _CHECKED[key] = f"a kernel could not start in the sandbox ({err})" if proc.returncode else ""
+    except (OSError, subprocess.SubprocessError) as exc:
+        _CHECKED[key] = f"the sandbox could not start: {exc}"
     return _CHECKED[key]
 
 
@@ -901,25 +844,6 @@ def check_once(settings: Settings, root: Path | None = None) -> None:
         box.close()
 
 
-def _probe_sandbox(box: Sandbox, home: Path, workdir: Path, secrets) -> str:
-    import subprocess
-
-    probe = box.wrap([*LAUNCHER, "check", f"--home={home}",
-                      f"--package={package_root() / 'autograder'}",
-                      *[f"--secret={s}" for s in secrets]])
-    env = kernel_env(home)
-    try:
-        proc = subprocess.run(limited(probe, 60, box), stdin=subprocess.DEVNULL, capture_output=True,
-                              timeout=60, cwd=workdir, env=env)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return f"the sandbox could not start: {exc}"
-    if proc.returncode != 0:
-        err = proc.stderr.decode(errors="replace").strip()
-        err = err.splitlines()[-1] if err else f"exit status {proc.returncode}"
-        return f"a kernel could not start in the sandbox ({err})"
-    return ""
-
-
 def probe_refusal(problem: str) -> str:
     """The refusal's words for a failed :func:`check_sandbox`, with the fix for its real cause:
     a file the sandbox uid cannot read (named, with its mode), a mount or namespace refused (the
@@ -931,7 +855,7 @@ def probe_refusal(problem: str) -> str:
     else:
         fix = ("report it: the kernel's view (bwrap_command in autograder/sandbox/containment.py) lacks "
                "a file the kernel needs; its error says which")
-    return f"the sandbox cannot be set up: {problem}. Fix: {fix}; {_FIX}."
+    return _refusal(problem, fix)
 
 
 def chown_tree(path: Path, uid: int) -> None:

@@ -1,21 +1,15 @@
 """The sandbox's launcher: the small steps a contained process starts with
 (``python -s -P -m autograder.sandbox.launcher STEP``: the standard library only, no user site,
-not the current folder, so a submission's files cannot stand in for a module).
+not the current folder, so a submission's files cannot stand in for a module). What each step
+contains is described in docs/security.md ("Containment").
 
-``limits``: started by the grading process (see :func:`autograder.sandbox.containment.limited`),
-before bubblewrap or, without a sandbox, the command itself: it asks to die with that process
-(``PR_SET_PDEATHSIG``, kept across ``execve``), lifts the grading process's own soft limit on
-data memory, sets the CPU-time limit and no core dumps (and, with ``--nice``, a lower
-priority), in a sandbox the memory limit (the cgroup joined, or ``RLIMIT_DATA``) and, as root,
-the CPU share and thread cap (more cgroups joined); then it executes the rest of its command
-line. It runs a second time inside bubblewrap's view
-(:meth:`autograder.sandbox.containment.Sandbox.wrap`), with ``--nproc`` (``RLIMIT_NPROC``:
-without root it counts that sandbox's own processes only, in its user namespace) and, as root,
-``--uid``: there it drops to the sandbox uid (no groups, no capabilities, ``no_new_privs``)
-after bubblewrap has bound every path as root (so the uid needs no way through a 0700 folder
-around the checkout), checks that the uid can read each ``--readable`` path (else it exits
-naming the path, its mode and owner: the real cause, not what the loader would say), and
-executes the kernel.
+``limits``: started by the grading process (:func:`autograder.sandbox.containment.limited`), it
+sets the limits on itself and executes the rest of its command line (bubblewrap, or the command
+itself without a sandbox). It runs a second time inside bubblewrap's view
+(:meth:`autograder.sandbox.containment.Sandbox.wrap`): there it sets the thread cap and, as
+root, drops to the sandbox uid once bubblewrap has bound every path as root (so the uid needs no
+way through a 0700 folder around the checkout), and checks that the uid can read each
+``--readable`` path before it executes the kernel.
 
 ``check`` runs in the sandbox like a kernel: it exits non-zero, saying why, unless ipykernel
 and the ``autograder`` package import, the home folder is writable, and the paths given cannot
@@ -28,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import os
 import signal
 import stat
@@ -37,15 +32,10 @@ PR_SET_NO_NEW_PRIVS = 38
 PR_SET_PDEATHSIG = 1
 
 
+@functools.cache
 def libc():
-    """The C library, for prctl(2) and mount(2) (``ctypes``; loaded once)."""
-    global _LIBC
-    if _LIBC is None:
-        _LIBC = ctypes.CDLL(None, use_errno=True)
-    return _LIBC
-
-
-_LIBC = None
+    """The C library, for prctl(2) and mount(2) (``ctypes``)."""
+    return ctypes.CDLL(None, use_errno=True)
 
 
 def die_with_parent(parent: int = 0, prctl=None) -> None:
@@ -59,22 +49,15 @@ def die_with_parent(parent: int = 0, prctl=None) -> None:
         os._exit(1)
 
 
-def unreadable(paths: list[str]) -> list[str]:
-    """Which of ``paths`` this process (the sandbox uid, in its view) cannot read, each with its
-    mode and owner: the real reason a kernel could not start there."""
-    out = []
-    for path in paths:
-        real = os.path.realpath(path)
-        if os.path.exists(real) and not os.access(real, os.R_OK | (os.X_OK if os.path.isdir(real) else 0)):
-            st = os.stat(real)
-            out.append(f"{real} (mode {stat.S_IMODE(st.st_mode):04o}, owner uid {st.st_uid})")
-    return out
-
-
 def check_readable(paths: list[str]) -> None:
-    """Exit naming what of ``paths`` the sandbox uid cannot read: the kernel could not start,
-    and this says why, not what the loader would say of it."""
-    blocked = unreadable(paths)
+    """Exit naming what of ``paths`` this process (the sandbox uid, in its view) cannot read,
+    each with its mode and owner: the real reason a kernel could not start there, not what the
+    loader would say of it."""
+    blocked = []
+    for path in map(os.path.realpath, paths):
+        if os.path.exists(path) and not os.access(path, os.R_OK | (os.X_OK if os.path.isdir(path) else 0)):
+            st = os.stat(path)
+            blocked.append(f"{path} (mode {stat.S_IMODE(st.st_mode):04o}, owner uid {st.st_uid})")
     if blocked:
         raise SystemExit(f"autograder sandbox: the sandbox uid cannot read {'; '.join(blocked)}: make it "
                          f"readable by other users (chmod -R o+rX), or install the course's Python "
