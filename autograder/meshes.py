@@ -101,13 +101,6 @@ def mesh_devices(n: int | None = None) -> MeshDevices:
     raise _no_devices(have, n)
 
 
-def axis_type(kind: str):
-    """``AxisType.Auto`` for ``"auto"``, ``AxisType.Explicit`` for ``"explicit"``."""
-    from jax.sharding import AxisType
-
-    return {"auto": AxisType.Auto, "explicit": AxisType.Explicit}[kind]
-
-
 def mesh_shape(n: int, ndim: int = 1) -> tuple[int, ...]:
     """A mesh shape for ``n`` devices: ``(n,)``, or for ``ndim=2`` the most square factorisation
     ``(a, n // a)`` with ``a <= n // a``: ``(2, 4)`` for 8, ``(2, 2)`` for 4, ``(1, 2)`` for 2."""
@@ -128,9 +121,8 @@ def make_mesh(shape, names, kind: str = "auto", devices=None):
     ``mesh_shape(len(devices), len(names))``. Always passes ``axis_types`` (``jax.make_mesh``
     defaults to explicit axes since JAX 0.9).
     """
-    import numpy as np
     import jax
-    from jax.sharding import Mesh
+    from jax.sharding import AxisType
 
     names = tuple(names)
     if shape is None:
@@ -138,21 +130,15 @@ def make_mesh(shape, names, kind: str = "auto", devices=None):
         shape = mesh_shape(len(devices), len(names))
     shape = tuple(shape)
     devices = list(mesh_devices(math.prod(shape)) if devices is None else devices)
-    types = (axis_type(kind),) * len(shape)
-    try:
-        return jax.make_mesh(shape, names, axis_types=types, devices=devices)
-    except TypeError:  # an older make_mesh without ``devices``
-        return Mesh(np.array(devices).reshape(shape), names, axis_types=types)
+    types = ({"auto": AxisType.Auto, "explicit": AxisType.Explicit}[kind],) * len(shape)
+    return jax.make_mesh(shape, names, axis_types=types, devices=devices)
 
 
 def shard_map_fn():
-    """``jax.shard_map`` (JAX >= 0.6.1), else ``jax.experimental.shard_map.shard_map``."""
+    """``jax.shard_map`` (public since JAX 0.6.1; the package needs 0.7.2 or newer)."""
     import jax
 
-    fn = getattr(jax, "shard_map", None)
-    if fn is None:
-        from jax.experimental.shard_map import shard_map as fn
-    return fn
+    return jax.shard_map
 
 
 def check_uses_collective(f, args, *, what=None):
