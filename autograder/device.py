@@ -53,13 +53,6 @@ def problem_size(cpu, gpu=None, tpu=None, *, platform=None):
     return {"cpu": cpu, "gpu": gpu, "tpu": tpu}.get(platform or backend(), cpu)
 
 
-def block(x):
-    """Wait until every array in the pytree ``x`` is computed; return ``x``."""
-    import jax
-
-    return jax.block_until_ready(x)
-
-
 class Timing(dict):
     """Result of :func:`honest_time`: ``median``, ``min``, ``times`` and ``compile_s`` (seconds)."""
 
@@ -81,18 +74,20 @@ def honest_time(f, *args, repeats: int = 5, warmup: int = 1) -> Timing:
     separately as ``compile_s`` (its time minus the median), never mixed into
     the run time.
     """
+    import jax
+
     if repeats < 1:
         raise ValueError("repeats must be at least 1")
     first = None
     for i in range(max(1, warmup)):
         t0 = time.perf_counter()
-        block(f(*args))
+        jax.block_until_ready(f(*args))
         if i == 0:
             first = time.perf_counter() - t0
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        block(f(*args))
+        jax.block_until_ready(f(*args))
         times.append(time.perf_counter() - t0)
     med = statistics.median(times)
     return Timing(median=med, min=min(times), times=times, compile_s=max(0.0, first - med))
@@ -103,11 +98,3 @@ def matmul_flops(n: int, m: int | None = None, k: int | None = None) -> float:
     m = n if m is None else m
     k = n if k is None else k
     return 2.0 * n * m * k
-
-
-def format_rate(value: float, unit: str = "FLOP/s") -> str:
-    """``1.23 GFLOP/s``-style formatting."""
-    for prefix, scale in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if value >= scale:
-            return f"{value / scale:.2f} {prefix}{unit}"
-    return f"{value:.2f} {unit}"

@@ -921,11 +921,9 @@ class TestDevice:
         ag.use_virtual_cpu_devices(4)  # an explicit setting is kept
         assert os.environ["XLA_FLAGS"].count("device_count") == 1
 
-    def test_rates(self):
+    def test_matmul_flops(self):
         assert device.matmul_flops(4) == 128.0
         assert device.matmul_flops(2, 3, 4) == 48.0
-        assert device.format_rate(1.5e12) == "1.50 TFLOP/s"
-        assert device.format_rate(12.0, "B/s") == "12.00 B/s"
 
 
 # --------------------------------------------------------------------------- one error classifier
