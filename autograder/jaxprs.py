@@ -6,8 +6,6 @@ from .feedback import call, fail
 
 def _sub_jaxprs(value):
     """Yield the jaxprs found in an equation parameter (cond branches, scan bodies, ...)."""
-    from jax import core as jcore  # noqa: F401 - for type names only
-
     if hasattr(value, "jaxpr") and hasattr(value, "consts"):  # ClosedJaxpr
         yield value.jaxpr
     elif hasattr(value, "eqns") and hasattr(value, "invars"):  # Jaxpr

@@ -28,12 +28,6 @@ def tolerance(dtype) -> tuple[float, float]:
     return _TOLERANCES.get(dt, (1e-4, 1e-5))
 
 
-def _leaves_with_paths(tree):
-    import jax
-
-    return jax.tree_util.tree_flatten_with_path(tree)
-
-
 def _float_bits(dt) -> int | None:
     """The significand bits of a floating dtype (of its parts, for complex), else ``None``."""
     if dt.kind == "c":
@@ -100,8 +94,8 @@ def check_close(actual, expected, *, what="the result", rtol=None, atol=None, id
 
     if actual is None and expected is not None:
         fail(idea, f"{what} is None; did the function forget to `return` its result?")
-    a_leaves, a_tree = _leaves_with_paths(actual)
-    e_leaves, e_tree = _leaves_with_paths(expected)
+    a_leaves, a_tree = jax.tree_util.tree_flatten_with_path(actual)
+    e_leaves, e_tree = jax.tree_util.tree_flatten_with_path(expected)
     if a_tree != e_tree:
         fail(idea, f"{what} has structure {a_tree}, expected {e_tree}.")
     for (path, a), (_, e) in zip(a_leaves, e_leaves):

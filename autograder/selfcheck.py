@@ -60,6 +60,8 @@ class Report(list):
                      "(the grader also runs hidden tests).")
         return "\n".join(lines)
 
+    __repr__ = __str__
+
     def _repr_html_(self):
         body = "".join(
             f"<tr><td><code>{html.escape(r['exercise'])}</code></td>"
@@ -69,9 +71,6 @@ class Report(list):
         done = sum(r["passed"] for r in self)
         return (f"<table><tr><th>exercise</th><th>visible tests</th><th>feedback</th></tr>{body}</table>"
                 f"<p>{done}/{len(self)} exercises pass their visible tests (the grader also runs hidden tests).</p>")
-
-    def __repr__(self):
-        return str(self)
 
 
 def visible_tests(assignment: str) -> dict:

@@ -198,12 +198,10 @@ def check_single_dispatch(f, calls, *, what=None):
                            "time, not to the compile signature; do not mark them static.")
     try:
         jaxpr = jax.make_jaxpr(f)(*calls[0])
-    except ValueError as exc:
-        if "static" in str(exc):
+    except Exception as exc:
+        if isinstance(exc, ValueError) and "static" in str(exc):
             fail("recompiles", f"{label} marks one of its values (such as the learning rate) static, so "
                                "each new value is compiled again; values belong to the run time.")
-        raise _explain(exc, f"tracing {label}") from exc
-    except Exception as exc:
         raise _explain(exc, f"tracing {label}") from exc
     names = [eqn.primitive.name for eqn in jaxpr.jaxpr.eqns]
     jits = [n for n in names if n in ("jit", "pjit")]
