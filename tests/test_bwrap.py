@@ -76,9 +76,10 @@ WRITES = ["the shared temporary folder", "/var/tmp", "/dev/shm", "the grader's h
 
 
 def _as_nobody(args, home: Path, env=None, timeout=900):
-    """``args`` run by ``runuser -u nobody`` (an ordinary user, as a hub instructor), in the checkout."""
+    """``args`` run by ``runuser -u nobody`` (an ordinary user, as a hub instructor) in the group
+    ``users``, whose gid is not its uid (as jovyan's in Jupyter's images: 1000 and 100), in the checkout."""
     keep = {k: os.environ[k] for k in ("PATH", "LANG", "JAX_PLATFORMS") if k in os.environ}
-    cmd = ["runuser", "-u", "nobody", "--", "env", "-i", *[f"{k}={v}" for k, v in keep.items()],
+    cmd = ["runuser", "-u", "nobody", "-g", "users", "--", "env", "-i", *[f"{k}={v}" for k, v in keep.items()],
            f"HOME={home}", *[f"{k}={v}" for k, v in (env or {}).items()], *map(str, args)]
     return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=timeout)
 

@@ -411,7 +411,7 @@ def kernel_manager_class(box: Sandbox | None, box_dir: Path, cpu_seconds: int):
         def write_connection_file(self, **kw):
             super().write_connection_file(**kw)
             if contained:
-                os.chown(self.connection_file, box.uid, box.uid)  # the kernel must read its key
+                chown_tree(Path(self.connection_file), box.uid)  # the kernel must read its key
 
     return BoxedKernelManager
 
