@@ -132,8 +132,8 @@ def test_unreadable_programs_are_refused_with_a_reason(text, why):
 class _Held:
     """An exported program as the judge holds one (``exported``, ``call``), run in this process."""
 
-    def __init__(self, exp, contained=False):
-        self.exported, self.contained = exp, contained
+    def __init__(self, exp):
+        self.exported = exp
 
     def call(self, *args, **kwargs):
         return self.exported.call(*args, **kwargs)
@@ -149,13 +149,33 @@ def test_a_traced_program_gives_values_and_facts_from_one_artifact():
 
 def test_a_program_for_another_platform_is_refused_not_skipped():
     import jax
+    import numpy as np
     from jax import export
 
+    from autograder import judge
     from autograder.feedback import ExerciseFailure
 
     exp = export.export(jax.jit(_mean_sin), platforms=("cuda",))(jax.ShapeDtypeStruct((4,), "float32"))
-    with pytest.raises(ExerciseFailure, match="exported for cuda"):
-        programs.Traced(_Held(exp), "`f`")
+    with pytest.raises(ExerciseFailure, match="exported for cuda"):  # refused before any runner starts
+        programs.Traced(judge.Exported(exp), "`f`")(np.zeros(4, np.float32))
+
+
+def test_a_program_starved_by_the_machine_is_not_graded_not_failed():
+    """A run that ran out of time on a starved machine reaches the verdict as such (not graded),
+    not as a failure of the learner's program."""
+    import numpy as np
+
+    from autograder import judge
+    from autograder.judge.runner import ProgramStarved
+    from autograder.judge.starvation import Watch
+
+    class Starving(_Held):
+        def call(self, *args, **kwargs):
+            raise ProgramStarved(Watch(None).message("the program, run by the grader,"))
+
+    traced = programs.Traced(Starving(_export(_mean_sin, (4,))), "`f`")
+    v = judge.verdict(lambda k: traced(0.5 * np.ones(4, np.float32)), None, "test_f")
+    assert not v.passed and not v.graded and v.feedback.startswith("Not graded: the program"), v
 
 
 def _collatz(v):
@@ -197,23 +217,6 @@ def test_a_loop_whose_trip_count_no_input_changes_is_told_apart():
                            (scanned, 1)):
         p = programs.read(_export(f, (), dtype="int32"))
         assert (p.has_loops, p.fixed_loops) == (True, fixed_loops), f.__name__
-
-
-def test_a_loop_runs_only_where_the_exercise_needs_one_unless_the_runner_is_contained():
-    import jax
-    import numpy as np
-
-    from autograder.feedback import ExerciseFailure
-
-    def looped(x):
-        return jax.lax.fori_loop(0, 3, lambda i, c: c * 2.0, x)
-
-    exp = _export(looped, (2,))
-    x = np.ones(2, np.float32)
-    with pytest.raises(ExerciseFailure, match="has a loop"):
-        programs.Traced(_Held(exp), "`f`")(x)
-    assert np.allclose(programs.Traced(_Held(exp), "`f`", loops=True)(x), 8.0)
-    assert np.allclose(programs.Traced(_Held(exp, contained=True), "`f`")(x), 8.0)
 
 
 # --------------------------------------------------------------------------- issue 33, item 2

@@ -148,7 +148,7 @@ def test_a_hang_loses_only_its_own_call(runner):
 
 def test_a_memory_hog_loses_only_its_own_call(monkeypatch):
     monkeypatch.setenv("AUTOGRADER_MEMORY_MB", "1024")
-    r = ProgramRunner(timeout=60, memory_mb=1024)
+    r = ProgramRunner(timeout=60)
     try:
         # 4 GiB held at once (the barrier keeps XLA from fusing it away) under a 1 GiB cap
         hog = _export(lambda x: lax.optimization_barrier(jnp.zeros((2**30,), jnp.float32) + x)[-1], ())
@@ -177,7 +177,7 @@ def test_a_named_scope_or_an_odd_name_changes_nothing_the_allow_list_sees(runner
         with jax.named_scope("stablehlo.custom_call @lapack_sgetrf_ffi"):
             return jax.named_call(lambda y: jnp.sin(y) * 2, name="f{ }")(x)
     prog = judge.Exported(_export(odd, (3,)), runner=runner)
-    assert prog.refusal() == "" and not prog.custom_calls()
+    assert prog.refusal() == "" and not prog.structure.custom_call_targets
     assert np.allclose(prog(np.zeros(3, np.float32)), 0)
 
 
@@ -192,7 +192,8 @@ def test_as_root_the_runner_runs_contained_under_a_uid_of_its_own(runner):
 
 def test_without_containment_it_is_a_process_of_its_own_with_a_memory_cap(monkeypatch):
     monkeypatch.setenv("AUTOGRADER_SANDBOX", "off")
-    r = ProgramRunner(memory_mb=3000)
+    monkeypatch.setenv("AUTOGRADER_MEMORY_MB", "3000")
+    r = ProgramRunner()
     try:
         prog = judge.Exported(_export(lambda x: x * 5, ()), runner=r)
         assert float(prog(np.float32(2.0))) == 10.0

@@ -28,22 +28,10 @@ One trusted file per assignment, ``solutions/<assignment>/judge.py``, holds one 
             rng.normal(size=5).astype(np.float32)),), seed=k.seed(), jit=True)
 
 :func:`run_judge` loads that file by path (never from a folder the kernel can write) and turns
-each test's outcome into a :class:`Verdict`; :class:`JudgeStep` plugs it into grading.
-
-The package, by who uses what:
-
-- :mod:`.channel`: the requests to the kernel-side agent (:mod:`autograder.agent`), and the
-  two ways one fails (:class:`ChannelError`, :class:`LearnerError`);
-- :mod:`.kernel`: :class:`Kernel`, :class:`RemoteFunction`, :class:`Exported`;
-- :mod:`.step`: judge files found and loaded, :func:`verdict`, :func:`run_judge`,
-  :class:`JudgeStep`;
-- :mod:`.outcome`: a test's :class:`Verdict` (typed: passed, or failed with the judge's
-  message), and :func:`learner_text` (the learner's text made safe to show);
-- :mod:`.programs` (a program read as a parsed module), :mod:`.allowlist` (what a program
-  may contain) and :mod:`.runner` (the contained process that runs it; also run as a script).
-
-Every name a judge file imports is here: ``from autograder.judge import programs, Ref, Spec``
-(the channel's data markers of :mod:`autograder.wire` included).
+each test's outcome into a :class:`Verdict`; :class:`JudgeStep` plugs it into grading. The
+modules (channel, kernel, step, outcome, programs, allowlist, runner) are described in
+docs/architecture.md. Every name a judge file imports is here: ``from autograder.judge import
+programs, Ref, Spec`` (the channel's data markers of :mod:`autograder.wire` included).
 """
 import importlib
 
@@ -51,12 +39,11 @@ import importlib
 # the program runner (``python -m autograder.judge.runner``) imports this package without the
 # channel's, the kernel's and the step's own imports.
 _HOMES = {
-    "channel": ("MAX_OUTPUT_BYTES", "REQUEST_TIMEOUT", "Channel", "ChannelError", "LearnerError",
-                "learner_exception"),
+    "channel": ("Channel", "ChannelError", "LearnerError"),
     "kernel": ("Exported", "Kernel", "RemoteFunction"),
-    "step": ("JUDGE_CPU_DEVICES", "JUDGE_THREADS", "NOT_DEFINED", "JudgeStep", "ensure_judge_devices",
-             "is_test_cell", "judge_path", "judge_paths", "judge_tests", "load_judge", "run_judge", "verdict"),
-    "runner": ("ProgramFailure",),
+    "step": ("JUDGE_THREADS", "JudgeStep", "is_test_cell", "judge_path", "judge_paths",
+             "judge_tests", "load_judge", "run_judge", "verdict"),
+    "runner": ("JUDGE_CPU_DEVICES", "ProgramFailure", "ensure_judge_devices"),
     "outcome": ("PASSED", "Verdict", "learner_text"),
     "autograder.wire": ("AsJax", "Fixture", "Key", "Opaque", "Ref", "Sharded", "Spec", "as_jax", "values"),
 }

@@ -1,16 +1,13 @@
 """What a learner's exported program may contain before the program runner runs it.
 
-A program (a ``jax.export.Exported``) is read as a parsed module by :mod:`autograder.judge.programs`
-(jaxlib's MLIR bindings, walked by operation names and regions; never searched as text:
-locations, scope and function names are the learner's to choose, and a parsed operation's name
-is not), as the runner executes it: composites and calls inlined, dead code removed
-(:func:`autograder.judge.programs.normalize`), so a custom call inside a composite's
-decomposition is checked like any other. Every operation must be of :data:`ALLOWED` (the pure StableHLO operations, CHLO's, the
-function and Shardy dialects' structure); a ``stablehlo.custom_call`` only for a target of
-:data:`VETTED` (the sharding annotations JAX writes for ``jax.sharding``, ``shard_map`` and
-Shardy), with its shapes checked. Host callbacks, LAPACK or any other native call, infeed,
-outfeed, send and recv are refused, and so is a program exported for another platform than the
-judge's.
+The program is read as a parsed module, as the runner executes it (:mod:`.programs`: never
+searched as text; composites and calls inlined, so a custom call inside a composite's
+decomposition is checked like any other). Every operation must be of :data:`ALLOWED` (the pure
+StableHLO operations, CHLO's, the function and Shardy dialects' structure); a
+``stablehlo.custom_call`` only for a target of :data:`VETTED` (the sharding annotations JAX
+writes for ``jax.sharding``, ``shard_map`` and Shardy), with its shapes checked. Host callbacks,
+LAPACK or any other native call, infeed, outfeed, send and recv are refused, and so is a program
+exported for another platform than the judge's.
 
 Must import on JAX 0.7.2 too.
 """
@@ -94,7 +91,7 @@ def refusal(exported, program=None) -> str:
             check = VETTED.get(op.target) or next(
                 (c for p, c in VETTED_PREFIX.items() if op.target.startswith(p)), None)
             if check is None:
-                why = "a call into Python" if _callback(op.target) else "a native call"
+                why = "a call into Python" if programs.CALLBACK.search(op.target) else "a native call"
                 bad.append(f"custom_call @{op.target[:60]} ({why})")
             elif check(op):
                 bad.append(f"custom_call @{op.target[:60]} without {check(op)}")
@@ -105,8 +102,3 @@ def refusal(exported, program=None) -> str:
         return ("it uses operations the grader does not run: " + ", ".join(shown[:6])
                 + (f" and {len(shown) - 6} more" if len(shown) > 6 else ""))
     return ""
-
-
-def _callback(target: str) -> bool:
-    t = target.lower()
-    return any(w in t for w in ("callback", "python", "host"))

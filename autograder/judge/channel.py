@@ -11,7 +11,6 @@ code raised; :func:`learner_exception` builds the judge-side copy). The program 
 from __future__ import annotations
 
 import builtins
-import inspect
 import queue
 import secrets
 import threading
@@ -88,16 +87,8 @@ def _size(value) -> int:
     return 8
 
 
-def _sync(f):
-    if inspect.iscoroutinefunction(f):
-        from jupyter_core.utils import run_sync
-
-        return run_sync(f)
-    return f
-
-
 class Channel:
-    """Requests to the agent over a jupyter_client kernel client (blocking or asynchronous).
+    """Requests to the agent over a blocking jupyter_client kernel client.
 
     Only messages whose parent is the request are read; their total size and the time a
     request takes are capped; exactly one reply (with the request's nonce) is accepted.
@@ -107,18 +98,15 @@ class Channel:
     """
 
     def __init__(self, client, *, timeout=REQUEST_TIMEOUT, deadline=None, alive=None, interrupt=None,
-                 limits=None, max_output=MAX_OUTPUT_BYTES, pid=None):
-        from .. import wire  # NumPy: imported when a judge first talks to a kernel, not with this module
-
+                 max_output=MAX_OUTPUT_BYTES, pid=None):
         self._lock = threading.Lock()  # one request at a time, whichever test's thread sends it
         self._local = threading.local()
         self.client = client
-        self._iopub = _sync(client.get_iopub_msg)
+        self._iopub = client.get_iopub_msg
         self.timeout = timeout
         self.deadline = deadline
         self.alive = alive
         self.interrupt = interrupt
-        self.limits = wire.DEFAULT_LIMITS if limits is None else limits
         self.max_output = max_output
         self.pid = pid
         self.broken = ""  # once set, every later request fails with it
@@ -166,12 +154,12 @@ class Channel:
             return self._request(payload)
 
     def _request(self, payload: dict) -> dict:
-        from .. import wire
+        from .. import wire  # NumPy: imported when a judge first talks to a kernel, not with this module
 
         if self.broken:
             raise ChannelError(self.broken)
         nonce = secrets.token_hex(16)
-        text = wire.encode({**payload, "nonce": nonce}, limits=self.limits)
+        text = wire.encode({**payload, "nonce": nonce})
         code = f"__import__('autograder.agent').agent.serve({text!r})"
         msg_id = self.client.execute(code, silent=False, store_history=False, allow_stdin=False,
                                      stop_on_error=False)
@@ -221,7 +209,7 @@ class Channel:
             raise ChannelError(f"The grader could not call into the notebook's kernel ({why}); "
                                "was the kernel's machinery changed by a cell?")
         try:
-            reply = wire.decode(replies[0], limits=self.limits)
+            reply = wire.decode(replies[0])
         except wire.WireError as exc:
             raise ChannelError(f"The value that came back cannot be graded: {exc}.") from None
         if not isinstance(reply, dict) or reply.get("nonce") != nonce:

@@ -45,17 +45,15 @@ class RemoteFunction:
 
 class Exported:
     """A learner function's traced program, moved into the judge: ``exported`` (a
-    ``jax.export.Exported``), read here as a parsed module (:attr:`structure`: every operation,
-    nested bodies included, read by :mod:`autograder.judge.programs`; :meth:`ops`, :attr:`has_loops`,
-    :meth:`collectives`, :meth:`custom_calls`) and run, on the judge's inputs, in the contained program runner
+    ``jax.export.Exported``), read here as a parsed module (:attr:`structure`, :meth:`ops`,
+    :attr:`has_loops`) and run, on the judge's inputs, in the contained program runner
     (:meth:`call`, or calling the object itself): every fact and every value from the same
-    artifact. ``blob``: its serialized bytes (``exported.serialize()`` when not given);
-    ``runner``: the :class:`autograder.judge.runner.ProgramRunner` to run it in (default: the
-    current one, :func:`autograder.judge.runner.current`). The program kept, read and run is
-    ``exported`` made what the runner executes (:func:`autograder.judge.programs.executable`:
-    composites and calls inlined, constants folded, dead code removed). ``text`` (its StableHLO, printed) is kept
-    for judges that still read it; never search it: names and locations in it are the
-    learner's."""
+    artifact, ``exported`` made what the runner executes
+    (:func:`autograder.judge.programs.executable`: composites and calls inlined, constants
+    folded, dead code removed). ``blob``: its serialized bytes (``exported.serialize()`` when
+    not given); ``runner``: the :class:`autograder.judge.runner.ProgramRunner` to run it in
+    (default: :func:`autograder.judge.runner.current`). ``text`` (the printed module) is
+    accepted and not kept: a program is never read as text."""
 
     def __init__(self, exported, text=None, *, blob=None, runner=None, name="the function"):
         from . import programs
@@ -68,7 +66,6 @@ class Exported:
             blob = None
         self.written = exported  # as exported: its entry function's calls are how it dispatches
         self.exported = runnable
-        self._text = text
         self._blob = blob
         self.runner = runner
         self.name = name
@@ -77,18 +74,10 @@ class Exported:
         self.ran_in: dict = {}  # pid and uid of the process that computed the last call
 
     @property
-    def text(self) -> str:
-        if self._text is None:
-            self._text = self.exported.mlir_module()
-        return self._text
-
-    @property
     def blob(self) -> bytes:
         if self._blob is None:
             self._blob = bytes(self.exported.serialize())
         return self._blob
-
-    contained = True  # its calls run in the contained program runner (autograder.judge.programs.Traced)
 
     @property
     def structure(self):
@@ -109,12 +98,6 @@ class Exported:
     def has_loops(self) -> bool:
         """Whether the program has a loop (a ``stablehlo.while`` operation, wherever it is)."""
         return self.structure.has_loops
-
-    def collectives(self) -> dict:
-        return self.structure.collectives
-
-    def custom_calls(self) -> list[str]:
-        return sorted(self.structure.custom_call_targets)
 
     def refusal(self) -> str:
         """'' when the runner may run the program, else why not (learner-facing)."""
@@ -146,7 +129,7 @@ class Exported:
         KernelArray` leaves (values; ``.sharding``, a description with ``type_spec`` and
         ``type``, the sharding in the output's type). A program that crashes the runner, runs
         past its time or out of memory raises :class:`autograder.judge.runner.ProgramFailure`
-        (learner-facing). ``loops`` is ignored (a loop that never ends is a timeout)."""
+        (learner-facing). ``loops`` is ignored (a loop that never ends runs out of time)."""
         return self.run(args, kwargs, timeout=timeout)[0]
 
     def run(self, args=(), kwargs=None, *, timeout=None, placements=None, compiled_facts=False):
@@ -163,25 +146,18 @@ class Exported:
         leaves, tree = jax.tree_util.tree_flatten((tuple(args), dict(kwargs or {})))
         if tree != exp.in_tree:
             raise TypeError(f"the program of {self.name} takes {exp.in_tree}, not {tree}")
-        flat = []
-        for leaf, aval in zip(leaves, exp.in_avals):
-            if isinstance(leaf, (np.ndarray, np.generic)) or hasattr(leaf, "__array__"):
-                a = np.asarray(leaf)
-            else:  # a Python number: the program's dtype
-                a = np.asarray(leaf, dtype=aval.dtype)
-            flat.append(a)
+        flat = [np.asarray(leaf) if hasattr(leaf, "__array__") else np.asarray(leaf, dtype=aval.dtype)
+                for leaf, aval in zip(leaves, exp.in_avals)]  # a Python number: the program's dtype
         run = self.runner or runner_mod.current()
         reply = run.run(self.blob, flat, timeout=timeout, placements=placements, compiled_facts=compiled_facts)
         outs, types = reply["outputs"], reply.get("types")
-        if len(outs) != exp.out_tree.num_leaves or not all(
-                isinstance(o, wire.KernelArray) for o in outs):
+        if len(outs) != exp.out_tree.num_leaves or not all(isinstance(o, wire.KernelArray) and (
+                any(type(d) is not int for d in aval.shape)  # a symbolic dimension: not checked here
+                or (tuple(o.shape) == tuple(aval.shape) and o.dtype == aval.dtype))
+                for o, aval in zip(outs, exp.out_avals)):
             raise runner_mod.ProgramFailure("The grader's program runner answered with outputs that are not "
                                             "the program's; please tell the course staff.")
-        for i, (o, aval) in enumerate(zip(outs, exp.out_avals)):
-            shape = tuple(aval.shape)
-            if all(type(d) is int for d in shape) and (tuple(o.shape) != shape or o.dtype != aval.dtype):
-                raise runner_mod.ProgramFailure("The grader's program runner answered with outputs that are "
-                                                "not the program's; please tell the course staff.")
+        for i, o in enumerate(outs):
             if isinstance(types, list) and i < len(types) and isinstance(types[i], dict):
                 o.sharding = {**(o.sharding or {}), **{k: types[i].get(k) for k in ("type", "type_spec")}}
         self.ran_in = {"pid": reply.get("pid"), "uid": reply.get("uid"), "host_pid": getattr(run.proc, "pid", None),
@@ -341,7 +317,6 @@ class Kernel:
         if claim.get("ok") is not True:
             idea = claim.get("idea") if claim.get("idea") in TAUGHT_IN else "numerics"
             pointer = where(idea) if idea != "numerics" else ""
-            what = options.get("what") if isinstance(options.get("what"), str) else name
-            what = what if isinstance(what, str) else "the exercise"
+            what = options.get("what") if isinstance(options.get("what"), str) else str(name)
             self.failed_claims.append(failed(f"A check made in the kernel on {what[:200]} failed"
                                              f"{f' ({pointer})' if pointer else ''}", str(claim.get("detail") or "")))

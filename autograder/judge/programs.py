@@ -48,7 +48,7 @@ CALL = "func.call"
 _PLUMBING = frozenset({"func.call", "func.return", "func.func", "builtin.module", "sdy.mesh"})
 # custom_call targets that call back into host Python (jax.pure_callback, io_callback,
 # jax.debug.print/callback) on any platform.
-_CALLBACK = re.compile(r"callback|python|host", re.IGNORECASE)
+CALLBACK = re.compile(r"callback|python|host", re.IGNORECASE)
 _MANUAL_OPS = frozenset({"sdy.manual_computation"})
 _MANUAL_TARGETS = frozenset({"SPMDFullToShardShape"})
 MAX_OPS = 1_000_000  # operations parsed per module; more is refused
@@ -93,7 +93,7 @@ class Facts:
 
     @property
     def callbacks(self) -> list:
-        return sorted(t for t in self.custom_call_targets if _CALLBACK.search(t))
+        return sorted(t for t in self.custom_call_targets if CALLBACK.search(t))
 
     @property
     def manual(self) -> bool:
@@ -102,19 +102,13 @@ class Facts:
 
 
 class Program(Facts):
-    """An exported program's facts (see the module's docstring). Build it with
-    :func:`read` (or :meth:`Program.parse`)."""
+    """An exported program's facts (see the module's docstring), built by :func:`read`."""
 
-    def __init__(self, facts: Facts, top_level: list, ops: list, platforms: tuple = ()):
+    def __init__(self, facts: Facts, top_level: list, ops: list):
         super().__init__(facts.op_counts, facts.custom_call_targets)
         self.top_level = top_level
         self.ops = ops
-        self.platforms = tuple(platforms)
         self.fixed_loops = 0  # set by _parse: the loops whose trip count no input changes
-
-    @property
-    def op_names(self) -> frozenset:
-        return frozenset(o.name for o in self.ops)
 
     def count(self, *names: str) -> int:
         """How many operations named any of ``names`` (such as ``"stablehlo.case"``)."""
@@ -137,10 +131,6 @@ class Program(Facts):
             numbers.append(i)
         return numbers
 
-    @classmethod
-    def parse(cls, text: str, platforms=()) -> "Program":
-        return _parse(text, platforms)
-
     def __repr__(self):
         return (f"<Program {self.total} ops, loops={self.has_loops}, collectives={self.collectives}, "
                 f"targets={sorted(self.custom_call_targets)}>")
@@ -148,27 +138,21 @@ class Program(Facts):
 
 def read(program) -> Program:
     """The :class:`Program` of ``program``: a ``jax.export.Exported``, the judge's
-    :class:`autograder.judge.Exported` (anything with ``exported``), or StableHLO text."""
+    :class:`autograder.judge.Exported` (its :attr:`~autograder.judge.Exported.structure`, read
+    once), anything else holding one as ``exported``, or StableHLO text."""
     if isinstance(program, Program):
         return program
-    cached = getattr(program, "_programs_facts", None)
-    if isinstance(cached, Program):
-        return cached
-    # a judge's Exported keeps the program as written beside the one it runs: read the written
-    # one (its top level as written; every other fact from it normalized, which is what runs)
-    exp = getattr(program, "written", None) or getattr(program, "exported", program)
+    structure = getattr(program, "structure", None)
+    if isinstance(structure, Program):
+        return structure
+    exp = getattr(program, "exported", program)
     if isinstance(exp, str):
-        return _parse(exp, ())
+        return _parse(exp)
     try:
         text = exp.mlir_module()
     except Exception as exc:  # noqa: BLE001 - a forged or broken module
         raise ProgramError(f"The exported program cannot be read ({type(exc).__name__}).") from None
-    result = _parse(text, tuple(getattr(exp, "platforms", ()) or ()))
-    try:
-        program._programs_facts = result
-    except Exception:  # noqa: BLE001 - a jax.export.Exported is frozen
-        pass
-    return result
+    return _parse(text)
 
 
 def _context():
@@ -197,7 +181,7 @@ def _str_attr(op, name: str) -> str:
 PIPELINE = "builtin.module(canonicalize,cse,symbol-dce)"
 
 
-def _parse(text: str, platforms) -> Program:
+def _parse(text: str) -> Program:
     from jax._src.lib.mlir import ir
 
     if not isinstance(text, str):
@@ -208,9 +192,9 @@ def _parse(text: str, platforms) -> Program:
         except Exception as exc:  # noqa: BLE001 - MLIR's error type differs across versions
             raise ProgramError(f"The exported program cannot be parsed ({type(exc).__name__}).") from None
         # the entry function as written (its calls kept: one per jitted function called from Python)
-        top = _Walker(_functions(module), platforms).program(_entry(module)).top_level
+        top = _Walker(_functions(module)).program(_entry(module)).top_level
         normalize(module)
-        program = _Walker(_functions(module), platforms).program(_entry(module))
+        program = _Walker(_functions(module)).program(_entry(module))
         program.top_level = top
         program.fixed_loops = sum(1 for op in _walk(module.operation) if op.name == LOOP and fixed_trip_count(op))
         return program
@@ -419,8 +403,8 @@ def executable(exported):
 
 
 class _Walker:
-    def __init__(self, funcs, platforms):
-        self.funcs, self.platforms = funcs, platforms
+    def __init__(self, funcs):
+        self.funcs = funcs
         self.facts: dict = {}
         self.ops: list = []
         self.active: set = set()
@@ -428,7 +412,7 @@ class _Walker:
 
     def program(self, entry) -> Program:
         facts, top = self.function(entry)
-        return Program(facts, top, self.ops, self.platforms)
+        return Program(facts, top, self.ops)
 
     def function(self, name):
         if name in self.active:
@@ -483,19 +467,11 @@ def spec_of(value):
 
     if value is None or (isinstance(value, MARKERS) and not isinstance(value, AsJax)):
         return value  # an empty subtree; a Spec already, or a key, a sharded array...: the kernel builds it
-    if isinstance(value, AsJax):
-        value = np.asarray(value.value, dtype=value.dtype) if value.dtype else np.asarray(value.value)
     if isinstance(value, dict):
         return {k: spec_of(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return type(value)(spec_of(v) for v in value)
-    if isinstance(value, bool):
-        return Spec((), "bool")
-    if isinstance(value, int):
-        return Spec((), "int32")
-    if isinstance(value, float):
-        return Spec((), "float32")
-    arr = np.asarray(value)
+    arr = np.asarray(as_inputs(value))
     return Spec(tuple(int(d) for d in arr.shape), arr.dtype.name)
 
 
@@ -535,39 +511,15 @@ def raw_key(seed: int):
     return np.asarray(jax.random.key_data(jax.random.key(int(seed))), np.uint32)
 
 
-def judge_platforms() -> set:
-    """The names an export's platforms may have to run on the judge's backend."""
-    import jax
-
-    here = jax.default_backend()
-    return {"gpu": {"cuda", "rocm"}}.get(here, {here})
-
-
 class Traced:
     """One exported program of a learner function at one input signature, in the judge: its
     facts (:class:`Program`'s, read from the parsed module) and its values (``traced(*args)``:
-    the same program run by the judge on the judge's inputs). Made by :func:`trace`."""
+    the same program run by the program runner on the judge's inputs). Made by :func:`trace`."""
 
-    def __init__(self, exported, label: str, *, loops: bool = False):
+    def __init__(self, exported, label: str):
         self.exported = exported
         self.label = label
         self.facts = read(exported)
-        self.loops = loops
-        inner = getattr(exported, "exported", exported)
-        platforms = tuple(getattr(inner, "platforms", ()) or ())
-        here = judge_platforms()
-        if platforms and not here & set(platforms):
-            from ..feedback import ExerciseFailure
-
-            raise ExerciseFailure("numerics", f"the program of {label} was exported for "
-                                              f"{', '.join(platforms)}; the grader runs it on {', '.join(sorted(here))}, "
-                                              "so it was refused.")
-        if self.facts.callbacks:
-            from ..feedback import ExerciseFailure
-
-            raise ExerciseFailure("purity", f"{label} calls back into Python from the compiled program "
-                                            f"({', '.join(self.facts.callbacks)}); the grader only runs "
-                                            "pure JAX programs.")
 
     def __getattr__(self, name):
         if name in ("facts", "exported"):
@@ -577,37 +529,22 @@ class Traced:
     def __call__(self, *args, **kwargs):
         """The program's outputs on ``args`` and ``kwargs`` (judge-side values; a
         :class:`~autograder.wire.Key` becomes the judge's own key), run by the judge's runner."""
-        import inspect
-
+        import jax
         import numpy as np
 
         from ..feedback import ExerciseFailure
+        from .channel import ChannelError
+        from .starvation import Starved
 
-        if self.facts.has_loops and not self.loops and not getattr(self.exported, "contained", False):
-            raise ExerciseFailure("loops", f"the program of {self.label} has a loop (`while`), which this "
-                                           "exercise does not need; the grader does not run it.")
-        call = getattr(self.exported, "call")
-        options = {}
-        try:
-            if "loops" in inspect.signature(call).parameters:
-                options["loops"] = True  # checked above, on the parsed program
-        except (TypeError, ValueError):
-            pass
         inputs = tuple(as_inputs(a) for a in args)
         named = {n: as_inputs(v) for n, v in kwargs.items()}
         try:
-            out = call(*inputs, **named, **options)
-        except ExerciseFailure:
+            out = self.exported.call(*inputs, **named)
+        except (ExerciseFailure, ChannelError, Starved):  # a starved machine's: not graded
             raise
-        except Exception as exc:  # the learner's program, or inputs it does not take
-            from .channel import ChannelError
-
-            if isinstance(exc, ChannelError):
-                raise
+        except Exception as exc:  # noqa: BLE001 - the learner's program, or inputs it does not take
             raise ExerciseFailure("numerics", f"the program of {self.label} failed when the grader ran "
                                               f"it ({type(exc).__name__}: {str(exc).strip()[:200]}).") from None
-        import jax
-
         return jax.tree_util.tree_map(np.asarray, out)
 
 
@@ -616,17 +553,16 @@ def trace(k, name: str, /, *args, static_argnums=(), static_argnames=(), transla
     """The exported program of the notebook's ``name`` at the signature of ``args`` (judge-side
     values or :class:`~autograder.wire.Spec`; those at ``static_argnums``
     and in ``static_argnames`` are fixed, as Python values; other keyword arguments are traced),
-    one per signature and judge run (cached on ``k``).
+    one per signature and judge run (cached on ``k``), taken with ``k.program``.
 
-    Taken with the judge's program runner (``k.program``) where the judge has one, else
-    ``k.export``. A learner error while tracing becomes feedback that names its idea
-    (``translate(exc, label)`` first, then the shared classifier). ``loops``: the exercise
-    needs a loop, so a program with one may run (a loop that never ends is the request's
-    timeout where the runner is contained). ``raw_errors``: a learner error while tracing is
-    raised as it is (for a caller that translates it, such as ``ag.call``).
+    A learner error while tracing becomes feedback that names its idea (``translate(exc,
+    label)`` first, then the shared classifier); with ``raw_errors`` it is raised as it is (for
+    a caller that translates it, such as ``ag.call``). ``loops`` (the exercise needs a loop) is
+    accepted and changes nothing: every program runs in the program runner, whose time limit
+    stops a loop that never ends.
     """
     from ..feedback import call as ag_call
-    from .channel import LearnerError
+    from .channel import ChannelError, LearnerError
 
     label = label or f"jax.export(jax.jit({name}))"
     nums = tuple(static_argnums)
@@ -636,10 +572,10 @@ def trace(k, name: str, /, *args, static_argnums=(), static_argnames=(), transla
     cache = k.__dict__.setdefault("_traced_programs", {})
     if key in cache:
         return cache[key]
-    getter = getattr(k, "program", None) or k.export
     try:
-        exported = getter(name, *specs, static_argnums=nums, static_argnames=tuple(static_argnames),
-                          **static_kwargs)
+        exported = k.program(name, *specs, static_argnums=nums, static_argnames=tuple(static_argnames),
+                             **static_kwargs)
+        traced = Traced(exported, f"`{name}`")
     except LearnerError as exc:
         err = exc
         specific = translate(err, label) if translate is not None else None
@@ -653,14 +589,6 @@ def trace(k, name: str, /, *args, static_argnums=(), static_argnames=(), transla
         ag_call(again, what=label)
         raise
     except ProgramError as exc:
-        from .channel import ChannelError
-
-        raise ChannelError(str(exc)) from None
-    try:
-        traced = Traced(exported, f"`{name}`", loops=loops)
-    except ProgramError as exc:
-        from .channel import ChannelError
-
         raise ChannelError(str(exc)) from None
     cache[key] = traced
     return traced

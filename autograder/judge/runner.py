@@ -1,51 +1,35 @@
 """The program runner: learner programs run in a contained child process, never in the grader.
 
-The judge (:mod:`autograder.judge`) takes the learner's program as a ``jax.export`` artifact;
-this module (``autograder/judge/runner.py``) runs it. :class:`ProgramRunner`, in the grading process, starts a child process
-(this module, run as ``python -s -P -m autograder.judge.runner serve``) and talks to it over its standard input and output
-(a private pair of pipes): each request holds the serialized program (``Exported.serialize()``)
-and its inputs as flat arrays, each reply the output arrays only, both :mod:`autograder.wire`
-data framed by their length; nothing is pickled. The child deserializes the program, places
-its inputs on the program's mesh of virtual CPU devices (:data:`DEVICES`, the judge's own 8)
-and runs it with JAX on CPU.
+:class:`ProgramRunner`, in the grading process, starts this module as a child process
+(``python -s -P -m autograder.judge.runner serve``) and talks to it over its standard input and
+output: each request holds a serialized ``jax.export`` program and its inputs as flat arrays,
+each reply the output arrays only, both :mod:`autograder.wire` data framed by their length
+(nothing is pickled). The child places the inputs on the program's mesh of virtual CPU devices
+(:data:`JUDGE_CPU_DEVICES`, the judge's own 8) and runs it with JAX on CPU.
 
-Containment: as root, the child has the kernel's: its own uid from the sandbox's pool (a
-:class:`autograder.sandbox.containment.Sandbox` of its own), mount, PID and network namespaces, the
-kernel's view of the files, a memory cap (a memory cgroup, else ``RLIMIT_DATA``), a CPU-time
-limit, death with the grading process; started by the same launcher as kernels
-(:meth:`Sandbox.wrap`, :func:`autograder.sandbox.containment.limited`). Without root, or where the operator
-turned the sandbox off, it is still a process of its own, with ``RLIMIT_DATA`` and the CPU-time
-limit. Every run has a wall-clock limit.
+Containment: as root, the child has a :class:`autograder.sandbox.containment.Sandbox` of its own
+(a uid from the pool, namespaces, the kernel's view of the files, a memory cap), started by the
+kernels' launcher; without root, or with the sandbox off, it is still a process of its own with
+``RLIMIT_DATA``. Both have a CPU-time limit, and every run a wall-clock limit.
 
-Each notebook's judge has a runner of its own (:class:`autograder.judge.JudgeStep`: started
-while the kernel runs the notebook, stopped when its tests are judged): one submission's
-programs never share a process with another's. A program that crashes it or runs past its time
-loses only its own call (:class:`ProgramFailure`, learner-facing), and the next call starts a
-fresh child; one that ran out of time while the machine was starved is not graded
-(:class:`ProgramStarved`, :mod:`.starvation`).
-
-This module runs in the child (``python -s -P -m autograder.judge.runner serve``): it
-imports only the standard library at the top, and loads :mod:`autograder.wire` by path there
-(``<package>/wire.py``).
+Each notebook's judge has a runner of its own (:class:`autograder.judge.JudgeStep`), so one
+submission's programs never share a process with another's. A program that crashes the child
+or runs past its time loses only its own call (:class:`ProgramFailure`, learner-facing) and the
+next call starts a fresh child; one that ran out of time while the machine was starved is not
+graded (:class:`ProgramStarved`, :mod:`.starvation`).
 """
 from __future__ import annotations
 
 import base64
-import functools
-import itertools
 import os
 import struct
 import sys
 import threading
 import time
 
-if __package__:
-    from .starvation import Starved
-else:  # run by path (the child): it never raises it
-    Starved = Exception
+from .starvation import Starved, Watch
 
-DEVICES = 8             # virtual CPU devices of the child (09_sharding's programs need 8;
-                        # autograder.judge.JUDGE_CPU_DEVICES is this number)
+JUDGE_CPU_DEVICES = 8   # virtual CPU devices of the child and of every grading process (09's programs need 8)
 RUN_TIMEOUT = 60.0      # wall-clock seconds one program may run
 START_TIMEOUT = 60.0    # seconds the child may take to be ready (JAX's import, its devices)
 DEFAULT_CPU_SECONDS = 1800  # CPU seconds of one child, all its runs
@@ -58,28 +42,27 @@ _ENV_KEEP = ("LANG", "LC_ALL", "TZ")
 XLA_FLAGS = "--xla_backend_optimization_level=0"
 
 
+def ensure_judge_devices() -> None:
+    """Ask JAX for :data:`JUDGE_CPU_DEVICES` virtual CPU devices in this process (kernels do not
+    inherit the config). JAX fixes the count when it starts its backends, and one grading process
+    judges notebooks of any chapter: a process that judged another chapter first would stay at 1
+    device if 09's judge asked on import. Once JAX has started, the count stays what it is."""
+    import jax
+
+    try:
+        jax.config.update("jax_num_cpu_devices", JUDGE_CPU_DEVICES)
+    except Exception:  # noqa: BLE001 - the backends already exist, or an older JAX
+        pass
+
+
 def _wire():
-    """:mod:`autograder.wire` (by path in the child, which has no package on its path: the
-    package's ``wire.py``, in the folder above this file's ``judge/``)."""
-    if __package__:
-        from .. import wire
+    from .. import wire  # NumPy: imported by the first run, not with this module
 
-        return wire
-    mod = sys.modules.get("autograder.wire")
-    if mod is None:
-        import importlib.util
-
-        spec = importlib.util.spec_from_file_location(
-            "autograder.wire", os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "wire.py"))
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules["autograder.wire"] = mod
-        spec.loader.exec_module(mod)
-    return mod
+    return wire
 
 
 def _limits():
-    w = _wire()
-    return w.Limits(max_bytes=128 * 2**20, max_str=96 * 2**20)  # a program's bytes are one string
+    return _wire().Limits(max_bytes=128 * 2**20, max_str=96 * 2**20)  # a program's bytes are one string
 
 
 class ProgramFailure(Exception):
@@ -109,16 +92,12 @@ class ProgramRunner:
     """A warm child process that runs exported programs (see the module's docstring).
 
     ``settings``: the command's (:class:`~autograder.common.settings.Settings`; default: the
-    environment's), which say how the child is contained. ``hide``: more folders the contained
-    child must not see.
+    environment's), which say how the child is contained.
     """
 
-    def __init__(self, *, timeout: float = RUN_TIMEOUT, cpu_seconds: int = DEFAULT_CPU_SECONDS,
-                 memory_mb: int | None = None, hide=(), settings=None):
+    def __init__(self, *, timeout: float = RUN_TIMEOUT, cpu_seconds: int = DEFAULT_CPU_SECONDS, settings=None):
         self.timeout = timeout
         self.cpu_seconds = cpu_seconds
-        self.memory_mb = memory_mb
-        self.hide = tuple(hide)
         self.settings = settings
         self.box = None       # the child's Sandbox (a uid of its own), when contained
         self.proc = None
@@ -161,7 +140,7 @@ class ProgramRunner:
         if self.box is None:
             try:
                 self.box = sandbox.open_sandbox(time.monotonic() + START_TIMEOUT,
-                                                self.settings or Settings.load(), hide=self.hide)
+                                                self.settings or Settings.load())
             except Exception as exc:  # noqa: BLE001 - GradingError: every sandbox uid busy, a bad setting
                 raise ProgramFailure(f"The grader could not start its program runner ({exc}).") from None
         if self.box.refused:
@@ -171,12 +150,11 @@ class ProgramRunner:
         if self.box.contained:
             # It starts at a lower priority (importing JAX, beside the kernel that runs the
             # notebook, whose time the learner waits for), and is raised back once ready
-            # (_wait_ready: root may, the sandbox uid may not).
+            # (_wait_ready).
             cmd = sandbox.limited(self.box.wrap(serve), self.cpu_seconds, self.box, nice=START_NICE)
         else:
-            mb = self.memory_mb or self.box.memory_mb
             cmd = [*sandbox.LAUNCHER, "limits", f"--cpu={self.cpu_seconds}",
-                   f"--parent={os.getpid()}", f"--memory={mb << 20}", "--", *serve]
+                   f"--parent={os.getpid()}", f"--memory={self.box.memory_mb << 20}", "--", *serve]
         env = {k: os.environ[k] for k in _ENV_KEEP if k in os.environ}
         env.update({"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "TMPDIR": "/tmp", "JAX_PLATFORMS": "cpu",
                     "PYTHONDONTWRITEBYTECODE": "1", "TF_CPP_MIN_LOG_LEVEL": "3", "XLA_FLAGS": XLA_FLAGS})
@@ -270,11 +248,7 @@ class ProgramRunner:
         except (_Late, _Died):
             self._reap()
             raise ProgramFailure("The grader's program runner could not start; please tell the course staff.") from None
-        self._take_ready(info)
-
-    def _take_ready(self, info: dict) -> None:
-        """The child's ready message read: note it, and raise the child back to the normal
-        priority (every process of its uid, in its PID namespace; root may, the uid may not)."""
+        # ready: back to the normal priority (every process of its uid; root may, the uid may not)
         self.info = info.get("ready") if isinstance(info.get("ready"), dict) else {}
         self._ready = True
         if self.box is not None and self.box.contained:
@@ -312,25 +286,15 @@ class ProgramRunner:
             limit = min(limit, self.deadline - time.monotonic())
         return max(1.0, limit)
 
-    def _exchange(self, blob, leaves, placements, compiled_facts, limit) -> dict:
-        """Send one request and read its reply (raises _Late, _Died; the caller cleans up)."""
-        rid = (os.getpid() << 24) + next(_IDS)  # unique among the processes sharing a runner
-        self._send({"op": "run", "id": rid, "program": base64.b64encode(bytes(blob)).decode("ascii"),
-                    "args": list(leaves), "placements": placements, "facts": bool(compiled_facts)})
-        reply = self._receive(time.monotonic() + limit)
-        if reply.get("id") != rid:  # not this request's answer: the channel is out of step
-            raise _Died()
-        return reply
-
     def _run(self, blob, leaves, timeout, placements, compiled_facts):
-        from .starvation import Watch
-
         self.start()
         self._wait_ready()
         limit = self._limit(timeout)
         watch = Watch(getattr(self.proc, "pid", None))
         try:
-            reply = self._exchange(blob, leaves, placements, compiled_facts, limit)
+            self._send({"op": "run", "program": base64.b64encode(bytes(blob)).decode("ascii"),
+                        "args": list(leaves), "placements": placements, "facts": bool(compiled_facts)})
+            reply = self._receive(time.monotonic() + limit)
         except (_Late, _Died) as exc:
             starved = isinstance(exc, _Late) and watch.starved()
             self._reap()
@@ -382,9 +346,6 @@ def _answer(reply: dict, reap) -> dict:
     return reply
 
 
-_IDS = itertools.count(1)
-
-
 class _Late(Exception):
     pass
 
@@ -398,10 +359,9 @@ _CURRENT: list = []  # a runner made current by use()
 
 
 def process_runner() -> ProgramRunner:
-    """This grading process's own runner (made on first use, started by its first run or by
-    :meth:`ProgramRunner.start`), kept warm across the notebooks the process grades: its child
-    restarts only after a crash or a timeout, and is stopped when the process ends. A forked
-    process makes its own. A notebook's judge does not use it: it has a runner of its own."""
+    """This process's own runner, for programs run outside a notebook's grading (whose judge has
+    a runner of its own): made on first use, stopped when the process ends; a forked process
+    makes its own."""
     if not _PROCESS or _PROCESS[0][1] != os.getpid():
         r = ProgramRunner()
         _PROCESS[:] = [(r, os.getpid())]
@@ -517,20 +477,15 @@ def serve() -> int:
     wire = _wire()
     limits = _limits()
 
-    def send_as(rid, payload):  # a reply says which request it answers (a shared runner's check)
-        data = wire.encode({**payload, "id": rid} if rid is not None else payload, limits=limits).encode("utf-8")
+    def send(payload):
+        data = wire.encode(payload, limits=limits).encode("utf-8")
         out.write(_HEADER.pack(len(data)) + data)
         out.flush()
 
-    plain = send = functools.partial(send_as, None)
-
     import jax
-
-    try:
-        jax.config.update("jax_num_cpu_devices", DEVICES)
-    except Exception:  # noqa: BLE001 - an older JAX: the flag is XLA's
-        pass
     from jax import export
+
+    ensure_judge_devices()
 
     import hashlib
 
@@ -544,11 +499,8 @@ def serve() -> int:
         if n > limits.max_bytes:
             return 1
         text = inp.read(n).decode("utf-8")
-        send = plain
         try:
             req = wire.decode(text, limits=limits)
-            rid = req.get("id") if isinstance(req, dict) else None
-            send = functools.partial(send_as, rid if type(rid) is int else None)
             blob = base64.b64decode(req["program"], validate=True)
             key = hashlib.sha256(blob).hexdigest()
             exp = cache.get(key)

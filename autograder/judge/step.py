@@ -14,28 +14,11 @@ from ..common.course import CHECK_TAG, JUDGE, is_judge_file, is_test_cell
 from .channel import REQUEST_TIMEOUT, Channel, ChannelError, LearnerError, answered
 from .outcome import PASSED, Verdict, failed, learner_text, not_graded
 from .starvation import Starved
-from .runner import DEVICES as RUNNER_DEVICES
-from .runner import ProgramFailure, ProgramRunner
+from .runner import RUN_TIMEOUT, ProgramFailure, ProgramRunner, ensure_judge_devices, use
 from .runner import extend as runner_extend
 
 if TYPE_CHECKING:  # NumPy and the feedback are imported by the judge's thread, when it runs
     from .kernel import Kernel
-
-JUDGE_CPU_DEVICES = RUNNER_DEVICES  # the CPU devices of the program runner and of every grading process
-
-
-def ensure_judge_devices() -> None:
-    """Ask JAX for :data:`JUDGE_CPU_DEVICES` virtual CPU devices in this process (the config
-    only: kernels do not inherit it). JAX fixes the count when it starts its backends, on the
-    first judge's first operation, and one grading process judges notebooks of any chapter:
-    asked later (09's judge asks on import), a process that judged another chapter first would
-    stay at 1 device. Too late once JAX has started: then the count stays what it is."""
-    import jax
-
-    try:
-        jax.config.update("jax_num_cpu_devices", JUDGE_CPU_DEVICES)
-    except Exception:  # noqa: BLE001 - the backends already exist, or an older JAX
-        pass
 
 
 def judge_path(assignment_dir: Path) -> Path:
@@ -82,10 +65,6 @@ def load_judge(path: Path):
     return _LOADED[key]
 
 
-NOT_DEFINED = ("{ename}: {evalue}. The exercise's function is not defined: run its answer cell, "
-               "and keep the function's name as given.")
-
-
 def verdict(test, k: Kernel, grade_id: str) -> Verdict:
     """Run one judge test: :data:`~.outcome.PASSED` only when ``test(k)`` returned normally
     (having checked all its evidence) and no claim of the kernel failed; claims are applied
@@ -121,7 +100,8 @@ def _evidence(test, k: Kernel, grade_id: str) -> Verdict:
         return _failed(str(exc), "The program could not be run by the grader.")
     except LearnerError as exc:
         if isinstance(exc, NameError):
-            return failed(NOT_DEFINED.format(ename=type(exc).__name__, evalue=learner_text(exc, 300)))
+            return failed(f"{type(exc).__name__}: {learner_text(exc, 300)}. The exercise's function is not "
+                          "defined: run its answer cell, and keep the function's name as given.")
         return _failed(str(explain_error(exc.kernel_mro or [type(exc).__name__], str(exc), exc.label)),
                        "The code under test raised an error.")
     except wire.WireError as exc:
@@ -246,10 +226,8 @@ class JudgeStep:
         for cell in self._hidden:
             cell.cell_type = "raw"
         if self.runner is None:
-            from . import runner as runner_mod
-
-            self.runner = runner_mod.ProgramRunner(settings=self.settings)  # its own: no other submission's programs
-            self.runner.timeout = min(float(self.cell_timeout), runner_mod.RUN_TIMEOUT)
+            self.runner = ProgramRunner(settings=self.settings)  # its own: no other submission's programs
+            self.runner.timeout = min(float(self.cell_timeout), RUN_TIMEOUT)
             try:
                 self.runner.start()
             except Exception:  # noqa: BLE001 - said by the first run that needs it
@@ -258,9 +236,7 @@ class JudgeStep:
     def close(self) -> None:
         """This notebook is done with its program runner (idempotent): it is stopped."""
         if self.runner is not None:
-            from . import runner as runner_mod
-
-            runner_mod.use(None)
+            use(None)
             self.runner.deadline = None
             self.runner.close()
             self.runner = None
@@ -290,10 +266,8 @@ class JudgeStep:
             kc = live.blocking_client()
             try:
                 _iopub_ready(kc, time.monotonic() + 30)
-                from . import runner as runner_mod
-
                 ensure_judge_devices()  # before JAX starts (a no-op where it has)
-                runner_mod.use(self.runner)  # judges' own Exported objects run in it too
+                use(self.runner)  # judges' own Exported objects run in it too
                 return run_judge(self.assignment_dir, kc, grade_ids=self.grade_ids, runner=self.runner,
                                  timeout=self.cell_timeout, deadline=live.deadline,
                                  alive=on_loop(manager.is_alive), interrupt=on_loop(manager.interrupt_kernel),
