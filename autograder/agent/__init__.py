@@ -32,9 +32,20 @@ check, never as a verdict. Must run on JAX 0.7.2 too.
 from __future__ import annotations
 
 import base64
+import json
 import traceback
+import types
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import export
+from jax.sharding import NamedSharding, PartitionSpec
 
 from .. import wire
+from ..feedback import ExerciseFailure, call, fail
+from ..meshes import make_mesh
+from ..purity import changed_globals, snapshot_globals
 from . import fixtures
 from .config import course_semantics, reset_config
 
@@ -67,8 +78,6 @@ def _lookup(name):
 
 
 def _is_fixture(f) -> bool:
-    import types
-
     return isinstance(f, types.FunctionType) and f.__module__ == fixtures.__name__
 
 
@@ -84,16 +93,12 @@ def _as_jax_array(value, dtype=None):
     (dtype canonicalized alike, not weakly typed, uncommitted, on the default device). Under a
     mesh set with ``jax.set_mesh``, or for Python scalars (weakly typed), ``jnp.asarray``
     itself."""
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-
-    if isinstance(value, (np.ndarray, np.generic)) and _no_mesh(jax):
+    if isinstance(value, (np.ndarray, np.generic)) and _no_mesh():
         return jax.device_put(np.asarray(value, dtype=dtype))
     return jnp.asarray(value, dtype=dtype)
 
 
-def _no_mesh(jax) -> bool:
+def _no_mesh() -> bool:
     """No mesh is set (``jax.set_mesh``): then arrays are made on the default device."""
     try:
         return bool(jax.sharding.get_abstract_mesh().empty)
@@ -108,8 +113,6 @@ def _markers():
         return _as_jax_array(value, wire._np_dtype(dtype) if dtype else None)
 
     def key(d, node, depth):
-        import jax
-
         seed = node.get("seed")
         if type(seed) is not int:
             raise wire.WireError("a key's seed must be an int")
@@ -128,11 +131,6 @@ def _markers():
         return f
 
     def sharded(d, node, depth):
-        import jax
-        from jax.sharding import NamedSharding, PartitionSpec
-
-        from ..meshes import make_mesh
-
         value = d.dec(node.get("value"), depth + 1)
         n = node.get("devices")
         if type(n) is not int or n < 1:
@@ -141,8 +139,6 @@ def _markers():
         return jax.device_put(value, NamedSharding(make_mesh((n,), ("data",)), PartitionSpec(*spec)))
 
     def spec(d, node, depth):
-        import jax
-
         return jax.ShapeDtypeStruct(tuple(node.get("shape")), wire._np_dtype(node.get("dtype")))
 
     return {"as_jax": as_jax, "key": key, "ref": ref, "fixture": fixture, "sharded": sharded,
@@ -161,9 +157,6 @@ def _statics(req) -> dict:
 def check_globals_unchanged(f, *args, namespace, what=None, **kwargs):
     """A claim: calling ``f(*args, **kwargs)`` changes none of the notebook's public globals.
     (``check_pure``'s globals part alone: no cache clearing, no jit, one call.)"""
-    from ..feedback import call, fail
-    from ..purity import changed_globals, snapshot_globals
-
     label = what or f"`{getattr(f, '__name__', 'f')}`"
     before = snapshot_globals(namespace)
     call(f, *args, what=label, **kwargs)
@@ -174,8 +167,6 @@ def check_globals_unchanged(f, *args, namespace, what=None, **kwargs):
 
 
 def _claim(req, fn, args, kwargs):
-    from .. import feedback
-
     check = req.get("check")
     if check not in CLAIMS:
         raise wire.WireError(f"{str(check)[:40]!r} is not a claim the agent runs")
@@ -192,7 +183,7 @@ def _claim(req, fn, args, kwargs):
         kwargs.setdefault("namespace", _ns())
     try:
         f(fn, *args, **kwargs)
-    except feedback.ExerciseFailure as exc:
+    except ExerciseFailure as exc:
         return {"ok": False, "idea": str(exc.idea), "detail": str(exc.detail)[:MESSAGE_LIMIT]}
     return {"ok": True, "idea": "", "detail": ""}
 
@@ -201,8 +192,6 @@ def _nonce_of(text: str):
     """The request's nonce, read without building its arguments (for a reply to a request
     whose arguments could not be built)."""
     try:
-        import json
-
         items = json.loads(text).get("items", [])
         return next((v for k, v in items if k == "nonce" and isinstance(v, str)), None)
     except Exception:  # noqa: BLE001
@@ -225,8 +214,6 @@ def handle(text: str) -> dict:
 
 
 def _run(req) -> dict:
-    import jax
-
     op = req.get("op")
     args = req.get("args") or ()
     kwargs = dict(req.get("kwargs") or {})
@@ -247,8 +234,6 @@ def _run(req) -> dict:
                 reply["args"] = args
             return reply
         if op == "export":
-            from jax import export
-
             reset_config()
             try:
                 # lowered for CPU, where the judge runs it
@@ -273,8 +258,6 @@ def _run(req) -> dict:
 
 def _has_arrays(value) -> bool:
     try:
-        import jax
-
         return any(isinstance(leaf, jax.Array) for leaf in jax.tree_util.tree_leaves(value))
     except Exception:  # noqa: BLE001
         return False

@@ -8,6 +8,10 @@ Must run on JAX 0.7.2 too.
 from __future__ import annotations
 
 import contextlib
+import sys
+
+import jax
+import numpy as np
 
 # JAX flags a learner cell could flip to fool a kernel-side check, and the values claims need.
 CONFIG = {"jax_disable_jit": False, "jax_debug_nans": False, "jax_debug_infs": False,
@@ -29,8 +33,6 @@ NUMPY_PRINT = {"precision": 8, "threshold": 1000, "edgeitems": 3, "linewidth": 7
 def reset_config() -> list[str]:
     """Put the flags of :data:`CONFIG` back to the values claims need; the names that did not
     take the value (a patched ``jax.config``) are returned."""
-    import jax
-
     wrong = []
     for flag, value in CONFIG.items():
         try:
@@ -48,11 +50,6 @@ def reset_config() -> list[str]:
 def course_semantics():
     """:data:`SEMANTICS`, :data:`NUMPY_PRINT` and Python's default recursion limit (at least) in
     force (the flags this JAX has), the notebook's values put back after."""
-    import sys
-
-    import jax
-    import numpy as np
-
     depth = sys.getrecursionlimit()  # a notebook that lowered it could not decode a request
     sys.setrecursionlimit(max(depth, 1000))
     changed = {}

@@ -6,20 +6,34 @@ functions a judge file needs here (plain JAX, no state).
 """
 from __future__ import annotations
 
+import base64
+import contextlib
+import io
+import math
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import export, lax
+from jax.sharding import NamedSharding, PartitionSpec as P
+
 from .. import wire
+from ..compilation import CompileCounter
+from ..device import honest_time
+from ..meshes import make_mesh, mesh_devices, mesh_shape
+from ..timing import SimulatedDevice
+from .config import reset_config
 
 
 def sin_times_two(x):
     """``sin(x) * 2``: primitives ``sin`` and ``mul``."""
-    import jax.numpy as jnp
-
     return jnp.sin(x) * 2
 
 
 def matmul_tanh(a, b):
     """``tanh(a @ b)``: primitives ``dot_general`` and ``tanh``."""
-    import jax.numpy as jnp
-
     return jnp.tanh(a @ b)
 
 
@@ -29,22 +43,16 @@ def matmul_tanh(a, b):
 
 def sin_sin_plus_cos(x):
     """``sin(sin(x)) + cos(x)``: a primitive applied twice."""
-    import jax.numpy as jnp
-
     return jnp.sin(jnp.sin(x)) + jnp.cos(x)
 
 
 def exp_times_minus(x, y):
     """``exp(x) * y - x`` (two arguments)."""
-    import jax.numpy as jnp
-
     return jnp.exp(x) * y - x
 
 
 def tanh_matmul_transpose(x):
     """``tanh(x) @ x.T``."""
-    import jax.numpy as jnp
-
     return jnp.tanh(x) @ x.T
 
 
@@ -54,41 +62,28 @@ def identity(x):
 
 
 def _cos_times(x):
-    import jax.numpy as jnp
-
     return jnp.cos(x) * x
 
 
 def nested_jit(x):
     """A jitted inner function called twice: at the top level, each call is one ``jit`` (or
     ``pjit``) equation; its ``cos`` and ``mul`` live in the nested jaxpr."""
-    import jax
-    import jax.numpy as jnp
-
     inner = jax.jit(_cos_times)
     return jnp.sin(inner(x)) + inner(x)
 
 
 def cond_then_exp(x, p):
     """``exp(cond(p > 0, sin, cos, x)) * 2``: the branches are nested jaxprs."""
-    import jax.numpy as jnp
-    from jax import lax
-
     return jnp.exp(lax.cond(p > 0, jnp.sin, jnp.cos, x)) * 2
 
 
 def _cumsum_tanh_step(c, v):
-    import jax.numpy as jnp
-
     c = c + v
     return c, jnp.tanh(c)
 
 
 def scan_cumsum_tanh(xs):
     """A ``lax.scan`` over the rows of ``xs``: the body is a nested jaxpr."""
-    import jax.numpy as jnp
-    from jax import lax
-
     total, ys = lax.scan(_cumsum_tanh_step, jnp.zeros_like(xs[0]), xs)
     return ys * total
 
@@ -96,9 +91,6 @@ def scan_cumsum_tanh(xs):
 def with_constants(x):
     """A NumPy constant captured at trace time (a constant, not an equation) and arrays built
     inside (``iota``, ``broadcast_in_dim``); ``x`` has shape (3,)."""
-    import jax.numpy as jnp
-    import numpy as np
-
     w = np.linspace(-1.0, 1.0, 3).astype(np.float32)
     return (x * w + jnp.arange(3.0)) @ jnp.ones((3,))
 
@@ -123,8 +115,6 @@ def jit_call(f, *args, **static):
     in ``f`` shows a tracer then) even if ``f`` was jitted before, later calls reuse the
     compiled program. Keyword arguments are static (``static_argnames``: a new value traces
     again), as 04's ``steps`` and 05's ``num_segments``; positional ones are traced."""
-    import jax
-
     names = tuple(sorted(static))
     jitted = _jit_once(("call", id(f), names), f,
                        lambda: jax.jit(lambda *a, **kw: f(*a, **kw), static_argnames=names or None))
@@ -136,10 +126,6 @@ def compiles_per_call(f, calls):
     JAX's caches cleared first: how many XLA compiles each call made (a list of ints). A
     function that builds a new ``jax.jit`` at every call compiles on every call; one that
     reuses its program compiles on the first call only."""
-    import jax
-
-    from ..compilation import CompileCounter
-
     jax.clear_caches()
     counts = []
     for args in calls:
@@ -159,17 +145,13 @@ def printed_call(f, *args):
     text including ``jax.debug`` callbacks (waited for). The judge reads the numbers in the text
     itself: the first call of a wrapper traces (a Python ``print`` shows a tracer), later ones
     run the compiled program only (only a run-time print shows anything)."""
-    import contextlib
-    import io
-
-    import jax
-
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         out = jit_call(f, *args)
         jax.block_until_ready(out)
         jax.effects_barrier()
     return {"value": out, "printed": buf.getvalue()[-20000:]}
+
 
 # --------------------------------------------------------------------------- 09_sharding
 # Fixtures that call a learner function themselves (the agent calls a fixture in place of a
@@ -179,10 +161,6 @@ def printed_call(f, *args):
 
 def _mesh(shape, names, kind="auto", order=None):
     """A mesh of the first ``prod(shape)`` mesh devices, in ``order`` (indices) if given."""
-    import math
-
-    from ..meshes import make_mesh, mesh_devices
-
     devices = list(mesh_devices(math.prod(shape)))
     if order is not None:
         devices = [devices[int(i)] for i in order]
@@ -196,8 +174,6 @@ def _ids(mesh) -> list:
 def placement(a):
     """Where the pieces of ``a`` live: ``[[device id, [[start, stop] per dimension]], ...]``
     sorted by device id (``None`` for a value that is not a ``jax.Array``)."""
-    import jax
-
     if not isinstance(a, jax.Array):
         return None
     out = []
@@ -227,11 +203,6 @@ def explicit_matmul_on(f, x, w, jit, exported=False):
     ``jax.jit(f)(x, w)``). Also returns the sharding spec in the output's type, and with
     ``exported`` the ``jax.export`` of ``jax.jit(f)`` at those arguments (base64), which the judge
     runs on its own explicit mesh."""
-    import jax
-    from jax.sharding import NamedSharding, PartitionSpec as P
-
-    from ..meshes import mesh_shape
-
     mesh = _mesh(mesh_shape(8, 2), ("data", "model"), "explicit")
     with jax.set_mesh(mesh):
         xs = jax.device_put(x, NamedSharding(mesh, P("data", "model")))
@@ -254,9 +225,6 @@ def global_mean_on(f, x, jit, exported):
     ``"data"`` mesh of 8 devices; with ``exported``, also ``jax.export`` of
     ``jax.jit(lambda a: f(a, mesh))`` at that ``x`` (base64 of the serialized module), for the
     judge to read (``shard_map``, collectives) and run on its own devices."""
-    import jax
-    from jax.sharding import NamedSharding, PartitionSpec as P
-
     mesh = _mesh((8,), ("data",), "auto")
     xs = jax.device_put(x, NamedSharding(mesh, P("data")))
     out = jax.jit(lambda a: f(a, mesh))(xs) if jit else f(xs, mesh)
@@ -272,11 +240,6 @@ def tp_mlp_on(f, x, w1, w2, exported):
     (09's ``tp_mlp``); with ``exported``, also ``jax.export`` of ``jax.jit(lambda x, w1, w2:
     f(x, w1, w2, mesh))`` at those arguments (base64), which the judge reads, compiles and runs
     on its own mesh."""
-    import jax
-    from jax.sharding import NamedSharding, PartitionSpec as P
-
-    from ..meshes import mesh_shape
-
     mesh = _mesh(mesh_shape(8, 2), ("data", "model"), "auto")
     args = [jax.device_put(a, NamedSharding(mesh, spec))
             for a, spec in ((x, P("data", None)), (w1, P(None, "model")), (w2, P("model", None)))]
@@ -293,12 +256,6 @@ def tp_mlp_on(f, x, w1, w2, exported):
 def _export_cpu(jitted, *args) -> str:
     """``jax.export`` of ``jitted`` at ``args``, lowered for CPU (where the judge runs it,
     whatever devices the kernel's mesh has), as base64 of the serialized module."""
-    import base64
-
-    from jax import export
-
-    from .config import reset_config
-
     reset_config()
     exp = export.export(jitted, platforms=("cpu",))(*args)
     return base64.b64encode(bytes(exp.serialize())).decode("ascii")
@@ -326,8 +283,6 @@ def honest_timer_on(timer, args, repeats, first_s, cycle_s, compile_s):
     each call's (args, kwargs), "waited": for each call, how many calls had been made when its
     result was first waited for (None: never), "durations": each call's work in seconds,
     "course_timer": whether the course's ``ag.honest_time`` made any of the calls}``."""
-    from ..timing import SimulatedDevice
-
     sim = SimulatedDevice(float(first_s), [float(c) for c in cycle_s], float(compile_s))
     helper = []
 
@@ -348,10 +303,6 @@ def honest_timer_on(timer, args, repeats, first_s, cycle_s, compile_s):
 def _in_course_timer() -> bool:
     """Whether the course's own ``ag.honest_time`` is on the call stack (by its code object,
     however the learner reached or renamed it): a timer that hands its job to it."""
-    import sys
-
-    from ..device import honest_time
-
     frame = sys._getframe(1)
     while frame is not None:
         if frame.f_code is honest_time.__code__:
@@ -366,8 +317,6 @@ def logged_on(fn, n_steps, every):
     call's index and ready 5 ms later. Returns ``{"params": what fn returned as params,
     "losses": its losses, "calls": the batch each call got, "waited": for each call's loss,
     how many calls had been made when it was first waited for (None: never)}``."""
-    from ..timing import SimulatedDevice
-
     sim = SimulatedDevice(0.005, [0.005])
 
     def step(params, batch):
@@ -385,11 +334,6 @@ def slow_compile_timed(timer, x, repeats, trace_s):
     sleeps ``trace_s`` seconds each time it is traced, a stand-in for a long compile.
     Returns ``{"seconds": the timer's result, "traces": how often work was traced,
     "course_timer": whether the course's ``ag.honest_time`` traced it}``."""
-    import time
-
-    import jax
-    import jax.numpy as jnp
-
     traced = []
     helper = []
 
@@ -422,9 +366,6 @@ def linear_report(cls, w, b, activation, x, keyword):
     (``same_type``, ``same_structure``, ``back_out``); ``jit_out`` (a jitted apply);
     the gradient of ``sum(layer(x) ** 2)`` under jit (``grad_leaves``, ``grad_same_structure``,
     ``grad_structure``); ``map_same_structure`` (``jax.tree.map`` keeps the structure)."""
-    import jax
-    import jax.numpy as jnp
-
     report = {}
     step = "build"
     try:
@@ -461,8 +402,6 @@ def linear_structures(cls, w, b, x):
     """Four layers: relu (w, b), relu (2w, b+1), tanh (w, b), tanh (w, 3b). Returns
     ``relu_tanh_equal`` and ``relu_relu_equal`` (treedef equality), ``outs`` (each layer
     through one jitted apply, in that order) and ``traces`` (how often that apply traced)."""
-    import jax
-
     report = {}
     step = "build"
     try:
@@ -495,9 +434,6 @@ def linear_program(cls, activation, keyword, w, b, x):
     and ``b``), ``back_out`` (the layer rebuilt by ``jax.tree.unflatten``, applied to ``x``),
     ``jit_out`` (a jitted apply) and ``grad_leaves`` (the leaves of the gradient of
     ``sum(layer(x) ** 2)`` with respect to the layer)."""
-    import jax
-    import jax.numpy as jnp
-
     layer = cls(w=w, b=b, activation=activation) if keyword else cls(w, b, activation)
     leaves, treedef = jax.tree.flatten(layer)
     grads = jax.grad(lambda l, a: jnp.sum(l(a) ** 2))(layer, x)
@@ -513,8 +449,6 @@ def linear_structures_program(cls, w, b, x):
     the four calls calls (a tree structure per activation: two functions, the relu layers
     sharing one and the tanh layers the other) and what each is given (the layer's leaves and
     ``x``), from the program (:meth:`autograder.judge.programs.Program.calls`)."""
-    import jax
-
     layers = [cls(w, b, "relu"), cls(w * 2, b + 1, "relu"), cls(w, b, "tanh"), cls(w, b * 3, "tanh")]
     apply = jax.jit(lambda layer, a: layer(a))
     return [apply(layer, x) for layer in layers]
@@ -535,8 +469,6 @@ def threefry_jit_call(f, partitionable, *args):
     call only (put back after): ``jax.random.split(key, n)[i]`` depends on ``n`` when the flag is
     off, so a function whose row keys come from one split shows it there. One jit wrapper per
     ``f`` (the flag is part of its cache key: each setting traces once)."""
-    import jax
-
     jitted = _jit_once(("threefry", id(f)), f, lambda: jax.jit(lambda *a: f(*a)))
     old = jax.config.jax_threefry_partitionable
     jax.config.update("jax_threefry_partitionable", bool(partitionable))
@@ -550,8 +482,6 @@ def jit_static_traces(f, static_argnames, calls):
     """``jax.jit`` (``static_argnames`` static) of a counting wrapper of ``f``, called on each of
     ``calls`` (``(args, kwargs)`` pairs): ``{"outs": [each result], "traces": how often f's body
     ran}`` (a new key or a new traced value must not trace again)."""
-    import jax
-
     traced = []
 
     def counted(*args, **kwargs):
@@ -566,8 +496,6 @@ def jit_static_traces(f, static_argnames, calls):
 def trace_static(f, static_argnames, *args, **kwargs):
     """Trace ``jax.jit(f, static_argnames=...)`` on the arguments, without compiling (JAX's
     key-reuse checker inspects the program while it is traced). Returns nothing."""
-    import jax
-
     jax.jit(f, static_argnames=tuple(str(n) for n in static_argnames) or None).trace(*args, **kwargs)
 
 
@@ -578,9 +506,6 @@ def trace_static(f, static_argnames, *args, **kwargs):
 
 def _cp_softclip():
     """A ``custom_jvp`` function (``2 tanh(x / 2)`` with its own derivative rule)."""
-    import jax
-    import jax.numpy as jnp
-
     @jax.custom_jvp
     def softclip(x):
         return 2.0 * jnp.tanh(x / 2.0)
@@ -596,10 +521,6 @@ def _cp_softclip():
 
 def cp_jit_cond(x, p):
     """A jitted function whose body is a ``cond`` with two different branches, then ``+ x``."""
-    import jax
-    import jax.numpy as jnp
-    from jax import lax
-
     inner = jax.jit(lambda v, q: lax.cond(q > 0, lambda u: jnp.sin(u) * 2.0, lambda u: jnp.exp(u) - u, v))
     return inner(x, p) + x
 
@@ -607,9 +528,6 @@ def cp_jit_cond(x, p):
 def cp_scan_while_cond(xs):
     """A ``scan`` over the rows of ``xs`` whose body runs a ``while_loop`` (three trips) whose
     body is a ``cond``: three levels."""
-    import jax.numpy as jnp
-    from jax import lax
-
     def while_body(state):
         i, v = state
         v = lax.cond(jnp.sum(v) > 0, lambda u: u * 0.5, lambda u: jnp.abs(u) + 1.0, v)
@@ -626,10 +544,6 @@ def cp_scan_while_cond(xs):
 def cp_jit_fori_custom_jvp(x):
     """A jitted function with a ``fori_loop`` (fixed trip count) whose body calls a
     ``custom_jvp`` function: three levels, the custom_jvp's own jaxpr a fourth."""
-    import jax
-    import jax.numpy as jnp
-    from jax import lax
-
     softclip = _cp_softclip()
 
     @jax.jit
@@ -642,10 +556,6 @@ def cp_jit_fori_custom_jvp(x):
 def cp_while_fori_traced(x, n):
     """A ``while_loop`` whose condition has primitives of its own and whose body runs a
     ``fori_loop`` to a traced bound ``n`` (a while loop itself) calling a jitted function."""
-    import jax
-    import jax.numpy as jnp
-    from jax import lax
-
     step = jax.jit(lambda u: jnp.sin(u) + 0.5)
 
     def body(state):
@@ -662,10 +572,6 @@ def cp_while_fori_traced(x, n):
 def cp_shared_branches(x, p):
     """The same jitted function in both branches of a ``cond`` and once more outside: one
     nested jaxpr held in three places."""
-    import jax
-    import jax.numpy as jnp
-    from jax import lax
-
     g = jax.jit(lambda u: jnp.exp(-u * u))
     return lax.cond(p > 0, lambda v: g(v) + 1.0, lambda v: g(v) * v, x) + g(x)
 
@@ -673,10 +579,6 @@ def cp_shared_branches(x, p):
 def cp_custom_jvp_in_cond_in_scan(xs, p):
     """A ``scan`` whose body has a ``cond`` whose first branch calls a ``custom_jvp``
     function and a jitted one: three levels and more."""
-    import jax
-    import jax.numpy as jnp
-    from jax import lax
-
     softclip = _cp_softclip()
     h = jax.jit(lambda u: u * u - 1.0)
 
@@ -702,8 +604,6 @@ def layer_with_config(f, x, scale, shift, activation, depth):
 def leaves_of(f, *args):
     """The leaves of ``f(*args)`` (``jax.tree_util.tree_leaves``, a list): a learner's own pytree
     class, which cannot cross the channel, stays in the kernel and its arrays come back."""
-    import jax
-
     return jax.tree_util.tree_leaves(f(*args))
 
 
@@ -713,8 +613,6 @@ def adam_run(init, step, params, grads, lrs):
     judge (``init`` and ``step`` static) and run on its own inputs; the inner jit traces ``step``
     once for steps of one signature, as a training loop would (a step count kept in a global is
     then baked in)."""
-    import jax
-
     jitted = jax.jit(step)
     state = init(params)
     out = []
@@ -727,8 +625,6 @@ def adam_run(init, step, params, grads, lrs):
 def adam_jit_run(init, step, params, grads, lrs):
     """:func:`adam_run` with a counting wrapper of ``step``: ``{"outs": the params after every
     step, "traces": how often step's body was traced}``."""
-    import jax
-
     traced = []
 
     def counted(*args):
@@ -744,8 +640,6 @@ def adam_twice(init, step, params, grads, lr):
     ``{"first", "second"}``: each call's ``(new params, new state leaves)``; ``"after"``: the
     inputs as the calls left them (params, grads, the state's leaves) and ``"fresh"``: the
     leaves of a new ``init(params)``, to see writes into an input."""
-    import jax
-
     state = init(params)
     first = step(params, grads, state, lr)
     second = step(params, grads, state, lr)
