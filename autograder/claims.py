@@ -48,12 +48,12 @@ class Sample:
     @property
     def low(self) -> float:
         """The first quartile (25th percentile)."""
-        return statistics.quantiles(self.times, n=4, method="inclusive")[0]
+        return _quartiles(self.times)[0]
 
     @property
     def high(self) -> float:
         """The third quartile (75th percentile)."""
-        return statistics.quantiles(self.times, n=4, method="inclusive")[2]
+        return _quartiles(self.times)[2]
 
     @property
     def spread(self) -> float:
@@ -62,6 +62,12 @@ class Sample:
 
     def __str__(self) -> str:
         return f"{self.name}: {format_seconds(self.median)} (middle half {format_seconds(self.low)}-{format_seconds(self.high)})"
+
+
+def _quartiles(times) -> list[float]:
+    """The three quartiles, interpolated as NumPy's default does; a single sample is all three (a
+    chapter compares one first call with many warm ones)."""
+    return statistics.quantiles(times, n=4, method="inclusive") if len(times) > 1 else list(times) * 3
 
 
 def format_seconds(s: float) -> str:

@@ -20,6 +20,8 @@ def test_sample_statistics():
     s = _s("x", 1, 2, 3, 4, 5)
     assert (s.median, s.low, s.high) == (3, 2, 4)
     assert s.spread == pytest.approx(2 / 3)
+    once = _s("first call", 7)  # chapter 06 compares one first call with the warm ones
+    assert (once.low, once.median, once.high) == (7, 7, 7)
 
 
 @pytest.mark.parametrize("slow, fast, margin, verdict", [
