@@ -2,12 +2,12 @@
 
 :class:`GradingExecute` is nbgrader's ``Execute`` (an nbclient ``NotebookClient``) run through
 ``NotebookClient.execute`` and its hooks: a per-notebook deadline (``timeout_func`` and
-``on_cell_start``), the execute reply of every cell recorded (``on_cell_executed``), huge outputs
-cut, a watchdog that kills the kernel past the deadline, and the kernel's stdout/stderr sent to
-``/dev/null``. After the notebook's own cells have run, while the kernel is still alive, every
-callback of ``after_cells`` receives a :class:`LiveKernel` (the trusted judge plugs in there);
-then the sandbox's processes are killed. Nothing the kernel replies about its own cells
-decides a grade: the judge does, from data.
+``on_cell_start``), huge outputs cut (``on_cell_executed``), a watchdog that kills the kernel
+past the deadline, and the kernel's stdout/stderr sent to ``/dev/null``. After the notebook's
+own cells have run, while the kernel is still alive, every callback of ``after_cells``
+receives a :class:`LiveKernel` (the trusted judge plugs in there); then the sandbox's
+processes are killed. Nothing the kernel replies about its own cells decides a grade: the
+judge does, from data.
 """
 from __future__ import annotations
 
@@ -30,27 +30,18 @@ class OutOfTime(Exception):
 
 @dataclass
 class LiveKernel:
-    """The kernel of a graded notebook after its cells have run, still alive.
+    """The kernel of a graded notebook after its cells have run, still alive: its ``manager``
+    and the notebook's ``deadline`` (``time.monotonic()``)."""
 
-    ``client`` is nbclient's (asynchronous) kernel client; ``connection_info`` lets a callback
-    open clients of its own (:meth:`blocking_client`); ``deadline`` is the notebook's
-    (``time.monotonic()``); ``nb`` the executed notebook."""
-
-    client: object
     manager: object
-    nb: object
     deadline: float
-
-    @property
-    def connection_info(self) -> dict:
-        return self.manager.get_connection_info(session=False)
 
     def blocking_client(self):
         """A new, started blocking client of this kernel (the caller stops its channels)."""
         from jupyter_client import BlockingKernelClient
 
         kc = BlockingKernelClient()
-        kc.load_connection_info(self.connection_info)
+        kc.load_connection_info(self.manager.get_connection_info(session=False))
         kc.start_channels()
         return kc
 
@@ -87,16 +78,21 @@ def _sigkill(km) -> None:
         pass
 
 
+def _reap(km) -> None:
+    """Wait (5 s at most) for the process that started the kernel of manager ``km`` to end."""
+    process = getattr(getattr(km, "provisioner", None), "process", None)
+    try:
+        if process is not None:
+            process.wait(timeout=5)
+    except Exception:  # noqa: BLE001 - cleanup kills it anyway
+        pass
+
+
 def kill_kernel(km) -> None:
     """Kill an early kernel that no executor took, and reap it (the sandbox's other processes
     die with the sandbox)."""
     _sigkill(km)
-    process = getattr(getattr(km, "provisioner", None), "process", None)
-    if process is not None:
-        try:
-            process.wait(timeout=5)
-        except Exception:  # noqa: BLE001
-            pass
+    _reap(km)
 
 
 KERNEL_NAME = "python3"
@@ -117,10 +113,7 @@ def make_executor(cell_timeout: int, deadline: float, home=None, box=None, box_d
 
         def __init__(self, **kw):
             super().__init__(**kw)
-            self.replies = {}       # cell index -> execute reply content
-            self.skipped = set()    # code cells not started (the notebook's time was up)
             self.died_at = None     # index of the cell during which the kernel died
-            self.timed_out = set()  # cells that did not finish within their time
             self.after_cells_error = None
             self.current = -1
             self.sandbox_ended = False  # every process of the sandbox killed once the replies were in
@@ -130,8 +123,7 @@ def make_executor(cell_timeout: int, deadline: float, home=None, box=None, box_d
             if cell.cell_type == "raw" and cell.metadata.get(_END_MARK):
                 return self._run_after_cells()
             self.current = cell_index
-            remaining = deadline - time.monotonic()
-            if remaining <= 1 and cell.cell_type == "code":
+            if cell.cell_type == "code" and deadline - time.monotonic() <= 1:
                 raise OutOfTime
 
         def _cell_timeout(self, cell):
@@ -139,10 +131,6 @@ def make_executor(cell_timeout: int, deadline: float, home=None, box=None, box_d
 
         def on_cell_executed(self, **kwargs):
             super().on_cell_executed(**kwargs)
-            content = kwargs["execute_reply"]["content"]
-            self.replies[kwargs["cell_index"]] = content
-            if content.get("ename") == "CellTimeoutError":
-                self.timed_out.add(kwargs["cell_index"])
             cell = kwargs["cell"]
             size = sum(len(str(o)) for o in cell.get("outputs", []))
             if size > DEFAULT_OUTPUT_LIMIT:  # keep the graded notebook small
@@ -150,7 +138,7 @@ def make_executor(cell_timeout: int, deadline: float, home=None, box=None, box_d
                     "stream", name="stdout", text=f"[{size} characters of output removed by the grader]")]
 
         async def _run_after_cells(self):
-            live = LiveKernel(self.kc, self.km, self.nb, deadline)
+            live = LiveKernel(self.km, deadline)
             try:
                 for callback in after_cells:
                     if time.monotonic() >= deadline:
@@ -170,18 +158,14 @@ def make_executor(cell_timeout: int, deadline: float, home=None, box=None, box_d
 
         def _end_sandbox(self):
             """Every reply is in: kill the sandbox's processes (the kernel first among them) and
-            let ``unshare`` reap the kernel, rather than a graceful shutdown (a second of wall
-            time) or killing ``unshare`` first (the kernel's CPU time would then go uncounted)."""
+            let the sandbox's launcher reap the kernel, rather than a graceful shutdown (a second
+            of wall time) or killing the launcher first (the kernel's CPU time would then go
+            uncounted)."""
             if not contained:
                 return
             box.kill_all()
             self.sandbox_ended = True
-            process = getattr(getattr(self.km, "provisioner", None), "process", None)
-            try:
-                if process is not None:
-                    process.wait(timeout=5)
-            except Exception:  # noqa: BLE001 - cleanup kills it anyway
-                pass
+            _reap(self.km)
 
         def preprocess(self, nb, resources=None, km=None):
             NotebookClient.__init__(self, nb, km)  # as nbconvert's ExecutePreprocessor does
@@ -213,10 +197,6 @@ def make_executor(cell_timeout: int, deadline: float, home=None, box=None, box_d
                         pass
                 nb.cells = [c for c in nb.cells if not c.metadata.get(_END_MARK)]
                 self.nb = nb
-            for index, cell in enumerate(nb.cells):
-                if cell.cell_type == "code" and index not in self.replies:
-                    if self.died_at is None or index < self.died_at:
-                        self.skipped.add(index)
             return self.nb, self.resources
 
     # "immediate": every reply is in, and whatever the kernel's atexit hooks would do is of no
