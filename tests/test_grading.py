@@ -381,9 +381,10 @@ def test_grading_processes_have_the_judges_memory_cap_and_kernels_do_not(tmp_pat
     holds 2 GiB before it defines an answer keeps full marks under a 1536 MiB cap: kernels are not
     held to it (the limits launcher lifts it)."""
     # a grading process of a fresh command (this one has JAX's threads: it must not fork)
-    code = ("import multiprocessing, resource\n"
+    code = ("import multiprocessing, resource, types\n"
             "from autograder.grader import batch\n"
-            "batch._grade_job = lambda job: {'data': resource.getrlimit(resource.RLIMIT_DATA)[0]}\n"
+            "batch._grade = lambda job: types.SimpleNamespace(\n"
+            "    as_dict=lambda: {'data': resource.getrlimit(resource.RLIMIT_DATA)[0]})\n"
             "from autograder.common.settings import Settings\n"
             "from autograder.grader.pipeline import Options\n"
             "settings = Settings.load()\n"

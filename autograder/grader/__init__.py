@@ -8,10 +8,6 @@
 - :mod:`.result`: the JSON contract and its human forms;
 - :mod:`.gradebook`: nbgrader's gradebook, scratch and shared; :mod:`.startup`: warm-up imports.
 
-Every command builds one :class:`autograder.common.settings.Settings` and passes it down. The
-course's paths are :mod:`autograder.common.course`'s, the kernel's containment
-:mod:`autograder.sandbox`'s, the judge :mod:`autograder.judge`'s (its program runner
-:mod:`autograder.judge.runner`), the kernel-side agent :mod:`autograder.agent`'s, the
-instructor's verbs :mod:`autograder.instructor`'s. Nothing here is imported by
-``import autograder``.
+Every command builds one :class:`autograder.common.settings.Settings` and passes it down.
+Nothing here is imported by ``import autograder``.
 """

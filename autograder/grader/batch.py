@@ -1,13 +1,12 @@
 """Grading many notebooks at once: in parallel over the machine's cores, in order, nothing lost.
 
 Each submission is graded by :func:`autograder.grader.pipeline.grade_notebook`: one alone in the
-command's own process, several in grading processes (forked from a warm parent: nbgrader imported
-once; each grades one notebook at a time), each in its own temporary directory, with its own kernel under time, CPU and memory limits: as root, in the
-sandbox of :mod:`autograder.sandbox.containment`, otherwise in its own process group. A submission that crashes its
-kernel, times out or cannot be read still gets a row (with the reason and zero for what could
-not be graded); in a batch, one that kills its grading process is graded once more in a fresh
-one, and after a second death gets a row saying so: it never costs another notebook its grade,
-and no submission is silently missing.
+command's own process, several in grading processes forked from a warm parent (nbgrader
+imported once), each grading one notebook at a time. A submission that crashes its kernel,
+times out or cannot be read still gets a row (with the reason and zero for what could not be
+graded); in a batch, one that kills its grading process is graded once more in a fresh one, and
+after a second death gets a row saying so: it never costs another notebook its grade, and no
+submission is silently missing.
 """
 from __future__ import annotations
 
@@ -52,10 +51,6 @@ def _failed(job, why: str) -> Result:
     return failed_result(path, why, options.root or options.settings.course_root or None)
 
 
-def _grade_job(job) -> dict:
-    return _grade(job).as_dict()
-
-
 def _worker(conn, die_with_parent_now, judge_memory_mb: int) -> None:
     """A grading process: grade the jobs it is sent, one at a time, until it is sent None."""
     die_with_parent_now()
@@ -66,7 +61,7 @@ def _worker(conn, die_with_parent_now, judge_memory_mb: int) -> None:
             job = conn.recv()
             if job is None:
                 break
-            conn.send(_grade_job(job))
+            conn.send(_grade(job).as_dict())
     except (EOFError, OSError):
         pass
     finally:
@@ -80,10 +75,9 @@ OVERDUE = ("the grading of this notebook ran {limit:.0f} s, past the notebook's 
 
 def job_limit(options: Options) -> float:
     """Seconds a grading process may spend on one notebook before it is killed: the notebook's
-    time limit (its kernel is killed then, by the process itself), and as long again, at most a
-    minute, for what the grader does around it. Past that, something in the grading process
-    itself hangs (a judge-side run of an exported program that never ends cannot be
-    interrupted), and only killing the process frees the batch."""
+    time limit, and as long again, at most a minute, for the grader's work around it. Past that,
+    the grading process itself hangs (a judge-side run of a program that never ends cannot be
+    interrupted), and only killing it frees the batch."""
     return options.notebook_timeout + min(60.0, options.notebook_timeout)
 
 
@@ -126,15 +120,9 @@ class _Worker:
 def grade_many(paths, settings: Settings, *, workers: int | None = None, progress: bool = False,
                per_job=None, **options) -> list[Result]:
     """Grade ``paths`` with the command's ``settings`` and ``options`` (:class:`~.pipeline.Options`'
-    fields) and return their results in the same order.
-
-    One notebook is graded in this process (:func:`grade_here`). Several are graded by
-    ``workers`` grading processes (forked from this warm one), each grading one notebook at a
-    time, so a submission that kills its grading process, or makes it die, is known exactly and
-    loses only its own grade: it is graded once more by a fresh process, and dying twice gets
-    every test at zero with the reason; every other notebook is graded normally. ``per_job(path)
-    -> dict`` may change options for one path (e.g. ``save_graded``).
-    """
+    fields) and return their results in the same order: one in this process (:func:`grade_here`),
+    several by ``workers`` grading processes (see the module's docstring). ``per_job(path) -> dict``
+    may change options for one path (e.g. ``save_graded``)."""
     paths = [str(p) for p in paths]
     folders = {f for p in paths for f in (Path(p).resolve().parent, Path(p).resolve().parent.parent)}
     options = Options(settings, **{"hide": tuple(sorted(map(str, folders))), **options})  # out of every kernel's sight
@@ -178,8 +166,7 @@ def _grade_in_processes(jobs, workers: int, progress: bool) -> list[Result]:
     # sandbox's probe (a contained Python started and checked, mostly waiting on it: run in a
     # thread while the imports take the CPU), whose verdict they inherit. One grading process
     # probes beside its first kernel's start instead (pipeline's check_box and box_checked).
-    root = jobs[0][1].root
-    probe = threading.Thread(target=check_once, args=(jobs[0][1].settings, root), daemon=True)
+    probe = threading.Thread(target=check_once, args=(jobs[0][1].settings, jobs[0][1].root), daemon=True)
     if workers > 1:
         probe.start()
     try:
@@ -206,21 +193,17 @@ def _grade_in_processes(jobs, workers: int, progress: bool) -> list[Result]:
 
     try:
         while queue or any(w.job is not None for w in pool):
-            for w in pool:
-                if w.job is None and queue:
-                    i = queue.pop(0)
-                    attempts[i] += 1
-                    w.give(i, jobs[i])
-            while queue and len(pool) < workers:
-                w = _Worker(ctx, jobs[0][1].settings.judge_memory_mb)
-                pool.append(w)
+            idle = [w for w in pool if w.job is None]
+            while len(idle) < len(queue) and len(pool) < workers:
+                pool.append(_Worker(ctx, jobs[0][1].settings.judge_memory_mb))
+                idle.append(pool[-1])
+            for w in idle[:len(queue)]:
                 i = queue.pop(0)
                 attempts[i] += 1
                 w.give(i, jobs[i])
             busy = [w for w in pool if w.job is not None]
-            now = time.monotonic()
             ready = set(wait([w.conn for w in busy] + [w.proc.sentinel for w in busy],
-                             timeout=max(0.0, min(w.overdue_at for w in busy) - now)))
+                             timeout=max(0.0, min(w.overdue_at for w in busy) - time.monotonic())))
             for w in busy:
                 if w.conn not in ready and w.proc.sentinel not in ready and time.monotonic() > w.overdue_at:
                     i, w.job = w.job, None  # hung: killed, and not graded again (it would hang again)
@@ -232,10 +215,8 @@ def _grade_in_processes(jobs, workers: int, progress: bool) -> list[Result]:
                     continue
                 if w.conn not in ready and w.proc.sentinel not in ready:
                     continue
-                got = None
                 try:
-                    if w.conn.poll():
-                        got = w.conn.recv()
+                    got = w.conn.recv() if w.conn.poll() else None
                 except (EOFError, OSError):
                     got = None
                 if got is None and w.proc.is_alive():

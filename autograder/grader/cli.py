@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..common.errors import GradingError
@@ -45,26 +46,26 @@ def add_limits(parser) -> None:
                         help="notebooks graded in parallel (default: one per core, and one more)")
 
 
-class _StdoutGuard:
-    """Keep file descriptor 1 for our JSON only: everything else written there goes to stderr."""
-
-    def __enter__(self):
+@contextmanager
+def _stdout_for_json_only():
+    """Keep file descriptor 1 for our JSON only (yields a stream writing there): everything else
+    written there goes to stderr."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        with os.fdopen(os.dup(saved), "w", encoding="utf-8") as out:
+            yield out
+    finally:
         sys.stdout.flush()
-        self.saved = os.dup(1)
-        os.dup2(2, 1)
-        return os.fdopen(os.dup(self.saved), "w", encoding="utf-8")
-
-    def __exit__(self, *exc):
-        sys.stdout.flush()
-        os.dup2(self.saved, 1)
-        os.close(self.saved)
-        return False
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def grade_command(args) -> int:
     root = Path(args.root).resolve() if args.root else None
     ok = True
-    with _StdoutGuard() as out:
+    with _stdout_for_json_only() as out:
         from .batch import containment_summary, grade_many  # whatever its imports print: stderr
 
         try:
@@ -90,6 +91,4 @@ def grade_command(args) -> int:
             if len(results) > 1:
                 blocks.append(format_progress(results))
             out.write("\n\n".join(blocks) + "\n")
-        out.flush()
-        out.close()
     return 0 if ok else 1

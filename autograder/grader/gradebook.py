@@ -8,6 +8,7 @@
 """
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import sys
@@ -37,43 +38,29 @@ def ensure_tools_on_path():
 
 def alembic_version_once() -> None:
     """nbgrader asks the ``alembic`` command (a subprocess, seconds) for its schema version each
-    time it creates a gradebook: ask at most once per process, and only when a new gradebook is
-    actually created (never for one that exists)."""
+    time it creates a gradebook: make it findable (:func:`ensure_tools_on_path`) and ask it at
+    most once per process, and only when a new gradebook is actually created."""
     import nbgrader.api as api
 
-    original = api.get_alembic_version
-    if getattr(original, "_lazy", False):
-        return
-    version: list[str] = []
-
-    def once() -> str:
-        if not version:
-            version.append(original())
-        return version[0]
-
-    once._lazy = True
-    api.get_alembic_version = once
+    ensure_tools_on_path()
+    if not hasattr(api.get_alembic_version, "cache_info"):  # not cached yet
+        api.get_alembic_version = functools.cache(api.get_alembic_version)
 
 
-def build_gradebook(source_path: Path, assignment: str, db_url: str):
-    """Record the source notebook's cells in a gradebook, as ``generate_assignment`` does.
-
-    Returns the released version of the notebook (solutions and hidden tests cleared).
-    """
+def build_gradebook(source_path: Path, assignment: str, db_url: str) -> None:
+    """Record the source notebook's cells in a gradebook, as ``generate_assignment`` does (its
+    preprocessors up to ``SaveCells``)."""
     import nbformat
     from nbgrader.api import Gradebook
-    from nbgrader.preprocessors import (CheckCellMetadata, ClearHiddenTests, ClearOutput,
-                                        ClearSolutions, ComputeChecksums, LockCells, SaveCells)
+    from nbgrader.preprocessors import (CheckCellMetadata, ClearOutput, ClearSolutions, ComputeChecksums,
+                                        LockCells, SaveCells)
 
     nb = nbformat.read(str(source_path), as_version=4)
-    notebook_id = source_path.stem
     with Gradebook(db_url) as gb:
         gb.update_or_create_assignment(assignment)
-    res = nbgrader_resources(assignment, notebook_id, db_url)
-    for pp in (LockCells, ClearSolutions, ClearOutput, CheckCellMetadata, ComputeChecksums,
-               SaveCells, ClearHiddenTests, ComputeChecksums):
+    res = nbgrader_resources(assignment, source_path.stem, db_url)
+    for pp in (LockCells, ClearSolutions, ClearOutput, CheckCellMetadata, ComputeChecksums, SaveCells):
         nb, res = pp().preprocess(nb, res)
-    return nb
 
 
 def template_gradebook(source: Path, assignment: str) -> Path:
@@ -88,7 +75,6 @@ def template_gradebook(source: Path, assignment: str) -> Path:
     if not path.exists():
         from nbgrader.api import Gradebook
 
-        ensure_tools_on_path()
         alembic_version_once()
         fd, tmp = tempfile.mkstemp(suffix=".db", dir=path.parent)
         os.close(fd)
@@ -125,8 +111,8 @@ def save_autogrades(nb, res, source: Path, feedback: dict) -> list[dict]:
         grades = {g.name: g for g in submission.grades}
         for grade_id, points in test_cells(source):
             g = grades.get(grade_id)
-            got = float(g.auto_score) if g is not None and g.auto_score is not None else 0.0
-            got = got if grade_id in feedback else 0.0
+            scored = grade_id in feedback and g is not None and g.auto_score is not None
+            got = float(g.auto_score) if scored else 0.0
             rows.append({
                 "grade_id": grade_id, "exercise": grade_id.removeprefix("test_"),
                 "points": got, "max_points": points, "passed": got == points,

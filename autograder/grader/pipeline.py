@@ -1,53 +1,39 @@
 """Grade one learner notebook the way an instructor's ``nbgrader autograde`` would, with stricter rules.
 
-:func:`grade_notebook` runs :data:`BEFORE_RUN`, then :data:`STEPS`, in order, as nbgrader's ``converters/autograde.py``
-runs its preprocessors, on one :class:`Grading` (everything known about this submission so
-far). A step may end the grading with a result (:class:`Done`: a notebook that cannot be read,
-a refused sandbox...); every step is a small function of its own, and nothing is written into
-the checkout: each submission is graded in a temporary folder.
+:func:`grade_notebook` runs :data:`BEFORE_RUN`, then :data:`STEPS` in a temporary folder of
+its own (nothing is written into the checkout), as nbgrader's ``converters/autograde.py`` runs
+its preprocessors, on one :class:`Grading` (everything known about this submission so far). A
+step ends the grading early by raising :class:`~autograder.common.errors.GradingError`: every
+test at zero, with its reason (a notebook that cannot be read, a refused sandbox...).
 
-``BEFORE_RUN``, before a temporary folder exists:
+The steps, in order (docs/architecture.md walks through them):
 
-1. ``find_assignment`` (:mod:`~autograder.common.course`): the assignment (the notebook's folder
-   name) and its source notebook (``solutions/<assignment>/``);
-2. ``read_json`` (:mod:`~autograder.grader.submission`): the file read (its size, its JSON).
+1. ``find_assignment``: the assignment (the notebook's folder name) and its source notebook;
+2. ``read_json``: the file's size and JSON (:mod:`.submission`);
+3. ``open_box``: the kernel's containment (:mod:`autograder.sandbox`), its box and data files;
+4. ``check_box``: the sandbox's probe, run beside the next steps (``box_checked``: its verdict);
+5. ``start_kernel``: the kernel boots while the next steps run (:mod:`.execution`);
+6. ``read_notebook``: the JSON read as a notebook by nbformat (old formats upgraded);
+7. ``make_gradebook``: a scratch gradebook holding the source's cells (:mod:`.gradebook`);
+8. ``sanitize_submission``: test cells restored from the source, as ``autograde`` does;
+9. ``prepare_judge``: the trusted judge (:mod:`autograder.judge`); test cells are not run;
+10. ``execute``: the notebook's own cells under time limits, then the judge, the kernel alive;
+11. ``score``: points from the judge's verdicts alone, through nbgrader's ``SaveAutoGrades``;
+12. ``save_graded_copy``: the executed notebook, sanitized, for the formgrader.
 
-``STEPS``, in this grading's temporary folder:
-
-3. ``open_box`` (:mod:`~autograder.sandbox.containment`): the kernel's containment (as root:
-   namespaces, an allow-listed view and a uid of its own, or a refusal), its box and the
-   assignment's data files in it;
-4. ``check_box``: the probe that a contained kernel can start in the box and cannot see the
-   grading material (its verdict inherited, or the probe run beside the next steps);
-5. ``start_kernel`` (:mod:`~autograder.grader.execution`): the notebook's fresh kernel started,
-   so that it boots while the next steps run (nothing is sent to it before ``execute``);
-6. ``read_notebook``: the JSON read as a notebook (nbformat: its schema, old formats upgraded);
-7. ``make_gradebook`` (:mod:`autograder.grader.gradebook`): a scratch gradebook holding the source's
-   cells (nbgrader's ``ClearSolutions`` -> ``ComputeChecksums`` -> ``SaveCells``, cached);
-8. ``sanitize_submission``: the submission sanitized as ``autograde`` does (edited, emptied,
-   deleted, duplicated or retyped test cells restored from the source);
-9. ``prepare_judge`` (:mod:`autograder.judge`): the assignment's trusted judge; test cells and
-   "Check my answers" are not run in the kernel; its program runner starts;
-   ``box_checked``: the probe's verdict; a refusal ends the grading before any cell is sent;
-10. ``execute`` (:mod:`~autograder.grader.execution`): the kernel runs the notebook's own cells
-    under a per-cell and a per-notebook time limit; then, with the kernel alive, the judge
-    calls the learner's functions and takes their programs and values out as data;
-11. ``score``: each test's points from the judge's verdict alone (never from the kernel's replies
-    or outputs), through nbgrader's ``SaveAutoGrades`` (:func:`autograder.grader.gradebook.save_autogrades`);
-12. ``save_graded_copy``: the executed notebook, sanitized, for the formgrader (instructors only).
-
-The result (the JSON contract) and its human forms are :mod:`~autograder.grader.result`'s.
+The result (the JSON contract) and its human forms are :mod:`.result`'s.
 """
 from __future__ import annotations
 
 import os
 import tempfile
+import threading
 import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .gradebook import ensure_tools_on_path, nbgrader_resources, save_autogrades, scratch_gradebook
+from .gradebook import nbgrader_resources, save_autogrades, scratch_gradebook
 from ..common.course import GradingError, data_files, find_course_root, read_source, source_notebook
 from ..common.settings import Settings
 from .execution import early_kernel, kill_kernel, make_executor
@@ -91,7 +77,6 @@ class Grading:
     source: Path | None = None      # solutions/<assignment>/<assignment>.ipynb
     nb: object = None               # the submission's JSON, then the notebook, then the executed one
     tmp: Path | None = None         # this grading's temporary folder
-    db_url: str = ""
     res: dict = field(default_factory=dict)  # nbgrader's resources
     deadline: float = 0.0
     box: Sandbox | None = None
@@ -109,18 +94,6 @@ class Grading:
     def home(self) -> Path:
         return self.box_dir / "home"
 
-    def zero(self, why: str) -> Done:
-        """End the grading: every test of the source at zero, with ``why``."""
-        return Done(zero_result(self.given, self.assignment, self.source, why))
-
-
-class Done(Exception):
-    """A step ended the grading early with ``result``."""
-
-    def __init__(self, result: Result):
-        super().__init__(result.error)
-        self.result = result
-
 
 # --------------------------------------------------------------------------- the steps
 
@@ -129,41 +102,31 @@ def find_assignment(g: Grading) -> None:
     try:
         g.root = g.options.root or find_course_root(g.path.parent, g.options.settings.course_root)
         g.source = source_notebook(g.assignment, g.root)
-    except GradingError as exc:
+    except GradingError:
         if not g.path.exists():  # a mistyped path says so, whatever folder it names
-            raise Done(Result(g.given, g.assignment, error=f"no such file: {g.given}")) from None
-        raise Done(Result(g.given, g.assignment, error=str(exc))) from None
+            raise GradingError(f"no such file: {g.given}") from None
+        raise
 
 
 def read_json(g: Grading) -> None:
-    try:
-        g.nb = read_json_of(g.path, g.options.settings.max_notebook_bytes)
-    except GradingError as exc:
-        raise g.zero(str(exc)) from None
+    g.nb = read_json_of(g.path, g.options.settings.max_notebook_bytes)
 
 
 def read_notebook(g: Grading) -> None:
     # after start_kernel: nbformat's import and its schema's validator (a fifth of a second, where
     # a one-notebook command has not imported them yet) while the kernel boots
-    try:
-        g.nb = read_submission(g.path, g.nb)
-    except GradingError as exc:
-        raise g.zero(str(exc)) from None
+    g.nb = read_submission(g.path, g.nb)
 
 
 def start_kernel(g: Grading) -> None:
-    # Started now, it boots (Python, ipykernel) while this process imports nbgrader and
-    # prepares the submission; no cell is sent to it before `execute`. One that cannot start
-    # is started again by `execute`, whose failure is then reported as always.
     g.kernel = early_kernel(g.home, g.box, g.box_dir, g.workdir)
 
 
 def make_gradebook(g: Grading) -> None:
-    ensure_tools_on_path()
     warnings.filterwarnings("ignore", module="nbgrader")
     warnings.filterwarnings("ignore", category=Warning, message=".*not in session.*")
-    g.db_url = scratch_gradebook(g.source, g.assignment, g.tmp)
-    g.res = nbgrader_resources(g.assignment, g.source.stem, g.db_url, g.workdir)
+    db_url = scratch_gradebook(g.source, g.assignment, g.tmp)
+    g.res = nbgrader_resources(g.assignment, g.source.stem, db_url, g.workdir)
 
 
 def open_box(g: Grading) -> None:
@@ -173,11 +136,8 @@ def open_box(g: Grading) -> None:
     g.deadline = time.monotonic() + g.options.notebook_timeout
     g.box = open_sandbox(g.deadline, g.options.settings, g.root, g.path, g.options.hide)
     if g.box.refused:
-        raise g.zero(g.box.reason)
-    try:
-        g.box_limit = g.box.mount_box(g.box_dir)
-    except GradingError as exc:
-        raise g.zero(str(exc)) from None
+        raise GradingError(g.box.reason)
+    g.box_limit = g.box.mount_box(g.box_dir)
     g.workdir = g.box_dir / "work" / g.assignment
     g.workdir.mkdir(parents=True)
     for item in data_files(g.source):
@@ -186,10 +146,7 @@ def open_box(g: Grading) -> None:
 
 
 def sanitize_submission(g: Grading) -> None:
-    try:
-        g.nb = sanitize(g.nb, g.res, read_source(g.source))
-    except GradingError as exc:
-        raise g.zero(str(exc)) from None
+    g.nb = sanitize(g.nb, g.res, read_source(g.source))
 
 
 def prepare_judge(g: Grading) -> None:
@@ -198,7 +155,7 @@ def prepare_judge(g: Grading) -> None:
     # solutions/<a>/judge.py decides
     g.judge = JudgeStep.for_source(g.source, g.options.cell_timeout, g.options.settings)
     if g.judge is None:
-        raise g.zero(f"the course has no judge for {g.assignment} (solutions/{g.assignment}/judge.py), "
+        raise GradingError(f"the course has no judge for {g.assignment} (solutions/{g.assignment}/judge.py), "
                      "so it cannot be graded: ask your instructor")
     g.judge.prepare(g.nb)  # test cells and "Check my answers" are not run in the kernel
 
@@ -214,8 +171,6 @@ def check_box(g: Grading) -> None:
     g.box.keep_rw = [str(g.box_dir)]
     # The verdict (known at once where this process, or the batch's parent, probed before), else
     # the probe runs beside the kernel's start: no cell is sent to the kernel before box_checked.
-    import threading
-
     secrets = [str(g.source.parent), str(g.tmp / "gradebook.db")]
     g.box_check = threading.Thread(target=lambda: g.box_problem.append(
         check_sandbox(g.box, g.home, g.workdir, secrets)), name="sandbox-probe", daemon=True)
@@ -229,7 +184,7 @@ def box_checked(g: Grading) -> None:
     g.box_check = None
     problem = g.box_problem[0] if g.box_problem else "the sandbox's probe gave no verdict"
     if problem:
-        raise g.zero(probe_refusal(problem))
+        raise GradingError(probe_refusal(problem))
 
 
 def execute(g: Grading) -> None:
@@ -268,13 +223,19 @@ def score(g: Grading) -> None:
 
 
 def save_graded_copy(g: Grading) -> None:
+    """The executed notebook as an instructor may open it anywhere (the formgrader, nbviewer, an
+    editor): the learner's HTML outputs and Markdown cleaned by nbconvert's ``SanitizeHTML``
+    (scripts, event handlers, unsafe tags and JavaScript outputs removed), as nbgrader_config.py
+    also asks of every HTML page nbgrader renders. A learner's script in the instructor's
+    browser session could change grades."""
     import nbformat
+    from nbconvert.preprocessors.sanitize import SanitizeHTML
 
     if g.options.save_graded is None:
         return
     save_graded = Path(g.options.save_graded)
     save_graded.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(sanitized_for_viewing(g.nb), str(save_graded))
+    nbformat.write(SanitizeHTML().preprocess(g.nb, {})[0], str(save_graded))
 
 
 BEFORE_RUN = [find_assignment, read_json]               # no temporary folder yet
@@ -292,40 +253,23 @@ def _grade(g: Grading) -> Result:
     try:
         for step in BEFORE_RUN:
             step(g)
-        base = run_dir_base()
+        with tempfile.TemporaryDirectory(prefix="run-", dir=run_dir_base()) as tmp:
+            g.tmp = Path(tmp)
+            try:
+                for step in STEPS:
+                    step(g)
+            finally:
+                if g.box_check is not None:  # a step ended the grading before its verdict was read
+                    g.box_check.join()
+                if g.kernel is not None:  # started, never handed to the executor
+                    kill_kernel(g.kernel)
+                if g.judge is not None:
+                    g.judge.close()  # the runner is freed for the next notebook, however this one ended
+                if g.box is not None:
+                    g.box.close()
     except GradingError as exc:
         return zero_result(g.given, g.assignment, g.source, str(exc))
-    except Done as done:
-        return done.result
-    with tempfile.TemporaryDirectory(prefix="run-", dir=base) as tmp:
-        g.tmp = Path(tmp)
-        try:
-            for step in STEPS:
-                step(g)
-        except Done as done:
-            return done.result
-        finally:
-            if g.box_check is not None:  # a step ended the grading before its verdict was read
-                g.box_check.join()
-            if g.kernel is not None:  # started, never handed to the executor
-                kill_kernel(g.kernel)
-            if g.judge is not None:
-                g.judge.close()  # the runner is freed for the next notebook, however this one ended
-            if g.box is not None:
-                g.box.close()
     return g.result
-
-
-def sanitized_for_viewing(nb):
-    """``nb`` as an instructor may open it anywhere (the formgrader, nbviewer, an editor): the
-    learner's HTML outputs and Markdown cleaned by nbconvert's ``SanitizeHTML`` (scripts, event
-    handlers, unsafe tags and JavaScript outputs removed), as nbgrader_config.py also asks of
-    every HTML page nbgrader renders. A learner's script in the instructor's browser session
-    could change grades."""
-    from nbconvert.preprocessors.sanitize import SanitizeHTML
-
-    nb, _ = SanitizeHTML().preprocess(nb, {})
-    return nb
 
 
 def _not_judged(executor) -> str:

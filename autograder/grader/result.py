@@ -3,7 +3,7 @@
 human-readable forms."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from ..common.course import find_course_root, source_notebook, test_cells
@@ -20,21 +20,17 @@ class Result:
     containment: str | None = None  # how the kernel was contained; None when nothing ran
     containment_reason: str = ""    # why a kernel ran without (part of) the sandbox
 
-    def as_dict(self):
-        d = {"notebook": self.notebook, "assignment": self.assignment, "score": self.score,
-             "max_score": self.max_score, "tests": self.tests}
-        if self.error:
-            d["error"] = self.error
-        if self.containment:
-            d["containment"] = self.containment
-            if self.containment_reason:
-                d["containment_reason"] = self.containment_reason
-        return d
+    def as_dict(self) -> dict:
+        """The JSON contract: every field, but ``error`` and ``containment(_reason)`` only when set."""
+        return {k: v for k, v in asdict(self).items() if v or k not in _OPTIONAL}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Result":
-        return cls(d["notebook"], d["assignment"], d["score"], d["max_score"], d["tests"],
-                   d.get("error"), d.get("containment"), d.get("containment_reason", ""))
+    def from_dict(cls, d: dict) -> Result:
+        """The result of :meth:`as_dict`'s ``d`` (other keys ignored)."""
+        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
+
+
+_OPTIONAL = ("error", "containment", "containment_reason")
 
 
 def zero_result(given: str, assignment, source, error) -> Result:
@@ -92,10 +88,9 @@ def format_progress(results) -> str:
     total = sum(len(r.tests) for r in results)
     rows.append(("total", f"{passed}/{total}",
                  f"{sum(r.score for r in results):g}/{sum(r.max_score for r in results):g}", ""))
-    wl = max(len("assignment"), *(len(r[0]) for r in rows))
-    we = max(len("exercises passed"), *(len(r[1]) for r in rows))
-    wp = max(len("points"), *(len(r[2]) for r in rows))
-    lines = ["Progress by chapter", f"  {'assignment':<{wl}}  {'exercises passed':>{we}}  {'points':>{wp}}"]
+    rows.insert(0, ("assignment", "exercises passed", "points", ""))
+    wl, we, wp = (max(len(r[i]) for r in rows) for i in range(3))
+    lines = ["Progress by chapter"]
     for label, ex, pts, note in rows:
         if label == "total":
             lines.append("  " + "-" * (wl + we + wp + 4))
