@@ -138,12 +138,18 @@ class Settings:
 SETTINGS = [f.metadata["setting"] for f in fields(Settings)]
 
 
+def without_password(text: str) -> str:
+    """``text`` as it may be printed: the password of a URL in it (``scheme://user:password@``)
+    replaced by ``***``."""
+    return re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", text)
+
+
 def describe(environ=None) -> str:
     """The settings as ``python -m autograder settings`` prints them."""
     environ = os.environ if environ is None else environ
     lines = []
     for s in SETTINGS:
-        now = re.sub(r"(://[^:/@]*:)[^@/]*@", r"\1***@", environ.get(s.name, "").strip())  # no password
+        now = without_password(environ.get(s.name, "").strip())
         value = f"{now!r}" if now else "unset"
         default = s.default or "(none)"
         lines.append(f"{s.name}  [default {default}; now {value}]\n    {s.help}")

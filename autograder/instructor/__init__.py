@@ -4,17 +4,10 @@ Course state lives in a course-state folder (default ``.course/`` beside ``nbgra
 git-ignored): nbgrader's ``submitted/``, ``autograded/`` and ``feedback/`` layouts and the
 gradebook (SQLite by default; any SQLAlchemy URL through ``--db-url`` or ``$COURSE_DB_URL``).
 
-- ``collect FOLDER --assignment A``: downloaded files (an LMS export of
-  ``<student>_<anything>.ipynb``, or zips of them) into ``submitted/<student>/A/A.ipynb``.
-  (``nbgrader collect A`` does the same from nbgrader's exchange.)
-- ``autograde [A ...]``: every submission (of the given assignments) graded in parallel by the
-  project's grader and recorded in the gradebook; the executed notebook goes to
-  ``autograded/`` for the formgrader, the result JSON beside it.
-- ``feedback``: one HTML page per submission with the learner-facing messages (never the
-  hidden test code).
-- ``export``: a CSV of points per student, assignment and exercise, from the gradebook, and
-  beside it a summary CSV (``grades-summary.csv``): one row per student, a column per
-  assignment and a total, as an LMS import wants.
+The verbs are ``collect`` (an LMS export's ``<student>_<anything>.ipynb`` files or zips into
+``submitted/``; ``nbgrader collect`` is :mod:`.exchange`'s), ``autograde`` (into the gradebook
+and ``autograded/``), ``feedback`` (HTML pages), ``export`` (CSVs) and ``report``
+(:mod:`.report`): the functions of those names, the subcommands of :func:`add_parsers`.
 
 A shared gradebook (``COURSE_DB_URL=postgresql+psycopg://user:password@host/db``) may be used
 by any number of ``autograde``/``collect``/``export`` runs at once, on one machine or several:
@@ -45,8 +38,8 @@ from pathlib import Path
 
 from ..common.course import assignments, find_course_root, source_notebook
 from ..common.errors import GradingError
-from ..common.settings import Settings
-from ..grader.gradebook import STUDENT, alembic_version_once, build_gradebook
+from ..common.settings import Settings, without_password
+from ..grader.gradebook import alembic_version_once, build_gradebook
 from ..grader.result import zero_result
 
 
@@ -84,16 +77,6 @@ def gradebook_url(url: str) -> str:
     return re.sub(r"^postgres(ql)?://", "postgresql+psycopg://", url)
 
 
-def shown_url(url: str) -> str:
-    """``url`` as it may be printed: its password replaced by ``***``."""
-    try:
-        from sqlalchemy.engine import make_url
-
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 - not a URL SQLAlchemy can parse: hide what looks like one
-        return re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", url)
-
-
 def _one_line(exc: BaseException, url: str) -> str:
     """The database's own reason, on one line, without the URL's password."""
     reason = " ".join(str(getattr(exc, "orig", None) or exc).split())
@@ -116,7 +99,7 @@ def check_gradebook(db_url: str) -> None:
     from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
     from sqlalchemy.pool import NullPool
 
-    shown = shown_url(db_url)
+    shown = without_password(db_url)
     try:
         url = make_url(db_url)
     except ArgumentError as exc:
@@ -192,9 +175,6 @@ def course_gradebook(db_url: str):
     done under the lock too."""
     from nbgrader.api import Gradebook
 
-    from ..grader.gradebook import ensure_tools_on_path
-
-    ensure_tools_on_path()
     alembic_version_once()
     with gradebook_lock(db_url), Gradebook(db_url) as gb:
         session = gb.db
@@ -276,10 +256,8 @@ def collect(folder, assignment: str, course: Course) -> list[tuple[str, Path]]:
             continue
         dest = course.submitted / student / assignment / f"{assignment}.ipynb"
         dest.parent.mkdir(parents=True, exist_ok=True)
-        if item.suffix == ".ipynb":  # already on disk whole: copied whole, the grader says its size
-            with open(item, "rb") as src:
-                size = _copy_atomic(dest, src, max(limit, item.stat().st_size))
-        else:
+        size = None
+        if item.suffix == ".zip":
             try:
                 with zipfile.ZipFile(item) as zf:
                     names = [n for n in zf.namelist() if n.endswith(".ipynb") and "__MACOSX" not in n]
@@ -292,9 +270,10 @@ def collect(folder, assignment: str, course: Course) -> list[tuple[str, Path]]:
             except Exception as exc:  # noqa: BLE001 - a bad zip (corrupt, encrypted, truncated...)
                 print(f"collect: {item.name} cannot be unzipped ({type(exc).__name__}: {exc}); kept as "
                       "is for grading", file=sys.stderr)
-                with open(item, "rb") as src:
-                    size = _copy_atomic(dest, src, max(limit, item.stat().st_size))
-        if size > limit and item.suffix == ".zip":
+        if size is None:  # a notebook, or a zip that cannot be unzipped: copied whole, the grader says its size
+            with open(item, "rb") as src:
+                size = _copy_atomic(dest, src, max(limit, item.stat().st_size))
+        elif size > limit:
             print(f"collect: {item.name} holds a notebook over {limit / 2**20:.0f} MB uncompressed "
                   "(AUTOGRADER_MAX_NOTEBOOK_MB): only its beginning was unzipped, and grading will "
                   "say it is too large", file=sys.stderr)
@@ -488,8 +467,8 @@ class NotGraded(dict):
 def autograde(course: Course, assignments=None, workers=None, progress=True, regrade=False,
               students=None, **limits):
     """Grade every submission (of ``assignments``, of ``students``) and record it in the
-    gradebook; return the list of rows (results) recorded. Afterwards ``autograde.last_not_graded``
-    lists the submissions that could not be graded (:class:`NotGraded`).
+    gradebook. Returns ``(rows, not_graded, unreadable)``: the results recorded, the submissions
+    that could not be graded and those recorded as zero (each a :class:`NotGraded`).
 
     A submission is recorded when the grader graded it, or when its file is not a notebook it can
     read (zero: the submission's own fault). When grading itself failed (an internal error, the
@@ -499,10 +478,8 @@ def autograde(course: Course, assignments=None, workers=None, progress=True, reg
     Safe to run while other ``autograde``/``export`` runs use the same gradebook (see the module's
     docstring). A submission whose result is current is not graded again unless ``regrade``."""
     from ..grader.batch import grade_many, summary
-    from ..grader.gradebook import ensure_tools_on_path
     from ..grader.result import Result
 
-    ensure_tools_on_path()
     check_gradebook(course.db_url)
     found = [f for f in submissions(course, assignments) if students is None or f[0] in students]
     for a in sorted({a for _, a, _ in found}):
@@ -586,19 +563,13 @@ def autograde(course: Course, assignments=None, workers=None, progress=True, reg
               "is recorded as zero (ask the learner to submit again):", file=sys.stderr)
         for n in unreadable:
             print(f"  {n['student']}/{n['assignment']}: {n['reason']}", file=sys.stderr)
-    autograde.last_not_graded = not_graded
-    autograde.last_unreadable = unreadable
-    return rows
+    return rows, not_graded, unreadable
 
 
-autograde.last_not_graded = []
-autograde.last_unreadable = []
-
-
-def feedback(course: Course) -> list[Path]:
-    """Write one HTML page per autograded submission; return their paths. A submission whose page
-    cannot be written (its result unreadable, a folder that cannot be written) does not stop the
-    others: ``feedback.last_problems`` lists them (:class:`NotGraded`)."""
+def feedback(course: Course) -> tuple[list[Path], list[NotGraded]]:
+    """Write one HTML page per autograded submission; return their paths, and the submissions
+    whose page cannot be written (its result unreadable, a folder that cannot be written: each a
+    :class:`NotGraded`), which do not stop the others."""
     pages, problems = [], []
     for result_path in sorted(course.autograded.glob("*/*/result.json")):
         student, assignment = result_path.parent.parent.name, result_path.parent.name
@@ -610,11 +581,7 @@ def feedback(course: Course) -> list[Path]:
                                              f"({type(exc).__name__}: {exc})"))
     for n in problems:
         print(f"feedback: {n['student']}/{n['assignment']}: {n['reason']}", file=sys.stderr)
-    feedback.last_problems = problems
-    return pages
-
-
-feedback.last_problems = []
+    return pages, problems
 
 
 def _feedback_page(course: Course, student: str, assignment: str, r: dict) -> Path:
@@ -719,13 +686,13 @@ def class_report(course: Course, out: Path) -> Path:
     """Write the class report (:mod:`autograder.instructor.report`) to ``out``; returns it."""
     from .report import render, tripped
 
-    page = render(gradebook_points(course), tripped(course.autograded), shown_url(course.db_url))
+    page = render(gradebook_points(course), tripped(course.autograded), without_password(course.db_url))
     _write_atomic(Path(out), page.encode("utf-8"))
     return Path(out)
 
 
-__all__ = ["Course", "collect", "autograde", "feedback", "export", "class_report", "student_of", "STUDENT",
-           "GradebookError", "check_gradebook", "course_gradebook", "gradebook_lock", "shown_url"]
+__all__ = ["Course", "collect", "autograde", "feedback", "export", "class_report", "student_of",
+           "GradebookError", "check_gradebook", "course_gradebook", "gradebook_lock"]
 
 
 def add_parsers(sub) -> None:
@@ -761,21 +728,20 @@ def add_parsers(sub) -> None:
 
 
 def run(args) -> int:
-    try:  # the command's settings, checked once: a bad one is named before anything is done
-        course = Course(args.root, args.state, args.db_url, args.reports, Settings.load())
-    except GradingError as exc:
-        print(f"{args.command}: {exc}", file=sys.stderr)
-        return 2
+    """Run an instructor's subcommand; 2 when its settings, its course or its gradebook cannot be
+    used (said in one line, before anything is done where it can be)."""
+    course = None
     try:
+        course = Course(args.root, args.state, args.db_url, args.reports, Settings.load())
         return _run(args, course)
-    except GradebookError as exc:
+    except (GradingError, GradebookError) as exc:
         print(f"{args.command}: {exc}", file=sys.stderr)
     except Exception as exc:  # the database went away mid-run: say so, without a traceback
         from sqlalchemy.exc import DBAPIError
 
-        if not isinstance(exc, DBAPIError):
+        if course is None or not isinstance(exc, DBAPIError):
             raise
-        print(f"{args.command}: the gradebook {shown_url(course.db_url)} failed: "
+        print(f"{args.command}: the gradebook {without_password(course.db_url)} failed: "
               f"{_one_line(exc, course.db_url)}", file=sys.stderr)
     return 2
 
@@ -785,11 +751,11 @@ def _run(args, course: Course) -> int:
         got = collect(args.folder, args.assignment, course)
         print(f"collected {len(got)} submission(s) of {args.assignment} into {course.submitted}")
     elif args.command == "autograde":
-        rows = autograde(course, args.assignments or None, workers=args.jobs,
-                         progress=sys.stderr.isatty(), regrade=args.regrade,
-                         cell_timeout=args.cell_timeout, notebook_timeout=args.notebook_timeout)
-        missed, unreadable = autograde.last_not_graded, autograde.last_unreadable
-        print(f"autograded {len(rows)} submission(s) into {shown_url(course.db_url)}"
+        rows, missed, unreadable = autograde(course, args.assignments or None, workers=args.jobs,
+                                             progress=sys.stderr.isatty(), regrade=args.regrade,
+                                             cell_timeout=args.cell_timeout,
+                                             notebook_timeout=args.notebook_timeout)
+        print(f"autograded {len(rows)} submission(s) into {without_password(course.db_url)}"
               + (f"; {len(missed)} NOT graded: " + ", ".join(f"{n['student']}/{n['assignment']}"
                                                           for n in missed) if missed else "")
               + (f"; {len(unreadable)} not a notebook (zero): " + ", ".join(
@@ -797,8 +763,7 @@ def _run(args, course: Course) -> int:
         if missed or unreadable:
             return 1
     elif args.command == "feedback":
-        pages = feedback(course)
-        problems = feedback.last_problems
+        pages, problems = feedback(course)
         print(f"wrote {len(pages)} feedback page(s) under {course.feedback}"
               + (f"; {len(problems)} NOT written: " + ", ".join(f"{n['student']}/{n['assignment']}"
                                                              for n in problems) if problems else ""))

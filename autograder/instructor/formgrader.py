@@ -38,8 +38,7 @@ class CourseAutograde(Preprocessor):
         submitted = Path(coursedir.get("submitted_directory") or "submitted")
         state = (root / submitted).parent  # nbgrader_config.py puts every folder in the course state
         course = Course(root=root, state=state, db_url=info.get("db_url"))
-        rows = autograde(course, [assignment], students=[student], progress=False)
-        missed = autograde.last_not_graded
+        rows, missed, _ = autograde(course, [assignment], students=[student], progress=False)
         if missed or not rows:
             reason = "; ".join(n["reason"] for n in missed) or "no submission found"
             raise RuntimeError(f"the course's grader could not grade {student}/{assignment} (its "
@@ -75,14 +74,11 @@ class CheckedReleaseAssignment(ExchangeReleaseAssignment):
         # The check generates the assignment afresh with an nbgrader of its own, whose log is
         # this one: its lines (a temporary folder's conversions, and a "[CRITICAL] Unwritable
         # directory" about nbgrader's default exchange, which it never uses) are not the release's.
-        def quiet(record):
-            return False
-
-        self.log.addFilter(quiet)
+        was, self.log.disabled = self.log.disabled, True
         try:
             diffs = release_differences(self.coursedir.root, assignment)
         finally:
-            self.log.removeFilter(quiet)
+            self.log.disabled = was
         if diffs:
             self.fail(f"not releasing {assignment}: exercises/{assignment} is not what `make release` "
                       "generates from solutions/ (run `make release`, never edit exercises/ by hand): "

@@ -55,13 +55,8 @@ def tripped(autograded: Path) -> dict[str, set[str]]:
     return dict(who)
 
 
-def _png(fig) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
-    return base64.b64encode(buf.getvalue()).decode("ascii")
-
-
-def _barh(labels, values, xlabel, xmax=None):
+def _barh(labels, values, xlabel, xmax=None) -> str:
+    """A horizontal bar chart, as base64 PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -74,9 +69,10 @@ def _barh(labels, values, xlabel, xmax=None):
     ax.set_xlabel(xlabel)
     if xmax is not None:
         ax.set_xlim(0, xmax)
-    data = _png(fig)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
     plt.close(fig)
-    return data
+    return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
 def _table(head, rows) -> str:
