@@ -17,14 +17,9 @@ One module per idea of the mental model:
 - :mod:`autograder.selfcheck`: the "check my answers" table
 
 Only graders run the rest, in rooms whose imports go one way (instructor -> grader -> judge ->
-sandbox -> common): :mod:`autograder.instructor` (a class: collect, autograde, feedback, export,
-the Formgrader's buttons), :mod:`autograder.grader` (one notebook or a batch, the gradebook),
-:mod:`autograder.judge` (the channel, ``Kernel``, the judge's step, and the program side:
-:mod:`autograder.judge.programs`, :mod:`autograder.judge.allowlist`, :mod:`autograder.judge.runner`),
-:mod:`autograder.sandbox` (the containment of kernels and program runners) and
-:mod:`autograder.common` (course paths, settings, errors). The kernel-side agent
-:mod:`autograder.agent` answers the judge inside the learner's kernel; :mod:`autograder.wire` is
-the channel's data format, used by both sides.
+sandbox -> common: docs/architecture.md). The kernel-side agent :mod:`autograder.agent` answers
+the judge inside the learner's kernel; :mod:`autograder.wire` is the channel's data format, used
+by both sides.
 
 Every check raises :class:`ExerciseFailure`, whose message is learner-facing feedback.
 """

@@ -35,7 +35,6 @@ def add_review_parser(sub):
                      "module's names in scope)")
     rev.add_argument("--static", default="", help="comma-separated static argument names")
     rev.add_argument("--json", action="store_true", help="print the report as JSON")
-    return rev
 
 
 def _without_cwd_on_path() -> None:
@@ -52,33 +51,25 @@ def _without_cwd_on_path() -> None:
         del sys.path[0]
 
 
+# the module and the function that run each command (imported only for it)
+_RUN = {"grade": ("grader.cli", "grade_command"), "hint": ("hints", "hint_command"),
+        "review": ("review", "review_command"),
+        **dict.fromkeys(("collect", "autograde", "feedback", "export", "report"), ("instructor", "run"))}
+
+
 def main(argv=None) -> int:
+    import importlib
     import warnings
 
     warnings.filterwarnings("ignore", message=".*not in session.*")  # nbgrader's SQLAlchemy noise
     args = build_parser().parse_args(argv)
-    if args.command == "grade":
-        from .grader.cli import grade_command
-
-        return grade_command(args)
     if args.command == "settings":
         from .common.settings import describe
 
         print(describe())
         return 0
-    if args.command in ("collect", "autograde", "feedback", "export", "report"):
-        from .instructor import run
-
-        return run(args)
-    if args.command == "hint":
-        from .hints import hint_command
-
-        return hint_command(args)
-    if args.command == "review":
-        from .review import review_command
-
-        return review_command(args)
-    return 2
+    module, function = _RUN[args.command]
+    return getattr(importlib.import_module(f".{module}", __package__), function)(args)
 
 
 if __name__ == "__main__":
