@@ -23,7 +23,6 @@ from ..sandbox.containment import (
     NONE,
     PROCESS_GROUP,
     USER_NAMESPACE,
-    check_once,
     die_with_parent,
     limit_judge_memory,
     private_mounts,
@@ -156,24 +155,14 @@ def grade_here(job, progress: bool = False) -> Result:
 def _grade_in_processes(jobs, workers: int, progress: bool) -> list[Result]:
     import gc
     import multiprocessing
-    import threading
     import time
     from multiprocessing.connection import wait
 
     results: list[Result | None] = [None] * len(jobs)
     bar = _progress(len(jobs)) if progress else None
-    # Before the processes fork, once: the imports, and (for several grading processes) the
-    # sandbox's probe (a contained Python started and checked, mostly waiting on it: run in a
-    # thread while the imports take the CPU), whose verdict they inherit. One grading process
-    # probes beside its first kernel's start instead (pipeline's check_box and box_checked).
-    probe = threading.Thread(target=check_once, args=(jobs[0][1].settings, jobs[0][1].root), daemon=True)
-    if workers > 1:
-        probe.start()
-    try:
-        startup.before_fork(parallel=workers > 1)
-    finally:
-        if workers > 1:
-            probe.join()  # no thread may be running when the processes fork
+    # Before the processes fork, once: the imports. Each grading process probes the sandbox
+    # beside its first kernel's start (pipeline's check_box and box_checked).
+    startup.before_fork(parallel=workers > 1)
     # What the parent holds now is shared with every grading process, page for page, until one
     # writes to it, and a collection of the cyclic garbage collector writes to every object it
     # visits: frozen (moved out of its reach, as the gc module's documentation advises before a

@@ -169,7 +169,7 @@ def check_box(g: Grading) -> None:
     os.chmod(g.box_dir, 0o700)
     os.chmod(g.home, 0o700)
     g.box.keep_rw = [str(g.box_dir)]
-    # The verdict (known at once where this process, or the batch's parent, probed before), else
+    # The verdict (known at once where this process probed before), else
     # the probe runs beside the kernel's start: no cell is sent to the kernel before box_checked.
     secrets = [str(g.source.parent), str(g.tmp / "gradebook.db")]
     g.box_check = threading.Thread(target=lambda: g.box_problem.append(

@@ -819,31 +819,6 @@ def check_sandbox(box: Sandbox, home: Path, workdir: Path, secrets=()) -> str:
     return _CHECKED[key]
 
 
-def check_once(settings: Settings, root: Path | None = None) -> None:
-    """Run :func:`check_sandbox` in this process now (a batch does, before it forks the grading
-    processes: they inherit the verdict instead of each starting a probe of its own)."""
-    try:
-        base = run_dir_base()
-        box = open_sandbox(time.monotonic() + 60, settings, root)
-    except GradingError:
-        return  # each notebook's grading says why
-    try:
-        if not box.contained:
-            return
-        with tempfile.TemporaryDirectory(prefix="run-", dir=base) as tmp:
-            box_dir = Path(tmp) / "box"
-            home, work = box_dir / "home", box_dir / "work"
-            (home / "tmp").mkdir(parents=True)
-            work.mkdir()
-            chown_tree(box_dir, box.uid)
-            os.chmod(box_dir, 0o700)
-            os.chmod(home, 0o700)
-            box.keep_rw = [str(box_dir)]
-            check_sandbox(box, home, work)
-    finally:
-        box.close()
-
-
 def probe_refusal(problem: str) -> str:
     """The refusal's words for a failed :func:`check_sandbox`, with the fix for its real cause:
     a file the sandbox uid cannot read (named, with its mode), a mount or namespace refused (the
