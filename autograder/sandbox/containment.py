@@ -72,9 +72,7 @@ def limit_judge_memory(mb: int) -> None:
     if any(importlib.util.find_spec(name) for name in ("jax_plugins", "libtpu")):
         return
     _, hard = resource.getrlimit(resource.RLIMIT_DATA)
-    limit = mb << 20
-    if hard != resource.RLIM_INFINITY:
-        limit = min(limit, hard)
+    limit = mb << 20 if hard == resource.RLIM_INFINITY else min(mb << 20, hard)
     resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
 
 
@@ -96,22 +94,19 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int, data
                              f"{os.strerror(error)}")
 
 
-def private_mounts() -> bool:
+def private_mounts() -> None:
     """Give this process (a grading process, as root) a mount namespace of its own, whose mounts
     propagate nowhere: the boxes' tmpfs mounts are made there, seen by this process and the
-    kernels it starts, and they vanish with it, however it ends. True when it has one. Must run
-    while the process has a single thread (``unshare(CLONE_NEWNS)`` refuses otherwise)."""
-    if _PRIVATE_MOUNTS:
-        return True
-    if not hasattr(os, "unshare") or os.geteuid() != 0:
-        return False
+    kernels it starts, and they vanish with it, however it ends. Must run while the process has
+    a single thread (``unshare(CLONE_NEWNS)`` refuses otherwise)."""
+    if _PRIVATE_MOUNTS or not hasattr(os, "unshare") or os.geteuid() != 0:
+        return
     try:
         os.unshare(os.CLONE_NEWNS)
         _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
     except OSError:
-        return False  # its mounts could reach the machine's: none is made (boxes stay on disk)
+        return  # its mounts could reach the machine's: none is made (boxes stay on disk)
     _PRIVATE_MOUNTS.append(True)
-    return True
 
 
 @dataclass
@@ -227,11 +222,10 @@ class Sandbox:
 
 def die_with_parent():
     """A function for a child of this process to call right after the fork: the launcher's
-    :func:`~autograder.sandbox.launcher.die_with_parent` (``PR_SET_PDEATHSIG``), so a grader
-    stopped by Ctrl-C or killed leaves no grading process running on. Prepared here, in the
-    parent: the child loads nothing (an import in a forked child can wait forever on a lock
-    another thread held at the fork), and it can tell whether this process ended before the
-    request took effect. Elsewhere than Linux, a function that does nothing."""
+    :func:`~autograder.sandbox.launcher.die_with_parent`, so a grader stopped by Ctrl-C or killed
+    leaves no grading process running on. Prepared here: the child loads nothing (an import in a
+    forked child can wait forever on a lock another thread held at the fork), and exits if this
+    process ended before its request took effect. Elsewhere than Linux, a function that does nothing."""
     import functools
 
     from . import launcher as launch
@@ -310,7 +304,6 @@ KERNEL_ENV = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "PYTHONPATH",
               "XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_ALLOCATOR", "TF_CPP_MIN_LOG_LEVEL",
               "CUDA_VISIBLE_DEVICES", "TPU_VISIBLE_CHIPS",
               "AUTOGRADER_KERNEL_TAG")  # the operator's tag, to find the kernels' processes (ps e)
-SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 # JAX's import sets TF_CPP_MIN_LOG_LEVEL in its process's environment where it is unset: a kernel
 # gets the operator's value (as this module found it), not one the grader's own JAX set since
 _SET_BY_JAX = {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL")}
@@ -329,7 +322,7 @@ def kernel_env(home: Path, contained: bool = True) -> dict:
         env.setdefault("LANG", "C.UTF-8")
         env["HOME"] = str(home)
         env["TMPDIR"] = str(home / "tmp")
-        env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + SYSTEM_PATH
+        env["PATH"] = os.path.dirname(sys.executable) + ":/usr/local/bin:/usr/bin:/bin"
         return with_package(env)
     env = dict(os.environ)
     for name in ("NBGRADER_EXECUTION", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME",
@@ -371,10 +364,9 @@ def without_debugger(cmd: list) -> list:
 
 
 def kernel_specs(**kw):
-    """jupyter_client's ``KernelSpecManager`` over Jupyter's kernel folders: its default searches
-    IPython's old folder (``~/.ipython/kernels``) too, after them, and finding that folder
-    imports IPython (about 50 ms before a kernel can start). Grading asks for ``python3``, which
-    ipykernel installs in the environment's Jupyter folder, found before that one."""
+    """jupyter_client's ``KernelSpecManager`` over Jupyter's kernel folders only: its default also
+    searches IPython's old ``~/.ipython/kernels`` (after them: ``python3`` is found first), and
+    finding that folder imports IPython, about 50 ms before a kernel can start."""
     from jupyter_client.kernelspec import KernelSpecManager
     from jupyter_core.paths import jupyter_path
 
@@ -440,8 +432,7 @@ NAMESPACES = {True: ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unsha
 
 
 def find_bwrap() -> str | None:
-    """bubblewrap's ``bwrap`` (the one on PATH or in the system's folders), None where it is
-    not installed."""
+    """bubblewrap's ``bwrap`` (on PATH or in the system's folders), None where it is not installed."""
     return shutil.which("bwrap", path=os.environ.get("PATH", "") + ":/usr/bin:/bin")
 
 

@@ -82,13 +82,9 @@ def check(args) -> int:
     """In the sandbox, as a kernel would be: what the kernel needs works, what is hidden is."""
     import importlib.util
 
-    problems = []
-    for name in ("ipykernel", "autograder"):
-        if importlib.util.find_spec(name) is None:
-            problems.append(f"cannot import {name}")
+    problems = [f"cannot import {name}" for name in ("ipykernel", "autograder") if not importlib.util.find_spec(name)]
     spec = importlib.util.find_spec("autograder")
-    if spec is not None and args.package and not os.path.realpath(spec.origin).startswith(
-            os.path.realpath(args.package) + os.sep):
+    if spec and not os.path.realpath(spec.origin).startswith(os.path.realpath(args.package) + os.sep):
         problems.append(f"imports autograder from {spec.origin}, not from {args.package}")
     probe = os.path.join(args.home, ".probe")
     try:
@@ -97,9 +93,7 @@ def check(args) -> int:
         os.remove(probe)
     except OSError as exc:
         problems.append(f"cannot write its home folder ({exc.strerror})")
-    for path in args.secret:
-        if os.path.exists(path):
-            problems.append(f"can still see {path}")
+    problems += [f"can still see {path}" for path in args.secret if os.path.exists(path)]
     if problems:
         print("; ".join(problems), file=sys.stderr)
         return 1
@@ -157,7 +151,7 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(dest="what", required=True)
     c = sub.add_parser("check")
     c.add_argument("--home", required=True)
-    c.add_argument("--package", default="")
+    c.add_argument("--package", required=True, help="where autograder must be imported from")
     c.add_argument("--secret", action="append", default=[])
     lim = sub.add_parser("limits")
     lim.add_argument("--cpu", type=int, default=0, help="CPU seconds (unchanged when 0)")
