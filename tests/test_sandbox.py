@@ -771,3 +771,29 @@ def test_a_contained_process_has_a_cpu_share_and_a_thread_cap_of_its_own(tmp_pat
     finally:
         box.close()
     assert not any(os.path.exists(f) for f in folders)
+
+
+@needs_root
+def test_the_probe_refuses_a_secret_the_kernel_can_see_and_keeps_no_failure(tmp_path, monkeypatch):
+    """check_sandbox: a path the kernel can still see is a refusal (the box itself stands in for a
+    leak), the course's solutions/ are unseen; a failure is probed again by the next notebook, a
+    success is kept."""
+    from autograder.sandbox import containment as sandbox
+
+    monkeypatch.setattr(sandbox, "_CHECKED", {})
+    box = sandbox.open_sandbox(time.monotonic() + 60, Settings.load())
+    assert box.contained, box.reason
+    try:
+        box_dir = tmp_path / "run" / "box"
+        home, work = box_dir / "home", box_dir / "work"
+        (home / "tmp").mkdir(parents=True)
+        work.mkdir()
+        sandbox.chown_tree(box_dir, box.uid)
+        box.keep_rw = [str(box_dir)]
+        leak = sandbox.check_sandbox(box, home, work, [str(ROOT / "solutions"), str(work)])
+        assert f"can still see {work}" in leak and "solutions" not in leak, leak
+        assert sandbox._CHECKED == {}
+        assert sandbox.check_sandbox(box, home, work, [str(ROOT / "solutions")]) == ""
+        assert list(sandbox._CHECKED.values()) == [""]
+    finally:
+        box.close()

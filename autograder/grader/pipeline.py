@@ -171,7 +171,8 @@ def check_box(g: Grading) -> None:
     g.box.keep_rw = [str(g.box_dir)]
     # The verdict (known at once where this process probed before), else
     # the probe runs beside the kernel's start: no cell is sent to the kernel before box_checked.
-    secrets = [str(g.source.parent), str(g.tmp / "gradebook.db")]
+    # Its secrets exist now (the gradebook does not yet): the source folder, the submitted file.
+    secrets = [str(g.source.parent), str(g.path.resolve())]
     g.box_check = threading.Thread(target=lambda: g.box_problem.append(
         check_sandbox(g.box, g.home, g.workdir, secrets)), name="sandbox-probe", daemon=True)
     g.box_check.start()

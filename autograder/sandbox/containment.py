@@ -790,8 +790,9 @@ _CHECKED: dict = {}
 def check_sandbox(box: Sandbox, home: Path, workdir: Path, secrets=()) -> str:
     """'' if a kernel can start in ``box``: the sandbox uid, in its view of the files, imports
     ipykernel and the autograder package, writes its home, and cannot see ``secrets``; else
-    what went wrong. Checked once per process, temporary folder and ``bwrap``: the same for
-    every uid."""
+    what went wrong. A success is kept per process, temporary folder and ``bwrap`` (the view's
+    allow-list is the same for every uid and notebook, so later notebooks reuse it); a failure
+    is probed again by the next notebook (a busy machine's timeout refuses only its own)."""
     import subprocess
 
     key = (sys.executable, str(home.parent.parent.parent), box.mode, box.bwrap)
@@ -804,10 +805,12 @@ def check_sandbox(box: Sandbox, home: Path, workdir: Path, secrets=()) -> str:
                               timeout=60, cwd=workdir, env=kernel_env(home))
         err = proc.stderr.decode(errors="replace").strip()
         err = err.splitlines()[-1] if err else f"exit status {proc.returncode}"
-        _CHECKED[key] = f"a kernel could not start in the sandbox ({err})" if proc.returncode else ""
+        problem = f"a kernel could not start in the sandbox ({err})" if proc.returncode else ""
     except (OSError, subprocess.SubprocessError) as exc:
-        _CHECKED[key] = f"the sandbox could not start: {exc}"
-    return _CHECKED[key]
+        problem = f"the sandbox could not start: {exc}"
+    if not problem:
+        _CHECKED[key] = problem
+    return problem
 
 
 def probe_refusal(problem: str) -> str:
