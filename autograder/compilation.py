@@ -2,8 +2,8 @@
 
 A thin layer over JAX's own instrument: :mod:`jax.monitoring` reports the duration of every
 trace, lowering and XLA compile (the moments ``jax_log_compiles`` logs "Finished tracing" and
-"Finished XLA compilation"); :class:`CompileCounter` counts those events. Why a call missed the caches is ``jax_explain_cache_misses``'s job
-(:func:`autograder.review.capture_cache_misses`).
+"Finished XLA compilation"); :class:`CompileCounter` counts those events. Why a call missed
+the caches is ``jax_explain_cache_misses``'s job (:func:`autograder.review.capture_cache_misses`).
 """
 from __future__ import annotations
 

@@ -486,8 +486,8 @@ def review(f, *args, static_argnames=(), static_argnums=(), calls=None, eager=Tr
     call twice. With ``eager`` (default), ``f`` is also called as written, without jit, to
     count its host reads and dispatches, and to check that the same inputs give the same
     outputs (eagerly and under jit; twice eagerly, counting compilations, when it cannot be
-    jitted). Typed keys among
-    the arguments are copied before every call, so the review itself never reuses a key.
+    jitted). Typed keys among the arguments are copied before every call, so the review itself
+    never reuses a key.
 
     Returns a :class:`Review`; it renders as a table in a notebook and as text with
     ``print``. Nothing here raises for problems in ``f``: they are the findings.

@@ -50,8 +50,8 @@ NOTES = """Why the figures are what they are:
   CheckCellMetadata and SaveAutoGrades; the judge calls the learner's functions through the
   kernel and runs their exported programs in the program runner; bubblewrap builds the kernel's
   view (read-only binds of an allow-list) and, as root, the kernel gets a uid and cgroups of its
-  own. Serial grading is therefore close to
-  the floor.
+  own. Serial grading pays, beyond the floor, each notebook's program runner (a contained
+  Python importing JAX) and the judge's requests.
 - (c) in parallel, the imports are paid once, in the parent, before the grading processes fork;
   its objects are frozen out of the garbage collector's reach first (`gc.freeze()`), so their
   pages stay shared. Each grading process grades one notebook at a time (a process a submission
@@ -82,18 +82,20 @@ START_PARALLEL = f"grader at issue 32's start ({START}), parallel (its default)"
 
 
 def _cpu() -> float:
-    """CPU seconds the whole machine has spent (``/proc/stat``): every process, the contained
-    kernels and program runners included (bubblewrap reaps them, so their time never reaches
-    this process's rusage); the rusage of this process and its waited-for children elsewhere."""
-    try:
-        with open("/proc/stat") as f:
-            user, nice, system, _idle, _iowait, irq, softirq = map(int, f.readline().split()[1:8])
-        return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError):
-        import resource
+    """CPU seconds the whole machine has spent (Linux's ``/proc/stat``): every process, the
+    contained kernels and program runners included (bubblewrap reaps them, so their time never
+    reaches this process's rusage). Others' work counts too: :func:`_background` says how much."""
+    with open("/proc/stat") as f:
+        user, nice, system, _idle, _iowait, irq, softirq = map(int, f.readline().split()[1:8])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
-        me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-        return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+def _background(seconds: float = 3.0) -> float:
+    """Cores the machine keeps busy while this script waits (others' work, charged to every way's
+    CPU seconds in proportion to its wall time)."""
+    cpu = _cpu()
+    time.sleep(seconds)
+    return (_cpu() - cpu) / seconds
 
 
 def _measured(fn, *args) -> tuple[float, float]:
@@ -275,7 +277,7 @@ def main(argv=None) -> int:
         for a in ones:  # a solved notebook of each, in a folder of its own
             pairs[a] = _batch(tmp, a, 1, name=f"one-{a}")[0]
         ways[ONCE] = (once, tmp / "batch" / "missing" / args.assignment / f"{args.assignment}.ipynb")
-        load_before = _load()
+        load_before, background = _load(), _background()
         runs = {k: [] for k in ways}
         paired = {a: [] for a in ones}  # (grader's (wall, CPU), bare's (wall, CPU)) back to back
         for r in range(args.rounds):  # interleaved: a burst of load hits every way alike
@@ -330,7 +332,8 @@ def main(argv=None) -> int:
           for k, v in per.items()], "",
         "CPU seconds are the whole machine's while a way ran (`/proc/stat`): every process of the run "
         "(grader, workers, contained kernels and program runners), and on a shared machine others' "
-        "work too; the bare run's include its kernels and the client, already imported."
+        f"work too (before the rounds, the machine kept {background:.2f} cores busy while this "
+        "script waited); the bare run's include its kernels and the client, already imported."
         + (f" The grader at issue 32's start (commit {START}, from git history) grades its own "
            f"course's `{args.assignment}` as it stood then (graders and their notebooks go "
            "together)." if START_PARALLEL in per else ""), "",
