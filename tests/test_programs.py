@@ -156,8 +156,9 @@ def test_a_program_for_another_platform_is_refused_not_skipped():
     from autograder.feedback import ExerciseFailure
 
     exp = export.export(jax.jit(_mean_sin), platforms=("cuda",))(jax.ShapeDtypeStruct((4,), "float32"))
-    with pytest.raises(ExerciseFailure, match="exported for cuda"):  # refused before any runner starts
-        programs.Traced(judge.Exported(exp), "`f`")(np.zeros(4, np.float32))
+    never_used = object()  # refused before any runner runs it (the runner's own refusal reads otherwise)
+    with pytest.raises(ExerciseFailure, match=r"exported for cuda, not for the grader's platform \(cpu\)"):
+        programs.Traced(judge.Exported(exp, runner=never_used), "`f`")(np.zeros(4, np.float32))
 
 
 def test_a_program_starved_by_the_machine_is_not_graded_not_failed():

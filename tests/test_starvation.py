@@ -61,3 +61,10 @@ def test_the_tree_counts_a_grandchilds_cpu():
         subprocess.run(["pkill", "-P", str(proc.pid)])
         proc.kill()
         proc.wait()
+
+
+def test_without_children_lists_the_tree_comes_from_psutil(monkeypatch):
+    """A kernel built without CONFIG_PROC_CHILDREN lists no thread's children: the tree is then
+    psutil's, and a busy grandchild still counts."""
+    monkeypatch.setattr(starvation, "_CHILDREN_LISTED", False)
+    test_the_tree_counts_a_grandchilds_cpu()

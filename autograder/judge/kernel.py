@@ -52,10 +52,9 @@ class Exported:
     (:func:`autograder.judge.programs.executable`: composites and calls inlined, constants
     folded, dead code removed). ``blob``: its serialized bytes (``exported.serialize()`` when
     not given); ``runner``: the :class:`autograder.judge.runner.ProgramRunner` to run it in
-    (default: :func:`autograder.judge.runner.current`). ``text`` (the printed module) is
-    accepted and not kept: a program is never read as text."""
+    (default: :func:`autograder.judge.runner.current`)."""
 
-    def __init__(self, exported, text=None, *, blob=None, runner=None, name="the function"):
+    def __init__(self, exported, *, blob=None, runner=None, name="the function"):
         from . import programs
 
         try:  # the module the runner compiles and runs is the one whose facts are read

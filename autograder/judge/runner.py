@@ -301,6 +301,9 @@ class ProgramRunner:
             if starved:
                 raise ProgramStarved(watch.message("the program, run by the grader,")) from None
             raise _failure(exc, limit) from None
+        except BaseException:  # any other way out leaves a reply unread: the next run would take it
+            self._reap()
+            raise
         return _answer(reply, self._reap)
 
 

@@ -21,15 +21,39 @@ class Starved(Exception):
     ``str(err)`` says so, for the learner and the instructor."""
 
 
-def cpu_and_wait(pid: int) -> tuple[float, float] | None:
-    """``(run, wait)`` seconds of every thread of the process tree at ``pid`` (on a CPU,
-    runnable and waiting for one), or None where the scheduler does not say (not Linux). The
-    tree is read from each thread's ``children`` list: no scan of every process."""
-    run = wait = 0
-    seen = False
-    todo = [pid]
+# The kernel lists each thread's children where it is built with CONFIG_PROC_CHILDREN.
+_CHILDREN_LISTED = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
+
+
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants: from each thread's ``children`` list (no scan of every
+    process), else from psutil's scan."""
+    if not _CHILDREN_LISTED:
+        try:
+            import psutil
+
+            return [pid, *(c.pid for c in psutil.Process(pid).children(recursive=True))]
+        except Exception:  # noqa: BLE001 - psutil missing, or the process gone
+            return [pid]
+    found, todo = [], [pid]
     while todo:
         p = todo.pop()
+        found.append(p)
+        try:
+            for t in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{t}/children") as f:
+                    todo.extend(int(c) for c in f.read().split())
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def cpu_and_wait(pid: int) -> tuple[float, float] | None:
+    """``(run, wait)`` seconds of every thread of the process tree at ``pid`` (on a CPU,
+    runnable and waiting for one), or None where the scheduler does not say (not Linux)."""
+    run = wait = 0
+    seen = False
+    for p in _tree(pid):
         try:
             tasks = os.listdir(f"/proc/{p}/task")
         except OSError:
@@ -39,8 +63,6 @@ def cpu_and_wait(pid: int) -> tuple[float, float] | None:
                 with open(f"/proc/{p}/task/{t}/schedstat") as f:
                     fields = f.read().split()
                 run, wait, seen = run + int(fields[0]), wait + int(fields[1]), True
-                with open(f"/proc/{p}/task/{t}/children") as f:
-                    todo.extend(int(c) for c in f.read().split())
             except (OSError, ValueError, IndexError):
                 continue
     return (run / 1e9, wait / 1e9) if seen else None

@@ -247,7 +247,7 @@ def _exported(data, what, idea="explicit_sharding"):
         raise ChannelError(f"The exported program of {what} is missing.")
     try:
         exp = export.deserialize(bytearray(base64.b64decode(data, validate=True)))
-        program = Exported(exp, exp.mlir_module())
+        program = Exported(exp)
         program.facts = programs.read(exp)
     except Exception as exc:  # noqa: BLE001 - a forged or broken module
         raise ChannelError(f"The exported program of {what} cannot be read ({type(exc).__name__}).") from None
