@@ -202,6 +202,17 @@ def equal(text: str, observed, expected, what: str = "observed") -> str:
     return claim(text, HOLDS if ok else DOES_NOT_HOLD, f"{what} {observed!r}, expected {expected!r}")
 
 
+def smaller(text: str, small: float, large: float, factor: float = 1.0, unit: str = "bytes") -> str:
+    """A deterministic measure (bytes of scratch memory, bytes moved) is ``factor`` times smaller:
+    holds when ``small * factor <= large``. Nothing measured (``large`` is 0, as a backend that
+    reports no scratch memory gives) says nothing either way: inconclusive, never "holds"."""
+    evidence = f"{small:,} against {large:,} {unit}"
+    if not large > 0:
+        return claim(text, INCONCLUSIVE, f"nothing measured on this backend: {evidence}")
+    return claim(text, HOLDS if small * factor <= large else DOES_NOT_HOLD,
+                 f"{evidence}, {large / small:.2f}x" if small > 0 else evidence)
+
+
 def mostly(text: str, outcomes, expected=True, at_least: float = 0.8) -> str:
     """A yes/no observation repeated over trials (a result ready when its call returned, a
     program run inline) comes out as ``expected`` in most of them: holds when at least

@@ -89,3 +89,11 @@ def test_mostly_counts_trials():
         claims.mostly("ready", [])
     with pytest.raises(ValueError):
         claims.mostly("ready", [True], at_least=0.5)
+
+
+def test_smaller_needs_something_measured(capsys):
+    assert claims.smaller("less", 100, 400, factor=4) == HOLDS
+    assert claims.smaller("less", 101, 400, factor=4) == DOES_NOT_HOLD
+    assert claims.smaller("less", 0, 400, factor=4) == HOLDS
+    assert claims.smaller("less", 0, 0, factor=2) == INCONCLUSIVE   # 0 against 0: nothing measured
+    assert "inconclusive (nothing measured on this backend: 0 against 0 bytes)" in capsys.readouterr().out.splitlines()[-1]
