@@ -42,5 +42,8 @@ c.Autograde.autograde_preprocessors = ["autograder.instructor.formgrader.CourseA
 c.ExchangeFactory.release_assignment = "autograder.instructor.formgrader.CheckedReleaseAssignment"
 # Collecting (the formgrader's Collect button, `nbgrader collect`) takes only submissions made by
 # the learner they name: the exchange's inbound is writable by every learner (nbgrader issue
-# 1225); a folder in another's name, a forged or truncated one is refused, named and set aside.
+# 1225); each entry is copied once without following links, then the copy is checked: a folder in
+# another's name, a forged or truncated one is refused, named and set aside.
 c.ExchangeFactory.collect = "autograder.instructor.exchange.OwnedCollect"
+# Submitting leaves the learner's inbound entry theirs alone (mode 755; nbgrader's submit makes it 777).
+c.ExchangeFactory.submit = "autograder.instructor.exchange.PrivateSubmit"

@@ -13,11 +13,16 @@ Two modes, chosen by the course file:
   a password kept in <state>/private/password; JupyterLab on the checkout as `make lab` serves it.
 - *room* (users listed; needs root): every name becomes a local system user with its own home
   (useradd), servers start as those users (LocalProcessSpawner), logins use their system
-  passwords (PAM). One nbgrader exchange for everyone in <state>/course/exchange (mode 0777, as
-  nbgrader wants; nbgrader itself makes each course's inbound write-only and sticky); the
-  gradebook, submissions, grades and feedback in <state>/course, which only the instructor
-  group may enter. The checkout's grading material (PRIVATE: solutions/ and the judges, .git)
-  becomes the instructor group's alone; each learner's home starts with ~/course, a copy of the
+  passwords (PAM). One nbgrader exchange for everyone in <state>/course/exchange (mode 1777:
+  writable by all, as nbgrader wants, and sticky, so no learner renames the course's folder).
+  Each course's inbound, where submissions arrive, is mode 3733: learners may create entries
+  there but not list them, and the sticky bit lets only an entry's owner or the instructor rename
+  or remove it (the course's release and collect set it, autograder.instructor.exchange); a
+  learner's submit leaves their entry mode 755, so no classmate can write into it, and collect
+  copies each entry without following links before it checks it. The gradebook, submissions,
+  grades and feedback live in <state>/course, which only the instructor group may enter. The
+  checkout's grading material (PRIVATE: solutions/ and the judges, tests/ with their working
+  answers, .git) becomes the instructor group's alone; each learner's home starts with ~/course, a copy of the
   chapters. The servers run from the course's .venv, or a twin of it (server_venv) that every
   user may run; `serve` refuses, saying why, when a learner could not start one.
 
@@ -202,7 +207,9 @@ def write_configs(course: dict, p: dict[str, Path], venv: Path | None = None) ->
            "c = get_config()  # noqa: F821\n"
            f"c.CourseDirectory.course_id = {course['course_id']!r}\n"
            f"c.Exchange.root = {str(p['exchange'])!r}\n"
-           "c.Exchange.path_includes_course = True\n")
+           "c.Exchange.path_includes_course = True\n"
+           "# the learner's inbound entry stays theirs alone (mode 755; nbgrader's submit makes it 777)\n"
+           "c.ExchangeFactory.submit = 'autograder.instructor.exchange.PrivateSubmit'\n")
     _write(learner / "bashrc", _shell_rc(venv_bin, None))
     _write(learner / "jupyter_server_config.json", json.dumps(
         {"ServerApp": {"jpserver_extensions": {"nbgrader.server_extensions.formgrader": False,
@@ -401,11 +408,12 @@ def server_venv(p: dict[str, Path], venv: Path | None = None) -> Path:
 
 
 # In a room, what grades the learners or gives the answers away is the instructors' alone: the
-# course's solutions and judges, its history (git objects hold the solutions), the course state
-# of `make lab` and the test artifacts. The hub makes each of these folders the instructor
-# group's (the owner keeps their rights; others get none). Learners read the rest of the
-# checkout: the course's package (their notebooks import it), chapters and exercises.
-PRIVATE = ("solutions", ".git", ".course", "artifacts")
+# course's solutions and judges, the test suite (its attacks and program tests hold working
+# answers), its history (git objects hold the solutions), the course state of `make lab` and the
+# test artifacts. The hub makes each of these folders the instructor group's (the owner keeps
+# their rights; others get none). Learners read the rest of the checkout: the course's package
+# (their notebooks import it), chapters and exercises.
+PRIVATE = ("solutions", "tests", ".git", ".course", "artifacts")
 
 
 def close_grading_material(gid: int) -> list[Path]:
@@ -545,7 +553,7 @@ def prepare(course: dict) -> dict[str, Path]:
         ensure_users(course)
         gid = grp.getgrnam(course["instructor_group"]).gr_gid
         _mkdir(p["course"], 0o2775, gid)  # learners pass through to the exchange, nothing more
-        _mkdir(p["exchange"], 0o777)
+        _mkdir(p["exchange"], 0o1777)
         for sub in ("submitted", "autograded", "feedback", "gradebook"):
             _mkdir(p["course"] / sub, 0o2770, gid)
         gradebook = p["gradebook"] / "gradebook.db"
@@ -567,7 +575,7 @@ def prepare(course: dict) -> dict[str, Path]:
     if course["mode"] == "alone":
         exchange = REPO / ".course" / "exchange"  # where `make lab` keeps it
         exchange.mkdir(parents=True, exist_ok=True)
-        os.chmod(exchange, 0o777)
+        os.chmod(exchange, 0o1777)
         password = p["private"] / "password"
         if not password.exists():
             password.write_text(secrets.token_urlsafe(12))

@@ -11,7 +11,7 @@ pattern).
 
 Checked besides: the gradebook holds full marks and zero, grades.csv and its per-student
 summary agree; each learner's feedback is about themselves only; a learner cannot read
-solutions/ (their `cat` of a judge fails), .git, another's home, the gradebook or the
+solutions/ (their `cat` of a judge fails), tests/, .git, another's home, the gradebook or the
 exchange's feedback folder. Users, homes, processes and the hub's state are removed at the end.
 The hub's log lands in artifacts/hub.log, screenshots beside it.
 """
@@ -371,6 +371,24 @@ def test_the_committed_course_file_is_the_alone_default():
     assert course["mode"] == "alone" and course["course_id"] == COURSE_ID
 
 
+def test_grading_material_and_the_test_suite_are_closed_to_learners(tmp_path, monkeypatch):
+    """close_grading_material on a checkout: solutions/ and tests/ (whose attacks and program
+    tests hold working answers) become the instructor group's without access for others; the
+    chapters and exercises stay open."""
+    for name in ("solutions", "tests", "course", "exercises"):
+        (tmp_path / name).mkdir(mode=0o755)
+        os.chmod(tmp_path / name, 0o755)
+    monkeypatch.setattr(workshop, "REPO", tmp_path)
+    gid = os.getgid() + 1 if os.geteuid() == 0 else os.getgid()
+    closed = workshop.close_grading_material(gid)
+    assert {p.name for p in closed} == {"solutions", "tests"}, closed
+    for name in ("solutions", "tests"):
+        st = (tmp_path / name).stat()
+        assert st.st_mode & 0o007 == 0 and st.st_gid == gid, (name, oct(st.st_mode))
+    for name in ("course", "exercises"):
+        assert (tmp_path / name).stat().st_mode & 0o005 == 0o005, name
+
+
 def test_unknown_user_and_missing_assignment_get_clear_messages(released):
     hub = released
     status, text = hub.request("GET", "/hub/api/users/nobody-here")
@@ -669,12 +687,12 @@ def test_the_workshop_in_chromium(released):
         f"for path in [{str(Path(pwd.getpwnam(solver).pw_dir))!r}, {str(course_state / 'gradebook')!r},"
         f" {str(course_state / 'submitted')!r}, {str(course_state / 'exchange' / COURSE_ID / 'feedback')!r},"
         f" {str(course_state / 'exchange' / COURSE_ID / 'inbound')!r}, {str(hub.root / 'solutions')!r}, {str(hub.root / '.git')!r},"
-        f" {str(hub.root / 'reports')!r}]:\n"
+        f" {str(hub.root / 'reports')!r}, {str(hub.root / 'tests')!r}]:\n"
         "    try:\n"
         "        os.listdir(path); print('READABLE', path)\n"
         "    except PermissionError:\n"
         "        print('denied', path)\n"))
-    assert "READABLE" not in out and out.count("denied") == 8, out
+    assert "READABLE" not in out and out.count("denied") == 9, out
     # What a learner's code writes where everyone may look (/tmp) the other learner cannot read.
     left = f"/tmp/{idle}-{secrets.token_hex(4)}"
     hub.run_in_kernel(idle, f"open({left!r}, 'w').write('my answer')\n")

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -476,7 +477,7 @@ def test_collect_takes_only_submissions_made_by_the_learner_they_name(tmp_path):
         env = {"COURSE_STATE": str(state), "PATH": f"{Path(python).parent}:/usr/bin:/bin"}  # nbgrader runs alembic
         proc = _as_nobody([python, "-m", "nbgrader", "collect", A], home, env)
         out = proc.stdout + proc.stderr
-        assert proc.returncode == 0, out[-3000:]
+        assert proc.returncode != 0 and "Traceback" not in out, out[-3000:]  # it refused some
         got = state / "submitted" / "daemon" / A
         assert (got / f"{A}.ipynb").read_bytes() == solved, "daemon's later submission was not the one collected"
         assert (got / "timestamp.txt").read_text() == "2026-11-30 11:00:00.000000 UTC"
@@ -489,12 +490,253 @@ def test_collect_takes_only_submissions_made_by_the_learner_they_name(tmp_path):
             assert re.search(rf"Refused a submission of {A} for \w+ \({re.escape(name)}\): .*{why}", out), (name, out)
             assert not (inbound / name).exists(), f"{name} was not set aside"
         assert "5 submission(s) of 01_phases refused" in out, out
+        assert inbound.stat().st_mode & stat.S_ISVTX, "collect did not make inbound sticky"
         assert not list(inbound.glob(f"*+{A}+*")) or all(
             p.name.startswith("daemon+") for p in inbound.glob(f"*+{A}+*")), list(inbound.iterdir())
         # a second collect: nothing refused is there any more, daemon's stays collected
         again = _as_nobody([python, "-m", "nbgrader", "collect", A], home, env)
         assert again.returncode == 0 and "Refused" not in again.stdout + again.stderr, again.stderr[-3000:]
         assert (got / f"{A}.ipynb").read_bytes() == solved
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+# A learner's swapping loop, run as that learner: the notebook of their entry becomes a link to
+# a file they cannot read and back, and the entry itself a link to a folder they cannot read and
+# back, as fast as it can, until it is killed.
+SYSTEM_PYTHON = "/usr/bin/python3"  # any user may run it (the .venv's may be private)
+SWAPPER = """
+import os, sys
+entry, work, secret_file, secret_folder = sys.argv[1:5]
+notebook = os.path.join(entry, "01_phases.ipynb")
+mine = open(os.path.join(work, "mine.ipynb"), "rb").read()
+aside, link, real = (os.path.join(work, n) for n in ("aside", "link", "real"))
+while True:
+    try:
+        os.symlink(secret_file, link)
+        os.replace(link, notebook)
+        with open(real, "wb") as fh:
+            fh.write(mine)
+        os.replace(real, notebook)
+        os.rename(entry, aside)
+        os.symlink(secret_folder, entry)
+        os.unlink(entry)
+        os.rename(aside, entry)
+    except OSError:
+        for leftover in (link, real):
+            if os.path.lexists(leftover):
+                os.unlink(leftover)
+        if os.path.lexists(aside) and not os.path.lexists(entry):
+            os.rename(aside, entry)
+"""
+
+
+def _swapping(entry: Path, work: Path, secret_file: Path, secret_folder: Path, learner="daemon"):
+    """The :data:`SWAPPER` loop on ``entry``, run as ``learner`` (``work``: a folder of theirs on
+    the same filesystem, holding their own notebook as mine.ipynb)."""
+    return subprocess.Popen(["setpriv", f"--reuid={learner}", f"--regid={learner}", "--clear-groups",
+                             SYSTEM_PYTHON, "-c", SWAPPER, entry, work, secret_file, secret_folder],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _race_setup(base: Path, instructor: str, stamp: str):
+    """An inbound (3733, the instructor's) holding daemon's entry, daemon's work folder, and a
+    notebook and a submission folder only the instructor can read (SECRET inside)."""
+    inbound = base / "inbound"
+    inbound.mkdir(parents=True)
+    private = base / "private"
+    private.mkdir()
+    secret = json.loads(released_notebook(A).read_text())
+    secret["metadata"]["SECRET"] = "the instructor's"
+    for path in (private / f"{A}.ipynb", base / "secret.ipynb"):
+        path.write_text(json.dumps(secret))
+        os.chmod(path, 0o600)
+    (private / "timestamp.txt").write_text(stamp)
+    (private / "submission_secret.txt").write_text("x")
+    subprocess.run(["chown", "-R", f"{instructor}:{instructor}", str(inbound), str(private),
+                    str(base / "secret.ipynb")], check=True)
+    os.chmod(private, 0o700)
+    os.chmod(inbound, 0o3733)
+    entry = _submission(inbound, "daemon", stamp, released_notebook(A).read_bytes(), "daemon")
+    work = base / "work"
+    work.mkdir()
+    shutil.copy(released_notebook(A), work / "mine.ipynb")
+    subprocess.run(["chown", "-R", "daemon:daemon", str(work)], check=True)
+    return inbound, entry, work, base / "secret.ipynb", private
+
+
+def _stop(proc):
+    proc.kill()
+    proc.wait(timeout=30)
+
+
+def test_collect_copies_what_it_checks_while_the_learner_swaps_links(tmp_path):
+    """A learner (daemon) swaps their entry's notebook for a link to a file only root can read,
+    and the entry for a link to a folder only root can read, in a loop. nbgrader's way (check,
+    then ``copytree``) collects root's secret; the collect's snapshot, run thousands of times
+    against the same loop, only ever copies daemon's own notebook or refuses the entry."""
+    from autograder.instructor.exchange import Refused, refusal, snapshot
+
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("makes files of other users: needs root and setpriv")
+    stamp = "2026-11-30 10:00:00.000000 UTC"
+    base = Path(tempfile.mkdtemp(prefix="race-", dir="/tmp"))
+    try:
+        os.chmod(base, 0o755)
+        inbound, entry, work, secret_file, secret_folder = _race_setup(base, "root", stamp)
+        mine = released_notebook(A).read_bytes()
+        swapper = _swapping(entry, work, secret_file, secret_folder)
+        try:
+            control = None  # nbgrader's copy, which follows links: the race is on
+            for i in range(20000):
+                try:
+                    shutil.copytree(entry, base / "control" / str(i))
+                except (OSError, shutil.Error):
+                    continue
+                if b"SECRET" in (base / "control" / str(i) / f"{A}.ipynb").read_bytes():
+                    control = i
+                    break
+            assert control is not None, "the swapping loop never won against copytree: the test proves nothing"
+            fd = os.open(inbound, os.O_RDONLY | os.O_DIRECTORY)
+            taken, refused = 0, []
+            try:
+                for i in range(20000):
+                    copy = base / "copies" / str(i)
+                    copy.parent.mkdir(exist_ok=True)
+                    try:
+                        snapshot(fd, entry.name, str(copy), "daemon", 2**24, 2**26)
+                    except Refused as exc:
+                        refused.append(str(exc))
+                        shutil.rmtree(copy, ignore_errors=True)
+                        if len(refused) >= 50 and taken >= 5:
+                            break
+                        continue
+                    for path in (p for p in copy.rglob("*") if p.is_file()):
+                        assert b"SECRET" not in path.read_bytes(), f"the snapshot copied root's file as {path}"
+                    assert refusal(str(copy), parse_time(stamp)) is None
+                    assert (copy / f"{A}.ipynb").read_bytes() == mine
+                    taken += 1
+                    shutil.rmtree(copy)
+            finally:
+                os.close(fd)
+        finally:
+            _stop(swapper)
+        assert refused and taken, (taken, refused[:5])  # both sides of the race were seen
+        assert all(re.search(r"a link|not a submission folder|changed while|cannot be read", r) for r in refused), \
+            set(refused)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def parse_time(stamp: str):
+    from nbgrader.utils import parse_utc
+
+    return parse_utc(stamp)
+
+
+def test_nbgrader_collect_never_collects_what_the_learner_could_not_read(tmp_path):
+    """`nbgrader collect` as the instructor (uid 65534), three times, each against daemon's
+    swapping loop aimed at a notebook and a folder only the instructor can read: each time
+    daemon's own notebook is collected or the entry is refused and named (exit status not 0);
+    the instructor's secret never reaches submitted/."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("makes files of other users: needs root and setpriv")
+    if not _others_can_read(ROOT):
+        pytest.skip(f"{ROOT} cannot be read by other users (a private checkout)")
+    base = Path(tempfile.mkdtemp(prefix="race-", dir="/tmp"))
+    try:
+        os.chmod(base, 0o755)
+        state, home = base / "state", base / "home"
+        home.mkdir()
+        course = state / "exchange" / "jax-mental-model"
+        python = _python_for_everyone(base)
+        env = {"COURSE_STATE": str(state), "PATH": f"{Path(python).parent}:/usr/bin:/bin"}
+        seen = []
+        for round_ in range(3):
+            stamp = f"2026-11-30 10:0{round_}:00.000000 UTC"
+            shutil.rmtree(course / "private", ignore_errors=True)
+            (course / "secret.ipynb").unlink(missing_ok=True)
+            shutil.rmtree(course / "work", ignore_errors=True)
+            if (course / "inbound").exists():
+                shutil.rmtree(course / "inbound")
+            inbound, entry, work, secret_file, secret_folder = _race_setup(course, f"{NOBODY}", stamp)
+            subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(state), str(home)], check=True)
+            subprocess.run(["chown", "-R", "daemon:daemon", str(entry), str(work)], check=True)
+            os.chmod(state / "exchange", 0o1777)
+            swapper = _swapping(entry, work, secret_file, secret_folder)
+            try:
+                proc = _as_nobody([python, "-m", "nbgrader", "collect", A], home, env)
+            finally:
+                _stop(swapper)
+            out = proc.stdout + proc.stderr
+            got = state / "submitted" / "daemon" / A
+            if proc.returncode == 0:
+                assert (got / "timestamp.txt").read_text() == stamp, out[-3000:]
+                seen.append("collected")
+            else:
+                assert re.search(rf"Refused a submission of {A} for daemon .*(a link|not a submission folder"
+                                 r"|changed while|cannot be read)", out), out[-3000:]
+                seen.append("refused")
+            for path in (state / "submitted").rglob("*"):
+                if path.is_file():
+                    assert b"SECRET" not in path.read_bytes(), f"collected the instructor's file as {path}"
+            if got.exists():
+                assert (got / f"{A}.ipynb").read_bytes() == released_notebook(A).read_bytes()
+        print(seen)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_learners_submission_cannot_be_moved_or_changed_by_another(tmp_path):
+    """nbgrader's submit as daemon with the course's PrivateSubmit, into an inbound the
+    instructor (uid 65534) released and made sticky: the entry is mode 755; bin can neither
+    rename it nor write into it; the instructor can set it aside."""
+    from autograder.instructor.exchange import INBOUND_MODE
+
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("makes files of other users: needs root and setpriv")
+    if not _others_can_read(ROOT):
+        pytest.skip(f"{ROOT} cannot be read by other users (a private checkout)")
+    base = Path(tempfile.mkdtemp(prefix="entry-", dir="/tmp"))
+    try:
+        os.chmod(base, 0o755)
+        exchange = base / "exchange"
+        course = exchange / "jax-mental-model"
+        (course / "outbound" / A).mkdir(parents=True)
+        shutil.copy(released_notebook(A), course / "outbound" / A / f"{A}.ipynb")
+        (course / "inbound").mkdir()
+        subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(course)], check=True)
+        os.chmod(exchange, 0o1777)
+        os.chmod(course / "inbound", INBOUND_MODE)
+        learner = base / "learner"
+        (learner / "jax-mental-model" / A).mkdir(parents=True)
+        shutil.copy(released_notebook(A), learner / "jax-mental-model" / A / f"{A}.ipynb")
+        subprocess.run(["chown", "-R", "daemon:daemon", str(learner)], check=True)
+        python = _python_for_everyone(base)
+        submit = subprocess.run(
+            ["setpriv", "--reuid=daemon", "--regid=daemon", "--clear-groups", python, "-m", "nbgrader",
+             "submit", A, "--course", "jax-mental-model", f"--Exchange.root={exchange}",
+             "--Exchange.path_includes_course=True",
+             "--ExchangeFactory.submit=autograder.instructor.exchange.PrivateSubmit"],
+            capture_output=True, text=True, cwd=learner, timeout=600, env=dict(os.environ, HOME=str(learner)))
+        assert submit.returncode == 0, submit.stderr[-3000:]
+        (entry,) = (course / "inbound").iterdir()
+        assert stat.S_IMODE(entry.stat().st_mode) == 0o755, oct(entry.stat().st_mode)
+        other = ["setpriv", "--reuid=bin", "--regid=bin", "--clear-groups", SYSTEM_PYTHON, "-c"]
+        moved = subprocess.run([*other, f"import os; os.rename({str(entry)!r}, {str(entry)!r} + 'x')"],
+                               capture_output=True, text=True)
+        assert moved.returncode != 0 and "PermissionError" in moved.stderr, moved.stderr
+        wrote = subprocess.run([*other, f"open({str(entry / 'planted.txt')!r}, 'w').write('x')"],
+                               capture_output=True, text=True)
+        assert wrote.returncode != 0 and "PermissionError" in wrote.stderr, wrote.stderr
+        control = subprocess.run(["setpriv", "--reuid=daemon", "--regid=daemon", "--clear-groups", SYSTEM_PYTHON,
+                                  "-c", f"open({str(entry / 'mine.txt')!r}, 'w').write('x')"], capture_output=True)
+        assert control.returncode == 0, control.stderr  # its owner still may
+        aside = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+                                python, "-c", "from autograder.instructor.exchange import "
+                                f"set_aside; print(set_aside({str(course / 'inbound')!r}, {entry.name!r}))"],
+                               capture_output=True, text=True, cwd=ROOT)
+        assert aside.returncode == 0 and aside.stdout.startswith(".refused+"), aside.stderr[-2000:]
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

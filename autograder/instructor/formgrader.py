@@ -66,7 +66,14 @@ def release_differences(root, assignment: str) -> list[str]:
 class CheckedReleaseAssignment(ExchangeReleaseAssignment):
     """nbgrader's release_assignment (the formgrader's Release button), which first checks that
     exercises/<assignment>/ is exactly what `make release` generates from solutions/: a
-    notebook solved or edited in exercises/ is never handed to the room."""
+    notebook solved or edited in exercises/ is never handed to the room. The course's inbound
+    is made sticky (:mod:`.exchange`)."""
+
+    def init_dest(self):
+        from .exchange import make_sticky
+
+        super().init_dest()
+        make_sticky(self.inbound_path, self.log)
 
     def init_src(self):
         super().init_src()
