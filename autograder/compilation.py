@@ -26,6 +26,7 @@ def _listener(event, duration=None, *args, **kwargs):
     if attribute is not None:
         for counter in getattr(_state, "counters", ()):
             setattr(counter, attribute, getattr(counter, attribute) + 1)
+            counter.seconds[attribute] += duration or 0.0
 
 
 def _ensure_listener():
@@ -62,6 +63,8 @@ class CompileCounter:
         self.compiles = 0
         self.traces = 0
         self.lowerings = 0
+        #: JAX's own measure of the time those events took: "traces", "lowerings", "compiles" -> seconds
+        self.seconds = dict.fromkeys(("traces", "lowerings", "compiles"), 0.0)
 
     def __enter__(self):
         import jax

@@ -16,8 +16,11 @@ and memory analysis, and a timeline with a bar per phase. Which phases *ran* is 
 the events JAX records when it traces, lowers or compiles (``jax.monitoring``); a stage that
 records none was answered from JAX's cache. Called again for the same function, it says which
 phases ran again and why: the argument whose shape or dtype changed, the static argument whose
-value is new, compared with the previous call, and JAX's own explanation of the miss
-(``jax_explain_cache_misses``).
+value is new, compared with the previous call, and JAX's own explanation of the trace's miss,
+whole (``jax_explain_cache_misses``, which compares with the closest signature in JAX's cache,
+not necessarily the previous call). The trace, lower and compile times are JAX's own measures
+of them (its ``jax.monitoring`` durations) where they ran, so the view's bookkeeping is not in
+them.
 
 In a notebook the result renders as an ipywidgets view (ipywidgets 7 and 8); elsewhere as text
 (``print(view)``) or HTML (a static page).
@@ -234,7 +237,7 @@ class Phases:
 
     def __str__(self) -> str:
         lines = [self.summary(), "why:"] + [f"  {r}" for r in self.reasons()]
-        lines += [f"  JAX's own explanation: {m}" for m in self.jax_says]
+        lines += [f"  JAX's own explanation of the trace: {m}" for m in self.jax_says]
         lines += ["timeline (each stage's wall time, one after another):"] + self.timeline_text()
         lines += ["jaxpr:"] + [f"  {ln}" for ln in _clipped(self.jaxpr).splitlines()]
         if self.cost:
@@ -268,7 +271,8 @@ class Phases:
 
     def header_html(self) -> str:
         why = "".join(f"<li>{html.escape(r)}</li>" for r in self.reasons())
-        why += "".join(f"<li>JAX's own explanation: <code>{html.escape(m)}</code></li>" for m in self.jax_says)
+        why += "".join(f"<li>JAX's own explanation of the trace: <code>{html.escape(m)}</code></li>"
+                       for m in self.jax_says)
         return f"<b>{html.escape(self.summary())}</b><ul style='margin:2px 0'>{why}</ul>"
 
     def sections(self) -> list[tuple[str, str]]:
@@ -341,7 +345,7 @@ def show_phases(f, *args, static_argnums=(), static_argnames=(), **kwargs) -> Ph
     import jax
 
     from .compilation import CompileCounter
-    from .review import _condense_miss, capture_cache_misses
+    from .review import capture_cache_misses
 
     static_argnums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
     static_argnames = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
@@ -355,22 +359,25 @@ def show_phases(f, *args, static_argnums=(), static_argnames=(), **kwargs) -> Ph
     sig = _signature(fun, args, kwargs, static_argnums, static_argnames)
 
     seconds = {}
-    with capture_cache_misses() as misses:
-        with CompileCounter(fresh=False) as stages:
+    with CompileCounter(fresh=False) as stages:
+        with capture_cache_misses() as misses:   # the trace's own miss, explained by JAX
             start = time.perf_counter()
             traced = jitted.trace(*args, **kwargs)
             seconds["trace"] = time.perf_counter() - start
-            start = time.perf_counter()
-            lowered = traced.lower()
-            seconds["lower"] = time.perf_counter() - start
-            start = time.perf_counter()
-            compiled = lowered.compile()
-            seconds["compile"] = time.perf_counter() - start
-        with CompileCounter(fresh=False) as execute:
-            start = time.perf_counter()
-            result = jax.block_until_ready(jitted(*args, **kwargs))
-            seconds["execute"] = time.perf_counter() - start
+        start = time.perf_counter()
+        lowered = traced.lower()
+        seconds["lower"] = time.perf_counter() - start
+        start = time.perf_counter()
+        compiled = lowered.compile()
+        seconds["compile"] = time.perf_counter() - start
+    with CompileCounter(fresh=False) as execute:
+        start = time.perf_counter()
+        result = jax.block_until_ready(jitted(*args, **kwargs))
+        seconds["execute"] = time.perf_counter() - start
     ran = {p: getattr(stages, _COUNTS[p]) > 0 for p in PHASES[:3]} | {"execute": True}
+    for p in PHASES[:3]:  # a stage that ran: JAX's own duration of it, without this function's bookkeeping
+        if ran[p] and stages.seconds[_COUNTS[p]] > 0:
+            seconds[p] = stages.seconds[_COUNTS[p]]
     # the call did not find the stages' work
     again = [_DOING[p] for p in PHASES[:3] if getattr(execute, _COUNTS[p])]
 
@@ -381,9 +388,18 @@ def show_phases(f, *args, static_argnums=(), static_argnames=(), **kwargs) -> Ph
     history.signatures.append(sig)
     return Phases(function=getattr(f, "__name__", None) or type(f).__name__, call=len(history.signatures),
                   ran=ran, seconds=seconds, why=why, signature={k: _describe(v) for k, v in sig.items()},
-                  jax_says=[re.sub(r" id=\d+", "", _condense_miss(m)) for m in misses if m.strip()],
+                  jax_says=[_explanation(m) for m in misses if m.strip()],
                   jaxpr=_ANSI.sub("", str(traced.jaxpr)), stablehlo=lowered.as_text(),
                   cost=_cost(compiled), memory=_memory(compiled), result=result)
+
+
+def _explanation(message: str) -> str:
+    """One ``jax_explain_cache_misses`` message, whole, on one line, without where it was logged
+    from: "TRACING CACHE MISS at <file> (<function>): for f defined at ...: <why>"."""
+    lines = [ln.strip() for ln in message.strip().splitlines() if ln.strip()]
+    kind = "trace cache miss" if "TRACING" in lines[0] else lines[0].split(" at ")[0].lower()
+    why = " ".join(ln for ln in lines[1:] if not ln.startswith("for "))
+    return re.sub(r" id=\d+", "", f"{kind}: {why}".replace(": * ", ": ").replace(" * ", "; "))
 
 
 def _why(sig: dict, before: list, ran: dict) -> list[str]:

@@ -232,3 +232,38 @@ def test_widget_renders_in_jupyterlab(page, lab):  # noqa: F811 - test_browser's
     saved = _saved_after_run(page, lab, path)
     assert all(WIDGET_VIEW in o.get("data", {}) for c in saved.cells for o in c.outputs
                if o.output_type == "display_data")
+
+
+def test_jaxs_explanation_is_the_traces_own_and_whole():
+    def k(x):
+        return jnp.tanh(x @ x).sum()
+
+    for n in (16, 8):
+        ag.show_phases(k, jnp.ones((n, n)))
+    view = ag.show_phases(k, jnp.ones((12, 12)))
+    assert "x changed shape: float32[8,8] -> float32[12,12]" in " ".join(view.reasons())
+    # one explanation (the trace's), whole: JAX compares with the closest key it holds, and says so
+    [said] = view.jax_says
+    assert "closest previous key" in said and "now f32[12,12] and before f32[16,16]" in said
+    assert "TRACING CACHE MISS at" not in said
+
+
+def test_stage_times_are_jaxs_own_durations():
+    # the view's bookkeeping (signatures, cache-miss capture) is not in a stage's time: a stage that
+    # ran takes the duration JAX itself reported for it
+    import jax.monitoring
+
+    reported, x = [], jnp.ones(3)
+
+    def listener(event, duration, **kwargs):
+        if event == "/jax/core/compile/jaxpr_trace_duration":
+            reported.append(duration)
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+
+    def m(x):
+        return x + 1
+
+    view = ag.show_phases(m, x)
+    assert compiled_again(view) and reported
+    assert view.seconds["trace"] == reported[0]   # the stage's trace; the call itself may trace again
