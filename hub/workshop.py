@@ -185,13 +185,18 @@ def write_lab_settings(folder: Path) -> Path:
 def _shell_rc(venv_bin: Path, cwd: Path | None) -> str:
     """A terminal's bash start-up file: the user's own, then the course's interpreter and
     commands first on PATH (a login shell's /etc/profile would have reset it), and, for an
-    instructor, the course directory as the working folder."""
+    instructor, the course directory as the working folder, where ``make`` runs the Makefile's
+    verbs with the servers' environment (the checkout's .venv may be one only root can run: its
+    interpreter under root's pyenv)."""
     lines = ["# Written by hub/workshop.py: every terminal of a course server reads it.",
              "[ -f /etc/bash.bashrc ] && . /etc/bash.bashrc",
              "[ -f ~/.bashrc ] && . ~/.bashrc",
              f'export PATH="{venv_bin}:$PATH"']
     if cwd is not None:
         lines.append(f'[ "$PWD" = "$HOME" ] && cd "{cwd}"')
+        venv = venv_bin.parent
+        if os.path.realpath(venv) != os.path.realpath(cwd / ".venv"):
+            lines.append(f'make() {{ command make VENV="{venv}" -o "{venv}/.installed-stamp" "$@"; }}')
     return "\n".join(lines) + "\n"
 
 
