@@ -764,6 +764,50 @@ def test_failed_tests_show_their_feedback_in_the_formgrader(course):
     assert failed["bob"] and not failed["alice"], failed
 
 
+def test_report_files_each_failure_under_the_idea_its_judge_names(monkeypatch):
+    """The class report: a learner's own ValueError is "raised an error" (not the classifier's
+    fallback idea), a traced value in an `if` the idea its feedback names, a stub "unanswered";
+    an ungradable submission is listed apart and counted as no learner; hints seen per exercise;
+    the learners-per-idea axis has whole numbers only."""
+    import html
+
+    import matplotlib.figure
+
+    from autograder.feedback import explain_error
+    from autograder.instructor.report import RAISED, idea_of, render
+
+    own = str(explain_error(["ValueError", "Exception"], "bad input", "`step`"))
+    traced = str(explain_error(["TracerBoolConversionError", "ConcretizationTypeError"], "x", "`step`"))
+    stub = str(explain_error(["NotImplementedError"], "", "`step`"))
+    assert idea_of({"feedback": own}) == RAISED, own
+    assert idea_of({"feedback": traced}) not in (RAISED, "no idea named", "numerics"), traced
+    assert idea_of({"feedback": stub}) == "unanswered"
+    assert idea_of({"feedback": "This test did not run."}) == "did not run"
+
+    ticks = []
+
+    def savefig(fig, *args, **kwargs):
+        ticks.append([t.get_text() for t in fig.axes[0].get_xticklabels()])
+        return original(fig, *args, **kwargs)
+
+    original = matplotlib.figure.Figure.savefig
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", savefig)
+    points = {("ann", A): {"step": (1.0, 1.0), "loop": (0.0, 1.0)},
+              ("ben", A): {"step": (0.0, 1.0), "loop": (0.0, 1.0)},
+              ("cat", A): {"step": (0.0, 1.0), "loop": (0.0, 1.0)}}  # cat's file was no notebook
+    page = html.unescape(render(points, {RAISED: {"ben"}, "unanswered": {"ann", "ben"}}, "sqlite:///x",
+                                not_graded={("cat", A): "it is not JSON"},
+                                hints={("ann", A): {"step": 2, "loop": "99999"}, ("ben", A): {"step": 1}}))
+    assert "2 learner(s) graded" in page and "1 submission(s) could not be graded" in page, page[:500]
+    assert f"<td>{A}</td><td>step</td><td>1 / 2</td><td>50%</td><td>2 / 2</td><td>3</td>" in page, page
+    assert f"<td>{A}</td><td>loop</td><td>0 / 2</td><td>0%</td><td>0 / 2</td><td>0</td>" in page, page
+    assert f"<td>cat</td><td>{A}</td><td>it is not JSON</td>" in page
+    assert "<td>cat</td><td>0 / 2</td>" not in page, "an ungradable submission counted as a learner's result"
+    assert f"<td>{RAISED}</td><td></td><td>1</td><td>ben</td>" in page
+    idea_axis = ticks[1]
+    assert idea_axis and all(re.fullmatch(r"[0-9]+", t.replace("\u2212", "-")) for t in idea_axis if t), idea_axis
+
+
 def test_export_and_report_go_where_the_instructor_opens_them(course, tmp_path):
     """With COURSE_REPORTS set (the hub sets it to a folder of the instructor's JupyterLab), export
     writes its CSVs there and `report` writes one HTML page: pass rate per exercise, learners per
