@@ -1,42 +1,111 @@
 #!/usr/bin/env bash
-# Every notebook of the course and `make bench` on a GPU machine that has JAX but no Jupyter
-# (the device tool's nvidia-h200: Python 3.12, JAX with CUDA, no network), as one job.
-# Results in $OUT (docs/bench-gpu.md is the report, committed):
-#   bench-gpu.md      scripts/bench.py's report, rewritten after each step (an early stop keeps it)
-#   executed.tar.gz   every executed notebook, outputs included
-#   claims.txt        every executed notebook's `claim:` verdicts and the errors its cells raised
-#   log               everything printed
-# Jupyter's packages (nbclient, ipykernel, ipywidgets and their needs) travel as wheels in .whl/
-# and go to /tmp/site; without .whl/ the script runs on the Python it is given, e.g. here on CPU:
-#   PYTHON=.venv/bin/python OUT=/tmp/gpu scripts/gpu_run.sh
-# BENCH_LIMIT (seconds, default 600) stops the benchmark in time to pack what it did;
-# CELL_TIMEOUT (default 90) is the most one cell may take: a stalled cell fails its notebook.
+# Every notebook of the course and `make bench` on an accelerator machine that has JAX but no
+# Jupyter (the device tool's machines: an NVIDIA GPU, or a one-chip TPU v5e as Colab's), as one
+# job. Results in $OUT (docs/bench-gpu.md and docs/bench-tpu.md are such reports, committed):
+#   bench-<backend>.md  scripts/bench.py's report, rewritten after each step (an early stop keeps it)
+#   executed.tar.gz     every executed notebook, outputs included
+#   claims.txt          every executed notebook's `claim:` verdicts and the errors its cells raised
+#   grading.txt         with GRADE_HELD=1: every solution graded while another process holds the device
+#   log                 everything printed
+# The device is opened only by child processes, one at a time (a TPU opens for one process at a
+# time): bench.py's measuring child, then each notebook's kernel; grading never opens it.
+# Jupyter's packages (nbclient, ipykernel, nbgrader and their needs) travel as wheels in .whl/ and
+# go to /tmp/site; matplotlib comes from the machine's own index where it has one
+# (/opt/pypi/simple on the TPU machines). Where TCP is refused even on loopback (the TPU
+# machines), kernels start through scripts/kernel_without_tcp.py. Without .whl/ the script runs
+# on the Python it is given, e.g. here on CPU:
+#   PYTHON=.venv/bin/python WHEELS=none OUT=/tmp/acc NOTEBOOKS='^course/01' scripts/gpu_run.sh
+# NOTEBOOKS: regex over the notebooks' paths (default: course/ and solutions/; '^exercises/' for
+# the released exercises with their starting code); BENCH_ARGS: more arguments for bench.py
+# (e.g. --no-kernels); BENCH_LIMIT (seconds, default 540) stops the benchmark in time to pack
+# what it did; CELL_TIMEOUT (default 90) is the most one cell may take; WHEELS (default .whl) the
+# folder of wheels; GRADE_HELD=1 grades the solutions (GRADE_PATTERN: a regex over their paths)
+# while another process holds the device.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 : "${OUT:?set OUT to the folder for the results}"
 PY=${PYTHON:-python3}
+WHEELS=${WHEELS:-.whl}
 export PYTHONUNBUFFERED=1
-# the benchmark's process and each notebook's kernel share one GPU: none takes 75% of it up front
+# a GPU shared by the measuring child and each kernel in turn: none takes 75% of it up front
 export XLA_PYTHON_CLIENT_PREALLOCATE=false
 # the chapters `import autograder` from this checkout
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+# a machine whose home is read-only or shared: Jupyter's and matplotlib's files under /tmp
+export HOME=${HOME:-/tmp/home} MPLCONFIGDIR=${MPLCONFIGDIR:-/tmp/mpl} IPYTHONDIR=${IPYTHONDIR:-/tmp/ipy}
 
-bench() {
-    if [ -d .whl ]; then
-        "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-            --target /tmp/site .whl/*.whl || return 1
-        export PYTHONPATH=/tmp/site:$PYTHONPATH
+install() {
+    [ -d "$WHEELS" ] || return 0
+    if [ ! -e /tmp/site/.done ]; then
+        PIP_CONFIG_FILE=/dev/null "$PY" -m pip install --isolated -q --no-index --no-deps --no-compile \
+            --no-cache-dir --upgrade --target /tmp/site "$WHEELS"/*.whl || return 1
+        if ! "$PY" -c 'import matplotlib' 2>/dev/null && [ -d /opt/pypi/simple ]; then
+            PIP_CONFIG_FILE=/dev/null "$PY" -m pip install --isolated -q --no-deps --no-compile --no-cache-dir \
+                --only-binary=:all: --index-url file:///opt/pypi/simple --target /tmp/site \
+                matplotlib pillow fonttools kiwisolver contourpy cycler pyparsing || return 1
+        fi
+        touch /tmp/site/.done
     fi
-    # the kernel nbclient starts ("python3") is this Python, with this PYTHONPATH
-    "$PY" -m ipykernel install --prefix /tmp/kern --name python3 || return 1
-    export JUPYTER_PATH=/tmp/kern/share/jupyter
-    nvidia-smi
-    "$PY" -c 'import jax, autograder as ag; print(ag.device_report(), jax.devices())' || return 1
-    timeout "${BENCH_LIMIT:-600}" "$PY" scripts/bench.py --out "$OUT/bench-gpu.md" \
-        --executed "$OUT/executed" --cell-timeout "${CELL_TIMEOUT:-90}"
+    # after this checkout, before the machine's own packages: its JAX stays the one imported
+    export PYTHONPATH=$PWD:/tmp/site:${PYTHONPATH#"$PWD:"}
+    export PATH=/tmp/site/bin:$PATH   # nbgrader's alembic
 }
 
-mkdir -p "$OUT"
+kernel_spec() {
+    # the kernel nbclient starts ("python3") is this Python, with this PYTHONPATH
+    "$PY" -m ipykernel install --prefix /tmp/kern --name python3 >/dev/null || return 1
+    export JUPYTER_PATH=/tmp/kern/share/jupyter
+    if ! "$PY" -c 'import socket; socket.socket(socket.AF_INET).bind(("127.0.0.1", 0))' 2>/dev/null; then
+        echo "gpu_run: no TCP here, even on loopback: kernels start through scripts/kernel_without_tcp.py"
+        "$PY" - "$PWD/scripts/kernel_without_tcp.py" <<'PY' || return 1
+import json, sys
+path = "/tmp/kern/share/jupyter/kernels/python3/kernel.json"
+spec = json.load(open(path))
+i = spec["argv"].index("ipykernel_launcher")
+spec["argv"][i - 1:i + 1] = [sys.argv[1]]        # "-m ipykernel_launcher" -> the script
+json.dump(spec, open(path, "w"), indent=1)
+PY
+    fi
+}
+
+bench() {
+    install || return 1
+    kernel_spec || return 1
+    command -v nvidia-smi >/dev/null && nvidia-smi
+    # which backend (in a child that ends, so the device is free again) names the report
+    backend=$("$PY" -c 'import jax; print(jax.default_backend())') || return 1
+    echo "gpu_run: backend $backend"
+    sleep 3   # a TPU can refuse a process that opens it just after another closed it
+    timeout "${BENCH_LIMIT:-540}" "$PY" scripts/bench.py --out "$OUT/bench-$backend.md" \
+        --executed "$OUT/executed" --cell-timeout "${CELL_TIMEOUT:-90}" --gap 3 \
+        ${NOTEBOOKS:+--notebooks "$NOTEBOOKS"} ${BENCH_ARGS:-}
+}
+
+grade_held() {
+    # every solution graded from the command line while another process holds the device, as a
+    # Colab cell grades while the notebook holds the chip: grading must compute on CPU
+    rm -f /tmp/held
+    "$PY" -c 'import jax, time, sys; print("holder:", jax.devices(), flush=True); open("/tmp/held", "w").close(); time.sleep(900)' &
+    local holder=$!
+    for _ in $(seq 120); do [ -e /tmp/held ] && break; sleep 1; done
+    for nb in solutions/*/*.ipynb; do
+        case $nb in */.ipynb_checkpoints/*) continue;; esac
+        [[ $nb =~ ${GRADE_PATTERN:-.} ]] || continue
+        "$PY" -m autograder grade "$nb" --json --no-sandbox > /tmp/grade.json 2>/tmp/grade.err
+        "$PY" - "$nb" <<'PY'
+import json, sys
+try:
+    d = json.load(open("/tmp/grade.json"))
+    bad = [t["exercise"] + ": " + t["feedback"][:300] for t in d["tests"] if not t["passed"]]
+    print(f"{sys.argv[1]}: {d['score']:g}/{d['max_score']:g}" + "".join(f"\n    {b}" for b in bad))
+except Exception as exc:
+    print(f"{sys.argv[1]}: no result ({exc}): " + open("/tmp/grade.err").read()[-800:])
+PY
+    done
+    kill "$holder"; wait "$holder" 2>/dev/null
+}
+
+mkdir -p "$OUT" "$HOME" "$MPLCONFIGDIR" "$IPYTHONDIR"
 bench 2>&1 | tee "$OUT/log"
 status=${PIPESTATUS[0]}
 if [ -d "$OUT/executed" ]; then
@@ -44,6 +113,9 @@ if [ -d "$OUT/executed" ]; then
     grep -oE 'claim: [^"]*: (holds|does not hold|inconclusive) \([^"]*' "$OUT"/executed/*.ipynb > "$OUT/claims.txt"
     grep -o '"ename": "[^"]*"' "$OUT"/executed/*.ipynb >> "$OUT/claims.txt"
     tar -czf "$OUT/executed.tar.gz" -C "$OUT" executed && rm -rf "$OUT/executed"
+fi
+if [ "${GRADE_HELD:-0}" = 1 ]; then
+    grade_held 2>&1 | tee "$OUT/grading.txt"
 fi
 echo "gpu_run: exit $status" | tee -a "$OUT/log"
 exit "$status"

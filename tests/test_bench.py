@@ -84,8 +84,8 @@ def test_bench_writes_the_report_for_a_slice_of_the_course(tmp_path):
     assert grading[0][1].endswith(f"(0/{n})") and grading[0][2].endswith(f"({n}/{n})"), grading
 
     targets = {row[0]: row for row in _table_rows(text, "## Targets")}
-    assert {"each notebook", "jitted CPU kernels vs NumPy"} <= set(targets), targets
-    assert targets["each notebook"][3] in ("met", "**missed**")
+    assert {"each notebook, above the floor", "jitted CPU kernels vs NumPy"} <= set(targets), targets
+    assert targets["each notebook, above the floor"][3] in ("met", "**missed**")
 
 
 def _run(path, wall, compiles=10):
@@ -111,7 +111,7 @@ def _verdicts(text):
 
 
 def test_report_says_which_targets_are_missed_by_how_much_and_why(tmp_path):
-    runs = [_run(f"course/{i:02d}_x.ipynb", 14.0) for i in range(1, 10)] + [_run("course/10_y.ipynb", 16.5)]
+    runs = [_run(f"course/{i:02d}_x.ipynb", 14.0) for i in range(1, 10)] + [_run("course/10_y.ipynb", 18.5)]
     slow = {"chapter": "06_x", "name": "gemv", "unit": "FLOP/s", "why_slow": "XLA's gemv is slow here",
             "jax_s": 1e-3, "jax_rate": 5e9, "np_s": 5e-4, "np_rate": 1e10}
     fast = {"chapter": "01_x", "name": "matmul", "unit": "FLOP/s", "why_slow": None,
@@ -119,9 +119,9 @@ def test_report_says_which_targets_are_missed_by_how_much_and_why(tmp_path):
     targets = _verdicts(_report(tmp_path, runs=runs, kernels=[fast, slow]))
 
     course = targets["whole course (all notebooks, one after another)"]
-    assert course[2] == "142.5 s" and course[3] == "**missed**", course
-    assert "22.5 s over" in course[4] and "10 notebook(s) x 2.0 s floor" in course[4], course
-    each = targets["each notebook"]
+    assert course[2] == "144.5 s" and course[3] == "**missed**", course
+    assert "24.5 s over" in course[4] and "10 notebook(s) x 2.0 s floor" in course[4], course
+    each = targets["each notebook, above the floor"]   # 18.5 s with a 2.0 s floor: 1.5 s over 15 s
     assert each[3] == "**missed**" and "`course/10_y.ipynb` +1.5 s" in each[4], each
     cpu = targets["jitted CPU kernels vs NumPy"]
     assert cpu[2] == "1/2 kernels" and cpu[3] == "**missed**", cpu
@@ -173,3 +173,36 @@ def test_committed_cpu_report_covers_the_course_as_it_is_now():
     kernels = [(row[0], row[1]) for row in _table_rows(text, "## Headline kernels")]
     assert kernels == [(k.chapter, k.name) for k in bench.KERNELS], "docs/bench-cpu.md lists other kernels"
     assert "## Targets" in text and "## Grading" in text
+
+
+def test_tpu_report_names_its_backend_and_lists_the_claims_that_did_not_hold(tmp_path):
+    info = {"backend": "tpu", "cpu": "AMD EPYC", "cores": 13, "usable_cores": 13, "memory_gib": 40.0,
+            "python": "3.11", "numpy": "2", "jax": "0.10.2", "jaxlib": "0.10.2", "devices": "1 x TPU v5 lite",
+            "device_memory_gib": 15.75, "os": "Linux"}
+    peaks = {"matmul": 1.6e14, "stream": 7.0e11, "dtype": "bfloat16"}
+    kernels = [{"chapter": "01_x", "name": "matmul `x @ w` (fast dtype)", "unit": "FLOP/s", "jax_s": 1e-3,
+                "jax_rate": 1.5e14}]
+    run = _run("course/04_x.ipynb", 30.0)   # 13 s above a 17 s floor: within
+    run.claims = [("a holds", "holds", "2x"), ("b", "inconclusive", "nothing measured on this backend")]
+    text = _report(tmp_path, info=info, kernels=kernels, peaks=peaks, runs=[run],
+                   floors={"kernel": 2.0, "kernel_jax": 17.0, "kernel_jax_cpu": 9.0})
+    targets = _verdicts(text)
+    assert targets["TPU matmul vs measured peak"][3] == "met", targets
+    assert targets["each notebook, above the floor"][3] == "met", targets
+    assert "# Benchmarks: TPU" in text and "15.75 GiB each" in text
+    assert "1 holds, 1 inconclusive, 0 does not hold" in text
+    assert "- `course/04_x.ipynb`: b: **inconclusive** (nothing measured on this backend)" in text
+    assert "a holds" not in text.split("## Claims")[1].split("##")[0].split("did not hold outright:")[1]
+    assert "197.00 TFLOP/s (bf16)" in text   # the chip's specified peak beside the measured one
+
+
+def test_the_benchmark_process_never_opens_the_device(tmp_path):
+    # a one-chip TPU opens for one process at a time: the report's process leaves JAX unimported
+    out = tmp_path / "bench.md"
+    code = (f"import sys, runpy; sys.argv = ['bench.py', '--no-notebooks', '--no-kernels', '--out', {str(out)!r}]\n"
+            "try:\n    runpy.run_path('scripts/bench.py', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+            "print('JAX IMPORTED' if 'jax' in sys.modules else 'NO JAX')")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.stdout.strip().splitlines()[-1] == "NO JAX", proc.stdout + proc.stderr[-2000:]
+    text = out.read_text()
+    assert "| backend, devices | cpu: 1 x cpu |" in text, text   # the child's description of the device
