@@ -10,7 +10,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      description="JAX-aware grading for the course's exercises.")
     sub = parser.add_subparsers(dest="command", required=True)
     from .grader.cli import add_parsers as add_grader_parsers
-    from .instructor import add_parsers as add_instructor_parsers
+    from .instructor.cli import add_parsers as add_instructor_parsers
 
     add_grader_parsers(sub)
     add_instructor_parsers(sub)
@@ -54,7 +54,7 @@ def _without_cwd_on_path() -> None:
 # the module and the function that run each command (imported only for it)
 _RUN = {"grade": ("grader.cli", "grade_command"), "hint": ("hints", "hint_command"),
         "review": ("review", "review_command"),
-        **dict.fromkeys(("collect", "autograde", "feedback", "export", "report"), ("instructor", "run"))}
+        **dict.fromkeys(("collect", "autograde", "feedback", "export", "report"), ("instructor.cli", "run"))}
 
 
 def main(argv=None) -> int:

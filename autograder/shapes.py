@@ -4,7 +4,7 @@ from __future__ import annotations
 from .feedback import ExerciseFailure, _explain, fail
 
 
-def _data_dependent_shape(exc: BaseException) -> bool:
+def data_dependent_shape(exc: BaseException) -> bool:
     """Whether ``exc`` is JAX refusing a shape, size, slice or index that depends on traced values."""
     import jax
 
@@ -39,7 +39,7 @@ def check_fixed_shapes(f, args, *, what=None, static_argnums=(), static_argnames
     except ExerciseFailure:
         raise
     except Exception as exc:  # every learner error becomes feedback
-        if _data_dependent_shape(exc):
+        if data_dependent_shape(exc):
             first_line = (str(exc).strip().splitlines() or [""])[0][:200]
             fail("dynamic_shapes",
                  f"under jax.jit, {label} asked for a shape that depends on the values of its "

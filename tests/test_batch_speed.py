@@ -105,10 +105,10 @@ def test_make_bench_grading_measures_its_three_figures_in_one_run(tmp_path):
 # --------------------------------------------------------------------------- a graded kernel starts without ipykernel's debugger
 
 def _with_graded_kernel(box_dir, body):
-    """``body(km, kc)`` (a coroutine) on a kernel of :func:`~autograder.sandbox.containment.kernel_manager_class`
+    """``body(km, kc)`` (a coroutine) on a kernel of :func:`~autograder.sandbox.kernel_manager.kernel_manager_class`
     (uncontained; ``box_dir``, its box, as the grading gives it), started and shut down here."""
     async def go():
-        from autograder.sandbox.containment import kernel_manager_class
+        from autograder.sandbox.kernel_manager import kernel_manager_class
 
         km = kernel_manager_class(None, box_dir, 120)(kernel_name="python3")
         await km.start_kernel(env=dict(os.environ, PYTHONPATH=str(ROOT)))

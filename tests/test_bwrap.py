@@ -258,16 +258,18 @@ _THREADS = """\
 import subprocess, sys
 from pathlib import Path
 from autograder.common.settings import Settings
-from autograder.sandbox import containment as c
-box = c.open_sandbox(0, Settings.load())
+from autograder.sandbox.containment import open_sandbox
+from autograder.sandbox.environment import kernel_env
+from autograder.sandbox.launch import limited
+box = open_sandbox(0, Settings.load())
 cap = box.threads
 code = ("import threading, time\\nn = 0\\ntry:\\n    while n < %d:\\n"
         "        threading.Thread(target=time.sleep, args=(20,), daemon=True).start()\\n"
         "        n += 1\\nexcept RuntimeError:\\n    pass\\nprint(n)\\n" % (cap + 50))
 for contained in (True, False):
     cmd = [sys.executable, "-c", code]
-    cmd = c.limited(box.wrap(cmd), 60, box) if contained else cmd
-    ran = subprocess.run(cmd, env=c.kernel_env(Path("/tmp"), True), capture_output=True, text=True,
+    cmd = limited(box.wrap(cmd), 60, box) if contained else cmd
+    ran = subprocess.run(cmd, env=kernel_env(Path("/tmp"), True), capture_output=True, text=True,
                          cwd="/", timeout=300)
     print(box.mode if contained else "none", cap, ran.stdout.strip() or ran.stderr[-300:])
 box.close()

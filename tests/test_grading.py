@@ -360,7 +360,7 @@ def test_a_program_the_judge_runs_cannot_take_the_machines_memory():
     grading process goes on."""
     code = (
         "import os, jax, jax.numpy as jnp\n"
-        "from autograder.sandbox.containment import limit_judge_memory\n"
+        "from autograder.sandbox.judge_memory import limit_judge_memory\n"
         "from autograder.judge import ChannelError, Exported\n"
         "from autograder.judge.runner import ProgramFailure\n"
         "limit_judge_memory(1536)\n"

@@ -776,14 +776,14 @@ def _layer_class(per_layer_aux: bool):
 def test_a_trace_per_tree_structure_is_read_from_the_program(per_layer_aux, calls):
     """linear_structures_program's four jitted applies call one function per trace: two for a
     layer whose tree structure is its activation, four for one whose aux data differs per layer
-    (07's Linear, judged on its program: programs.Program.calls)."""
+    (07's Linear, judged on its program: mlir.Program.calls)."""
     import jax
     from jax import export
 
     from autograder.agent import fixtures
-    from autograder.judge import programs
+    from autograder.judge import mlir
 
     specs = [jax.ShapeDtypeStruct(s, np.float32) for s in ((3, 2), (2,), (5, 3))]
     exp = export.export(jax.jit(fixtures.linear_structures_program, static_argnums=0),
                         platforms=("cpu",))(_layer_class(per_layer_aux), *specs)
-    assert programs.read(exp).calls()[-4:] == calls
+    assert mlir.read(exp).calls()[-4:] == calls

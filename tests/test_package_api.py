@@ -140,9 +140,9 @@ def test_the_kernels_request_goes_through_the_agent_packages_run(monkeypatch):
 
 
 def test_fixtures_a_judge_names_are_the_agents_own():
-    """``wire.Fixture(name)``, decoded by the agent, is a function of ``autograder.agent.fixtures``,
-    the module judges import as ``autograder.agent.fixtures``; a name that is not one of its functions
-    is refused, and so are its private helpers."""
+    """``wire.Fixture(name)``, decoded by the agent, is a function of ``autograder.agent.fixtures``'s
+    ``__all__``, the package judges import as ``autograder.judge.fixtures``; a name that is not one of
+    them is refused, and so are its modules' helpers and the modules themselves."""
     import pytest
 
     import autograder.agent as agent
@@ -152,10 +152,14 @@ def test_fixtures_a_judge_names_are_the_agents_own():
     assert fixtures is agent.fixtures and fixtures.__name__ == "autograder.agent.fixtures"
     got = wire.decode(wire.encode([wire.Fixture("jit_call")]), markers=agent._markers())
     assert got == [fixtures.jit_call] and agent._callee(got[0]) is fixtures.jit_call
-    private = sorted(n for n, f in vars(fixtures).items() if n.startswith("_") and callable(f)
-                     and getattr(f, "__module__", None) == fixtures.__name__)
-    assert private  # the module has private helpers, which a request must not reach
-    for name in ("reset_config", "jit_static", "os", *private):
+    import importlib
+    import pkgutil
+
+    helpers = sorted({n for m in pkgutil.iter_modules(fixtures.__path__)
+                      for n, f in vars(importlib.import_module(f"{fixtures.__name__}.{m.name}")).items()
+                      if callable(f) and n not in fixtures.__all__})
+    assert "_mesh" in helpers and "jit_once" in helpers  # its modules' helpers, which a request must not reach
+    for name in ("reset_config", "jit_static", "os", "calls", "examples", *helpers):
         with pytest.raises(wire.WireError):
             wire.decode(wire.encode([wire.Fixture(name)]), markers=agent._markers())
 
@@ -177,3 +181,30 @@ def test_the_packages_names_load_on_first_use_and_are_the_modules_own():
     assert lines[2] == "[] True autograder.numerics"
     assert lines[3].startswith("AttributeError") and "no_such_name" in lines[3]
     assert lines[4] == "[]", "a package whose __all__ differs from the names it loads: " + lines[4]
+
+
+def test_judge_files_import_only_the_judges_public_names():
+    """A judge file (``solutions/*/judge*.py``) takes every course name from one place,
+    ``autograder.judge``: a name of its ``__all__`` or one of its public submodules, never a
+    private one, never another module of the package."""
+    import ast
+
+    import autograder.judge as judge
+
+    files = sorted(ROOT.glob("solutions/*/judge*.py"))
+    assert files
+    modules = {p.stem for p in (ROOT / "autograder" / "judge").glob("*.py") if not p.stem.startswith("_")}
+    wrong = []
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                wrong += [f"{path.name}: import {a.name}" for a in node.names if a.name.split(".")[0] == "autograder"]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "autograder":
+                if node.module != "autograder.judge":
+                    wrong.append(f"{path.name}: from {node.module}")
+                    continue
+                wrong += [f"{path.name}: {a.name}" for a in node.names
+                          if a.name not in judge.__all__ and a.name not in modules or a.name.startswith("_")]
+                for a in node.names:  # each name resolves to what the judge package exports
+                    assert getattr(judge, a.name, None) is not None or a.name in modules, a.name
+    assert not wrong, wrong

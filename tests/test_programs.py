@@ -1,10 +1,11 @@
-"""autograder.judge.programs: exported programs read as parsed modules. What a learner names
+"""autograder.judge.mlir (exported programs read as parsed modules) and autograder.judge.programs
+(the judges' traced programs). What a learner names
 (scopes, functions, arguments) never changes a fact; the operations do."""
 from __future__ import annotations
 
 import pytest
 
-from autograder.judge import programs
+from autograder.judge import mlir, programs
 from autograder.judge import ensure_judge_devices
 
 ensure_judge_devices()  # before JAX starts (at collection): the shard_map test meshes 4 devices
@@ -44,10 +45,10 @@ def test_names_scopes_and_named_call_do_not_change_the_facts():
     def nested(x):  # an inner jitted function: a func.call, counted as its body
         return jax.jit(braces)(x)
 
-    plain = programs.read(_export(_mean_sin, (8,)))
+    plain = mlir.read(_export(_mean_sin, (8,)))
     assert plain.count("stablehlo.sine") == 1 and not plain.has_loops and not plain.collectives
     for f in (scoped, braces, named, nested):
-        assert _facts(programs.read(_export(f, (8,)))) == _facts(plain), f.__name__
+        assert _facts(mlir.read(_export(f, (8,)))) == _facts(plain), f.__name__
 
 
 
@@ -72,25 +73,25 @@ def test_loops_and_calls_are_followed():
     def looped(x):
         return jax.lax.fori_loop(0, 3, lambda i, c: c * 2.0, x)
 
-    assert programs.read(_export(looped, (3,))).has_loops
+    assert mlir.read(_export(looped, (3,))).has_loops
     step = jax.jit(lambda x: jnp.sin(x) + 1.0)
 
     def three(x):
         return step(step(step(x)))
 
-    p = programs.read(_export(three, (3,)))
+    p = mlir.read(_export(three, (3,)))
     assert p.count("stablehlo.sine") == 3  # one callee, three calls
     assert [o.name for o in p.top_level].count("func.call") == 3
     assert all(o.callee.op_counts["stablehlo.sine"] == 1 for o in p.top_level if o.name == "func.call")
-    with_loop = programs.read(_export(lambda x: jax.jit(looped)(x), (3,)))
+    with_loop = mlir.read(_export(lambda x: jax.jit(looped)(x), (3,)))
     assert with_loop.has_loops  # a loop inside a called function is the program's loop
 
 
 def test_custom_call_targets_and_types_come_from_the_operations():
     import jax.numpy as jnp
 
-    p = programs.read(_export(lambda a: jnp.linalg.eigh(a @ a.T)[0], (3, 3)))
-    calls = [o for o in p.ops if o.name == programs.CUSTOM_CALL]
+    p = mlir.read(_export(lambda a: jnp.linalg.eigh(a @ a.T)[0], (3, 3)))
+    calls = [o for o in p.ops if o.name == mlir.CUSTOM_CALL]
     assert calls and all(o.target for o in calls) and not p.callbacks
     assert all(o.results for o in calls)
 
@@ -106,11 +107,11 @@ module @m {
 
 
 def test_a_host_callback_is_a_custom_call_target_not_a_word_in_the_text():
-    p = programs.read(_CALLBACK_MODULE)
+    p = mlir.read(_CALLBACK_MODULE)
     assert p.callbacks == ["xla_ffi_python_cpu_callback"]
     quiet = _CALLBACK_MODULE.replace("stablehlo.custom_call @xla_ffi_python_cpu_callback(%arg0) "
                                      "{has_side_effect = true}", "stablehlo.sine %arg0")
-    q = programs.read(quiet)
+    q = mlir.read(quiet)
     assert q.callbacks == [] and q.count("stablehlo.sine") == 1  # the location's name is not read
 
 
@@ -125,8 +126,8 @@ def test_a_host_callback_is_a_custom_call_target_not_a_word_in_the_text():
 }""", "recursively"),
 ])
 def test_unreadable_programs_are_refused_with_a_reason(text, why):
-    with pytest.raises(programs.ProgramError, match=why):
-        programs.read(text)
+    with pytest.raises(mlir.ProgramError, match=why):
+        mlir.read(text)
 
 
 class _Held:
@@ -216,7 +217,7 @@ def test_a_loop_whose_trip_count_no_input_changes_is_told_apart():
 
     for f, fixed_loops in ((until_one, 0), (capped, 0), (fixed, 1), (fixed_traced_bounds, 1), (counted_while, 1),
                            (scanned, 1)):
-        p = programs.read(_export(f, (), dtype="int32"))
+        p = mlir.read(_export(f, (), dtype="int32"))
         assert (p.has_loops, p.fixed_loops) == (True, fixed_loops), f.__name__
 
 
@@ -231,7 +232,7 @@ def test_a_loop_inside_a_composite_is_the_programs_loop_and_its_size():
     def looped(x):
         return jax.lax.composite(lambda x: jax.lax.fori_loop(0, 5, lambda i, c: c * 2.0, x), name="my.loop")(x)
 
-    assert programs.read(_export(looped, (3,))).has_loops
+    assert mlir.read(_export(looped, (3,))).has_loops
 
     def unrolled(n):
         def f(x):
@@ -241,7 +242,7 @@ def test_a_loop_inside_a_composite_is_the_programs_loop_and_its_size():
                     ys.append(0.5 * x[t] + 0.5 * ys[-1])
                 return jnp.stack(ys)
             return jax.lax.composite(body, name="ema.fast")(x)
-        return programs.read(_export(f, (n,))).total
+        return mlir.read(_export(f, (n,))).total
 
     assert unrolled(16) > unrolled(4) + 12
 
@@ -280,10 +281,10 @@ def test_a_correct_program_with_composites_conds_and_calls_keeps_its_facts_and_v
 
     exp = _export(ema, (6,))
     assert allowlist.refusal(exp) == ""
-    p = programs.read(exp)
+    p = mlir.read(exp)
     assert p.has_loops and p.count("stablehlo.case") == 1 and p.count("stablehlo.composite") == 0
-    runnable = programs.executable(exp)
-    assert programs.read(runnable).op_counts == p.op_counts  # what is read is what runs
+    runnable = mlir.executable(exp)
+    assert mlir.read(runnable).op_counts == p.op_counts  # what is read is what runs
     xs = np.arange(6, dtype=np.float32)
     assert np.allclose(np.asarray(runnable.call(xs)), np.asarray(exp.call(xs)))
 
@@ -312,5 +313,5 @@ def test_a_correct_program_with_composites_conds_and_calls_keeps_its_facts_and_v
 }""",
 ])
 def test_a_reference_the_checker_does_not_follow_is_refused(text):
-    with pytest.raises(programs.ProgramError, match="does not follow"):
-        programs.read(text)
+    with pytest.raises(mlir.ProgramError, match="does not follow"):
+        mlir.read(text)

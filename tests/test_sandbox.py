@@ -522,15 +522,15 @@ OPENS = [  # (case, the grader's euid, find_bwrap's answer: None, a failing fake
 @pytest.mark.parametrize("case,euid,bwrap,mode,reason", OPENS, ids=[c[0] for c in OPENS])
 def test_the_kernel_is_contained_by_bubblewrap_or_refused_naming_why(monkeypatch, tmp_path, case, euid, bwrap,
                                                                      mode, reason):
-    from autograder.sandbox import containment as sandbox
+    from autograder.sandbox import containment, view
 
-    if bwrap == "real" and not (shutil.which("bwrap") and sandbox.bwrap_problem(shutil.which("bwrap")) == ("", "")):
+    if bwrap == "real" and not (shutil.which("bwrap") and view.bwrap_problem(shutil.which("bwrap")) == ("", "")):
         pytest.skip("bubblewrap is not installed, or cannot create namespaces here")
     found = {"real": shutil.which("bwrap"), "fake": _fake_bwrap(tmp_path, NO_USERNS), None: None}[bwrap]
-    monkeypatch.setattr(sandbox, "_BWRAP_PROBED", {})
-    monkeypatch.setattr(sandbox, "find_bwrap", lambda: found)
-    monkeypatch.setattr(sandbox.os, "geteuid", lambda: euid)
-    box = sandbox.open_sandbox(time.monotonic() + 5, Settings.load({}))
+    monkeypatch.setattr(view, "_BWRAP_PROBED", {})
+    monkeypatch.setattr(containment, "find_bwrap", lambda: found)
+    monkeypatch.setattr(containment.os, "geteuid", lambda: euid)
+    box = containment.open_sandbox(time.monotonic() + 5, Settings.load({}))
     assert box.mode == mode and reason in box.reason, box
     assert box.contained == (mode == "user-namespace") and box.refused == (mode == "refused")
     if box.refused:
@@ -538,11 +538,11 @@ def test_the_kernel_is_contained_by_bubblewrap_or_refused_naming_why(monkeypatch
 
 
 def test_without_root_the_operator_may_still_turn_the_sandbox_off(monkeypatch):
-    from autograder.sandbox import containment as sandbox
+    from autograder.sandbox import containment
 
-    monkeypatch.setattr(sandbox, "find_bwrap", lambda: None)
-    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)
-    box = sandbox.open_sandbox(time.monotonic() + 5, Settings.load({"AUTOGRADER_SANDBOX": "off"}))
+    monkeypatch.setattr(containment, "find_bwrap", lambda: None)
+    monkeypatch.setattr(containment.os, "geteuid", lambda: 1000)
+    box = containment.open_sandbox(time.monotonic() + 5, Settings.load({"AUTOGRADER_SANDBOX": "off"}))
     assert box.mode == "none" and not box.contained and not box.refused
 
 
@@ -608,15 +608,15 @@ def test_a_temporary_folder_with_a_long_path_still_grades_contained(tmp_path):
 
 
 def test_no_short_temporary_folder_is_a_clear_message(monkeypatch):
-    from autograder.sandbox import containment as sandbox
+    from autograder.sandbox import kernel_manager
     from autograder.common.course import GradingError
 
-    monkeypatch.setattr(sandbox.tempfile, "gettempdir", lambda: "/" + "d" * 120)
-    monkeypatch.setattr(sandbox.os, "access", lambda *a, **k: False)
+    monkeypatch.setattr(kernel_manager.tempfile, "gettempdir", lambda: "/" + "d" * 120)
+    monkeypatch.setattr(kernel_manager.os, "access", lambda *a, **k: False)
     with pytest.raises(GradingError, match=r"too long for the kernel's sockets .*set TMPDIR"):
-        sandbox.run_dir_base()
-    monkeypatch.setattr(sandbox.tempfile, "gettempdir", lambda: "/tmp")
-    assert sandbox.run_dir_base() is None  # a short one is used as it is
+        kernel_manager.run_dir_base()
+    monkeypatch.setattr(kernel_manager.tempfile, "gettempdir", lambda: "/tmp")
+    assert kernel_manager.run_dir_base() is None  # a short one is used as it is
 
 
 # --------------------------------------------------------------------------- the kernel's view
@@ -632,21 +632,22 @@ print(json.dumps({"root": sorted(os.listdir("/")), "env": sorted(os.environ),
 def _in_view(tmp_path, cmd, monkeypatch=None, extra_ro=()):
     """Run ``cmd`` the way a contained kernel starts (the sandbox's wrap, the kernel's environment),
     in a box under ``tmp_path`` (pytest's 0700 temporary folder)."""
-    from autograder.sandbox import containment as sandbox
+    from autograder.sandbox import containment, environment, launch, view
 
-    box = sandbox.open_sandbox(time.monotonic() + 60, Settings.load())
+    box = containment.open_sandbox(time.monotonic() + 60, Settings.load())
     assert box.contained, box.reason
     try:
         box_dir = tmp_path / "box"
         home = box_dir / "home"
         (home / "tmp").mkdir(parents=True)
-        sandbox.chown_tree(box_dir, box.uid)
+        containment.chown_tree(box_dir, box.uid)
         box.keep_rw = [str(box_dir)]
         if extra_ro and monkeypatch is not None:
-            paths = sandbox.kernel_paths()
-            monkeypatch.setattr(sandbox, "kernel_paths", lambda: [*paths, *extra_ro])
-        env = sandbox.kernel_env(home)
-        return subprocess.run(sandbox.limited(box.wrap(cmd), 60, box), capture_output=True, text=True,
+            paths = view.kernel_paths()
+            for module in (containment, view):  # the view's binds, and what the uid must read
+                monkeypatch.setattr(module, "kernel_paths", lambda: [*paths, *extra_ro])
+        env = environment.kernel_env(home)
+        return subprocess.run(launch.limited(box.wrap(cmd), 60, box), capture_output=True, text=True,
                               timeout=60, cwd=box_dir, env=env)
     finally:
         box.close()
@@ -663,8 +664,8 @@ def test_a_contained_kernel_sees_an_allow_list_of_files_and_variables(tmp_path, 
     its interpreter, the package and its box; its environment is KERNEL_ENV and its own HOME,
     TMPDIR and PATH. The same program run uncontained sees the course's solutions/ and the
     grader's variables (the control)."""
-    from autograder.sandbox import containment as sandbox
-    from autograder.sandbox.containment import ETC, SYSTEM
+    from autograder.sandbox import environment, view
+    from autograder.sandbox.view import ETC, SYSTEM
 
     monkeypatch.setenv(SECRET_VAR, "s3cr3t")
     cmd = [sys.executable, "-c", _VIEW, str(ROOT / "solutions"), str(ROOT / "autograder")]
@@ -674,14 +675,14 @@ def test_a_contained_kernel_sees_an_allow_list_of_files_and_variables(tmp_path, 
     assert ran.returncode == 0, ran.stderr[-2000:]
     seen = json.loads(ran.stdout)
     assert not seen["solutions"] and seen["package"], seen
-    kept_tops = {p.split("/")[1] for p in [*sandbox.kernel_paths(), str(tmp_path)]}
-    kept_tops |= {os.path.realpath(p).split("/")[1] for p in [*sandbox.kernel_paths(), str(tmp_path)]}
+    kept_tops = {p.split("/")[1] for p in [*view.kernel_paths(), str(tmp_path)]}
+    kept_tops |= {os.path.realpath(p).split("/")[1] for p in [*view.kernel_paths(), str(tmp_path)]}
     allowed = {p.strip("/") for p in SYSTEM} | {"etc", "dev", "proc", "tmp", "var"} | kept_tops
     assert set(seen["root"]) <= allowed, set(seen["root"]) - allowed
     assert set(seen["etc"]) <= set(ETC), set(seen["etc"]) - set(ETC)
     assert "shadow" not in seen["etc"] and "hostname" not in seen["etc"]
     # its own HOME, TMPDIR and PATH, and PWD (its working folder: bubblewrap sets it)
-    assert set(seen["env"]) <= set(sandbox.KERNEL_ENV) | {"HOME", "TMPDIR", "PATH", "PWD"}, seen["env"]
+    assert set(seen["env"]) <= set(environment.KERNEL_ENV) | {"HOME", "TMPDIR", "PATH", "PWD"}, seen["env"]
     assert SECRET_VAR not in seen["env"]
     assert {"null", "urandom", "shm"} <= set(seen["dev"]) and "vda" not in seen["dev"]
     assert set(seen["dev"]) <= {*BWRAP_DEV, "nvidia", "dri", "kfd", "accel", "vfio"} | {
@@ -692,7 +693,7 @@ def test_a_contained_kernel_sees_an_allow_list_of_files_and_variables(tmp_path, 
 def test_a_file_the_sandbox_uid_cannot_read_is_named(tmp_path, monkeypatch):
     """Where the kernel's view cannot work (here a kept folder of mode 0700, as a Python installed
     with umask 077 would be), the launcher says which path, its mode and the fix, not 'namespaces'."""
-    from autograder.sandbox import containment as sandbox
+    from autograder.sandbox import probe
 
     private = Path(tempfile.mkdtemp(prefix="private-python-", dir="/run" if os.access("/run", os.W_OK) else None))
     try:
@@ -703,7 +704,7 @@ def test_a_file_the_sandbox_uid_cannot_read_is_named(tmp_path, monkeypatch):
         message = ran.stderr.strip().splitlines()[-1]
         assert f"the sandbox uid cannot read {private} (mode 0700, owner uid 0)" in message, message
         assert "chmod -R o+rX" in message
-        refusal = sandbox.probe_refusal(f"a kernel could not start in the sandbox ({message})")
+        refusal = probe.probe_refusal(f"a kernel could not start in the sandbox ({message})")
         assert "readable by other users" in refusal and "namespaces" not in refusal, refusal
     finally:
         shutil.rmtree(private, ignore_errors=True)
@@ -742,15 +743,15 @@ def test_a_contained_process_has_a_cpu_share_and_a_thread_cap_of_its_own(tmp_pat
     """No shared fate (issue 33, item 3): a kernel (or program runner) is in cgroups of its own
     that cap its CPUs below the machine's and its threads at the sandbox's cap, where the
     machine has the cpu and pids controllers; they are gone when its box is closed."""
-    from autograder.sandbox import containment as sandbox
+    from autograder.sandbox import cgroups, containment, launch
 
-    box = sandbox.open_sandbox(time.monotonic() + 60, Settings.load())
+    box = containment.open_sandbox(time.monotonic() + 60, Settings.load())
     assert box.contained, box.reason
     try:
         if not box.cgroups and "cgroups v2" not in box.reason:
             pytest.skip(f"no cpu and pids cgroups here: {box.reason}")
         cmd = [sys.executable, "-c", "print(open('/proc/self/cgroup').read())"]
-        out = subprocess.run(sandbox.limited(box.wrap(cmd), 60, box), capture_output=True, text=True, timeout=60)
+        out = subprocess.run(launch.limited(box.wrap(cmd), 60, box), capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
         for folder in box.cgroups or [box.cgroup]:
             assert f"autograder-{box.uid}-" in folder
@@ -765,8 +766,8 @@ def test_a_contained_process_has_a_cpu_share_and_a_thread_cap_of_its_own(tmp_pat
             quota, period = map(int, limits["cpu.max"])
         else:
             quota, period = int(limits["cpu.cfs_quota_us"][0]), int(limits["cpu.cfs_period_us"][0])
-        assert quota == sandbox.cpu_quota_cores() * period
-        assert sandbox.cpu_quota_cores() < (os.cpu_count() or 1) or os.cpu_count() == 1
+        assert quota == cgroups.cpu_quota_cores() * period
+        assert cgroups.cpu_quota_cores() < (os.cpu_count() or 1) or os.cpu_count() == 1
         folders = list(box.cgroups)
     finally:
         box.close()
@@ -778,22 +779,22 @@ def test_the_probe_refuses_a_secret_the_kernel_can_see_and_keeps_no_failure(tmp_
     """check_sandbox: a path the kernel can still see is a refusal (the box itself stands in for a
     leak), the course's solutions/ are unseen; a failure is probed again by the next notebook, a
     success is kept."""
-    from autograder.sandbox import containment as sandbox
+    from autograder.sandbox import containment, probe
 
-    monkeypatch.setattr(sandbox, "_CHECKED", {})
-    box = sandbox.open_sandbox(time.monotonic() + 60, Settings.load())
+    monkeypatch.setattr(probe, "_CHECKED", {})
+    box = containment.open_sandbox(time.monotonic() + 60, Settings.load())
     assert box.contained, box.reason
     try:
         box_dir = tmp_path / "run" / "box"
         home, work = box_dir / "home", box_dir / "work"
         (home / "tmp").mkdir(parents=True)
         work.mkdir()
-        sandbox.chown_tree(box_dir, box.uid)
+        containment.chown_tree(box_dir, box.uid)
         box.keep_rw = [str(box_dir)]
-        leak = sandbox.check_sandbox(box, home, work, [str(ROOT / "solutions"), str(work)])
+        leak = probe.check_sandbox(box, home, work, [str(ROOT / "solutions"), str(work)])
         assert f"can still see {work}" in leak and "solutions" not in leak, leak
-        assert sandbox._CHECKED == {}
-        assert sandbox.check_sandbox(box, home, work, [str(ROOT / "solutions")]) == ""
-        assert list(sandbox._CHECKED.values()) == [""]
+        assert probe._CHECKED == {}
+        assert probe.check_sandbox(box, home, work, [str(ROOT / "solutions")]) == ""
+        assert list(probe._CHECKED.values()) == [""]
     finally:
         box.close()

@@ -47,6 +47,7 @@ from ..feedback import ExerciseFailure, call, fail
 from ..meshes import make_mesh
 from ..purity import changed_globals, snapshot_globals
 from . import fixtures
+from .fixtures.calls import jit_once
 from .config import course_semantics, reset_config
 
 # The checks a claim may run: the kernel alone can observe what they look at.
@@ -78,7 +79,8 @@ def _lookup(name):
 
 
 def _is_fixture(f) -> bool:
-    return isinstance(f, types.FunctionType) and f.__module__ == fixtures.__name__
+    return (isinstance(f, types.FunctionType) and f.__name__ in fixtures.__all__
+            and getattr(fixtures, f.__name__) is f)
 
 
 def _callee(name):
@@ -123,9 +125,8 @@ def _markers():
 
     def fixture(d, node, depth):
         name = node.get("name")
-        # a public function of the module: its private helpers (a mesh builder...) are not fixtures
-        ok = isinstance(name, str) and name.isidentifier() and not name.startswith("_")
-        f = getattr(fixtures, name, None) if ok else None
+        # a name of the package's __all__: its modules' helpers (a mesh builder...) are not fixtures
+        f = getattr(fixtures, name) if isinstance(name, str) and name in fixtures.__all__ else None
         if not _is_fixture(f):
             raise wire.WireError(f"no fixture {str(name)[:40]!r}")
         return f
@@ -226,8 +227,8 @@ def _run(req) -> dict:
             jax.config.update("jax_disable_jit", False)
             target = fn
             if req.get("jit"):  # cached: repeated calls do not retrace
-                target = fixtures._jit_once(("agent", req["name"], id(fn), *statics.values()), fn,
-                                            lambda: jax.jit(fn, **statics))
+                target = jit_once(("agent", req["name"], id(fn), *statics.values()), fn,
+                                  lambda: jax.jit(fn, **statics))
             value = target(*args, **kwargs)
             reply = {"value": jax.block_until_ready(value) if _has_arrays(value) else value}
             if req.get("return_args"):  # the arguments as the call left them (in-place writes)

@@ -7,7 +7,7 @@ grading process forked by a batch receives it as an argument. No environment var
 written to carry a setting. ``python -m autograder settings`` lists them with their values
 (:func:`describe`). A value that does not parse is a :class:`~autograder.common.errors.GradingError`
 naming it and what it must be. Kernels never see them (their environment is an allow-list:
-:data:`autograder.sandbox.containment.KERNEL_ENV`), except ``AUTOGRADER_KERNEL_TAG``.
+:data:`autograder.sandbox.environment.KERNEL_ENV`), except ``AUTOGRADER_KERNEL_TAG``.
 """
 from __future__ import annotations
 

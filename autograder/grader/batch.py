@@ -18,15 +18,10 @@ from pathlib import Path
 from ..common.settings import Settings
 from .pipeline import Options, grade_notebook
 from .result import Result, failed_result
-from ..sandbox.containment import (
-    NAMESPACE,
-    NONE,
-    PROCESS_GROUP,
-    USER_NAMESPACE,
-    die_with_parent,
-    limit_judge_memory,
-    private_mounts,
-)
+from ..sandbox.containment import NAMESPACE, NONE, PROCESS_GROUP, USER_NAMESPACE
+from ..sandbox.judge_memory import limit_judge_memory
+from ..sandbox.launch import die_with_parent
+from ..sandbox.mounts import private_mounts
 from . import startup
 
 
@@ -135,7 +130,7 @@ def grade_here(job, progress: bool = False) -> Result:
     """Grade one notebook in this process (a learner's one-notebook command: nothing to fork
     for). As in a grading process, as root its boxes' tmpfs mounts are made in a mount
     namespace of this process's own (before any thread starts), and its data memory is capped
-    while it grades (:func:`~autograder.sandbox.containment.limit_judge_memory`), then given back."""
+    while it grades (:func:`~autograder.sandbox.judge_memory.limit_judge_memory`), then given back."""
     import resource
 
     private_mounts()

@@ -18,7 +18,9 @@ import threading
 import time
 from dataclasses import dataclass
 
-from ..sandbox.containment import DEFAULT_CPU_LIMIT, kernel_env, kernel_manager_class
+from ..sandbox.environment import kernel_env
+from ..sandbox.kernel_manager import kernel_manager_class
+from ..sandbox.launch import DEFAULT_CPU_LIMIT
 
 DEFAULT_OUTPUT_LIMIT = 1_000_000  # characters of output kept per cell
 _END_MARK = "autograder-end-of-notebook"  # metadata of the cell appended to run after-cell hooks

@@ -38,14 +38,9 @@ from ..common.course import GradingError, data_files, find_course_root, read_sou
 from ..common.settings import Settings
 from .execution import early_kernel, kill_kernel, make_executor
 from .result import Result, zero_result
-from ..sandbox.containment import (
-    Sandbox,
-    check_sandbox,
-    chown_tree,
-    open_sandbox,
-    probe_refusal,
-    run_dir_base,
-)
+from ..sandbox.containment import Sandbox, chown_tree, open_sandbox
+from ..sandbox.kernel_manager import run_dir_base
+from ..sandbox.probe import check_sandbox, probe_refusal
 from .submission import read_json as read_json_of, read_submission, sanitize
 from . import startup
 

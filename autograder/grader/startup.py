@@ -77,8 +77,8 @@ def before_fork(parallel: bool) -> None:
         judge_side()
         from .. import judge
         from ..agent import fixtures  # noqa: F401 - the judge's side
-        from ..judge import allowlist, programs, runner  # noqa: F401
-        from ..sandbox import containment  # noqa: F401
+        from ..judge import allowlist, mlir, programs, runner  # noqa: F401
+        from ..sandbox import containment, kernel_manager, probe  # noqa: F401
 
         package_side()
         judge.ensure_judge_devices()  # before JAX starts: a grading process judges every chapter
@@ -148,6 +148,6 @@ def _validator_ready():
 
 
 def _kernelspec_ready():
-    from ..sandbox.containment import kernel_specs
+    from ..sandbox.kernel_manager import kernel_specs
 
     kernel_specs().get_kernel_spec("python3")  # imports ipykernel's kernelspec

@@ -5,7 +5,7 @@ learner's functions through a narrow data channel (the kernel's Jupyter messagin
 :mod:`autograder.wire` data only). Where an answer can be traced, it takes the learner's
 *program*: ``k.program(name, *specs)`` is one ``jax.export`` per function and input signature
 (exported for the judge's platform, CPU, and checked against :mod:`.allowlist`),
-whose structure is read as a parsed module (:mod:`.programs`) and whose values come
+whose structure is read as a parsed module (:mod:`.mlir`) and whose values come
 from running that same program on the judge's inputs in the contained program runner
 (:mod:`.runner`: no learner program runs in the grading process). Otherwise it calls
 the functions in the kernel on inputs it draws afresh each run. Either way it compares what
@@ -17,21 +17,22 @@ One trusted file per assignment, ``solutions/<assignment>/judge.py``, holds one 
 ``test_<name>(k)`` per graded test cell; ``k`` is a :class:`Kernel`::
 
     import numpy as np
-    import autograder as ag
-    from autograder.judge import AsJax
+    from autograder.judge import AsJax, check_close, check_matches_reference
 
     def test_double(k):
         double = k.fn("double")                      # a RemoteFunction
         x = k.rng.normal(size=(3, 4)).astype(np.float32)
-        ag.check_close(double(AsJax(x)), 2 * x, what="double(x)")
-        ag.check_matches_reference(double, lambda x: 2 * np.asarray(x), lambda rng: (AsJax(
+        check_close(double(AsJax(x)), 2 * x, what="double(x)")
+        check_matches_reference(double, lambda x: 2 * np.asarray(x), lambda rng: (AsJax(
             rng.normal(size=5).astype(np.float32)),), seed=k.seed(), jit=True)
 
 :func:`run_judge` loads that file by path (never from a folder the kernel can write) and turns
 each test's outcome into a :class:`Verdict`; :class:`JudgeStep` plugs it into grading. The
-modules (channel, kernel, step, outcome, programs, allowlist, runner) are described in
+modules (channel, kernel, step, outcome, mlir, programs, allowlist, runner) are described in
 docs/architecture.md. Every name a judge file imports is here: ``from autograder.judge import
-programs, Ref, Spec`` (the channel's data markers of :mod:`autograder.wire` included).
+programs, Ref, Spec, fail`` (the channel's data markers of :mod:`autograder.wire`, the
+fixtures of :mod:`autograder.agent.fixtures` and the learner's checks a judge uses included;
+the submodules ``programs`` and ``mlir`` are imported as such).
 """
 import importlib
 
@@ -46,6 +47,17 @@ _HOMES = {
     "runner": ("JUDGE_CPU_DEVICES", "ProgramFailure", "ensure_judge_devices"),
     "outcome": ("PASSED", "Verdict", "learner_text"),
     "autograder.wire": ("AsJax", "Fixture", "Key", "Opaque", "Ref", "Sharded", "Spec", "as_jax", "values"),
+    "autograder.agent": ("fixtures",),
+    # the learner's checks a judge uses too (the same messages and tolerances)
+    "autograder.feedback": ("ExerciseFailure", "call", "explain_error", "fail"),
+    "autograder.numerics": ("check_close", "check_equal", "check_matches_reference", "tolerance"),
+    "autograder.device": ("honest_time",),
+    "autograder.compilation": ("CompileCounter",),
+    "autograder.jaxprs": ("primitives_in",),
+    "autograder.meshes": ("make_mesh", "mesh_shape"),
+    "autograder.phases": ("numbers_in",),
+    "autograder.pytrees": ("call_on_tree", "describe"),
+    "autograder.shapes": ("data_dependent_shape",),
 }
 _HOME = {name: module for module, names in _HOMES.items() for name in names}
 __all__ = list(_HOME)

@@ -1,6 +1,6 @@
 """What a learner's exported program may contain before the program runner runs it.
 
-The program is read as a parsed module, as the runner executes it (:mod:`.programs`: never
+The program is read as a parsed module, as the runner executes it (:mod:`.mlir`: never
 searched as text; composites and calls inlined, so a custom call inside a composite's
 decomposition is checked like any other). Every operation must be of :data:`ALLOWED` (the pure
 StableHLO operations, CHLO's, the function and Shardy dialects' structure); a
@@ -70,18 +70,18 @@ VETTED_PREFIX = {"xla.sdy.": _same_kind}
 
 def refusal(exported, program=None) -> str:
     """'' when the program may run; else why not, in words for the learner. ``program``: its
-    :class:`autograder.judge.programs.Program`, when already read."""
+    :class:`autograder.judge.mlir.Program`, when already read."""
     platforms = tuple(getattr(exported, "platforms", ()) or ())
     if JUDGE_PLATFORM not in platforms:
         return (f"it was exported for {', '.join(platforms) or 'no platform'}, not for the grader's "
                 f"platform ({JUDGE_PLATFORM}); the grader runs every program it grades")
     if getattr(exported, "ordered_effects", ()) or getattr(exported, "unordered_effects", ()):
         return "it has side effects (a host callback such as jax.debug.print or io_callback)"
-    from . import programs
+    from . import mlir
 
     try:
-        program = program or programs.read(exported)
-    except programs.ProgramError as exc:
+        program = program or mlir.read(exported)
+    except mlir.ProgramError as exc:
         return str(exc).rstrip(".")
     except Exception as exc:  # noqa: BLE001 - a module the parser refuses
         return f"its module cannot be parsed ({type(exc).__name__})"
@@ -91,7 +91,7 @@ def refusal(exported, program=None) -> str:
             check = VETTED.get(op.target) or next(
                 (c for p, c in VETTED_PREFIX.items() if op.target.startswith(p)), None)
             if check is None:
-                why = "a call into Python" if programs.CALLBACK.search(op.target) else "a native call"
+                why = "a call into Python" if mlir.CALLBACK.search(op.target) else "a native call"
                 bad.append(f"custom_call @{op.target[:60]} ({why})")
             elif check(op):
                 bad.append(f"custom_call @{op.target[:60]} without {check(op)}")

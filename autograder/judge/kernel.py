@@ -1,6 +1,6 @@
 """The judge's proxy to the learner's kernel: :class:`Kernel` (``k`` in a judge file),
 :class:`RemoteFunction` (a learner function called in the kernel) and :class:`Exported` (a
-learner's program moved into the judge: read by :mod:`.programs`, checked by :mod:`.allowlist`,
+learner's program moved into the judge: read by :mod:`.mlir`, checked by :mod:`.allowlist`,
 run by :mod:`.runner`). Every request goes through one :class:`~.channel.Channel`.
 """
 from __future__ import annotations
@@ -49,17 +49,17 @@ class Exported:
     :attr:`has_loops`) and run, on the judge's inputs, in the contained program runner
     (:meth:`call`, or calling the object itself): every fact and every value from the same
     artifact, ``exported`` made what the runner executes
-    (:func:`autograder.judge.programs.executable`: composites and calls inlined, constants
+    (:func:`autograder.judge.mlir.executable`: composites and calls inlined, constants
     folded, dead code removed). ``blob``: its serialized bytes (``exported.serialize()`` when
     not given); ``runner``: the :class:`autograder.judge.runner.ProgramRunner` to run it in
     (default: :func:`autograder.judge.runner.current`)."""
 
     def __init__(self, exported, *, blob=None, runner=None, name="the function"):
-        from . import programs
+        from . import mlir
 
         try:  # the module the runner compiles and runs is the one whose facts are read
-            runnable = programs.executable(exported)
-        except programs.ProgramError:  # refused by check(), which says why
+            runnable = mlir.executable(exported)
+        except mlir.ProgramError:  # refused by check(), which says why
             runnable = exported
         if runnable is not exported:
             blob = None
@@ -80,17 +80,17 @@ class Exported:
 
     @property
     def structure(self):
-        """The parsed program (:class:`autograder.judge.programs.Program`: ``op_counts``,
+        """The parsed program (:class:`autograder.judge.mlir.Program`: ``op_counts``,
         ``has_loops``, ``collectives``, ``custom_call_targets``, ``top_level``, ``ops``)."""
         if self._structure is None:
-            from . import programs
+            from . import mlir
 
-            self._structure = programs.read(self.written)  # normalized as self.exported was
+            self._structure = mlir.read(self.written)  # normalized as self.exported was
         return self._structure
 
     def ops(self):
         """``Counter`` of operation names (``stablehlo.add``...), nested bodies and called
-        functions included (:attr:`autograder.judge.programs.Facts.op_counts`)."""
+        functions included (:attr:`autograder.judge.mlir.Facts.op_counts`)."""
         return self.structure.op_counts
 
     @property

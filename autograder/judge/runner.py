@@ -129,7 +129,8 @@ class ProgramRunner:
         import subprocess
 
         from ..common.settings import Settings
-        from ..sandbox import containment as sandbox
+        from ..sandbox import launch
+        from ..sandbox.containment import open_sandbox
 
         if os.getpid() != self._owner:  # a copy from before a fork: this process's own is another
             raise ProgramFailure("The grader's program runner belongs to another process; please tell the "
@@ -139,26 +140,26 @@ class ProgramRunner:
         self._reap()
         if self.box is None:
             try:
-                self.box = sandbox.open_sandbox(time.monotonic() + START_TIMEOUT,
-                                                self.settings or Settings.load())
+                self.box = open_sandbox(time.monotonic() + START_TIMEOUT,
+                                   self.settings or Settings.load())
             except Exception as exc:  # noqa: BLE001 - GradingError: every sandbox uid busy, a bad setting
                 raise ProgramFailure(f"The grader could not start its program runner ({exc}).") from None
         if self.box.refused:
             raise ProgramFailure(f"The grader cannot run programs contained: {self.box.reason}")
         self.mode = self.box.mode
-        serve = [*sandbox.package_module("autograder.judge.runner"), "serve"]
+        serve = [*launch.package_module("autograder.judge.runner"), "serve"]
         if self.box.contained:
             # It starts at a lower priority (importing JAX, beside the kernel that runs the
             # notebook, whose time the learner waits for), and is raised back once ready
             # (_wait_ready).
-            cmd = sandbox.limited(self.box.wrap(serve), self.cpu_seconds, self.box, nice=START_NICE)
+            cmd = launch.limited(self.box.wrap(serve), self.cpu_seconds, self.box, nice=START_NICE)
         else:
-            cmd = [*sandbox.LAUNCHER, "limits", f"--cpu={self.cpu_seconds}",
+            cmd = [*launch.LAUNCHER, "limits", f"--cpu={self.cpu_seconds}",
                    f"--parent={os.getpid()}", f"--memory={self.box.memory_mb << 20}", "--", *serve]
         env = {k: os.environ[k] for k in _ENV_KEEP if k in os.environ}
         env.update({"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "TMPDIR": "/tmp", "JAX_PLATFORMS": "cpu",
                     "PYTHONDONTWRITEBYTECODE": "1", "TF_CPP_MIN_LOG_LEVEL": "3", "XLA_FLAGS": XLA_FLAGS})
-        env = sandbox.with_package(env)
+        env = launch.with_package(env)
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, cwd="/", env=env, close_fds=True)
         self.starts += 1

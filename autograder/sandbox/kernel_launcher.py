@@ -1,7 +1,7 @@
 """What a graded kernel runs instead of ``python -m ipykernel_launcher``: the same launcher,
 without ipykernel's debugger (it imports debugpy and pydevd when the kernel starts, about 0.1 s
 of CPU per kernel; nobody debugs a graded kernel). ``debugpy`` is importable again for the
-notebook. Started by :func:`autograder.sandbox.containment.without_debugger`'s command."""
+notebook. Started by :func:`autograder.sandbox.kernel_manager.without_debugger`'s command."""
 import runpy
 import sys
 

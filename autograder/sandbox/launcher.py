@@ -3,7 +3,7 @@
 not the current folder, so a submission's files cannot stand in for a module). What each step
 contains is described in docs/security.md ("Containment").
 
-``limits``: started by the grading process (:func:`autograder.sandbox.containment.limited`), it
+``limits``: started by the grading process (:func:`autograder.sandbox.launch.limited`), it
 sets the limits on itself and executes the rest of its command line (bubblewrap, or the command
 itself without a sandbox). It runs a second time inside bubblewrap's view
 (:meth:`autograder.sandbox.containment.Sandbox.wrap`): there it sets the thread cap and, as

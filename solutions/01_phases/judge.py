@@ -23,11 +23,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import autograder as ag
-from autograder.agent import fixtures
+from autograder.judge import (
+    call,
+    check_close,
+    check_equal,
+    check_matches_reference,
+    fail,
+    fixtures,
+    numbers_in,
+    primitives_in,
+)
 from autograder.judge import programs
-from autograder.jaxprs import primitives_in
-from autograder.phases import numbers_in
 from autograder.judge import AsJax, Fixture, Ref, values
 
 
@@ -47,24 +53,24 @@ def _check_names(k, fixture, args, what):
     """primitive_names(fixture, *args) in the kernel against the judge's own jaxpr; an answer
     with the right primitives in another order, without the repeats, or with the primitives of
     nested jaxprs, is told so."""
-    got = ag.call(k.fn("primitive_names"), Fixture(fixture), *args, what=what)
+    got = call(k.fn("primitive_names"), Fixture(fixture), *args, what=what)
     want, nested = _reference_names(fixture, args)
     names = [str(n) for n in got] if isinstance(got, (list, tuple)) else None
     if names is not None and names != want:
         if sorted(names) == sorted(want):
-            ag.fail("phases", f"{what} is {names!r}: the right primitives in the wrong order, expected "
+            fail("phases", f"{what} is {names!r}: the right primitives in the wrong order, expected "
                               f"{want!r}. List them in the order the jaxpr's equations appear "
                               "(`jaxpr.eqns`), not sorted.")
         if names == list(dict.fromkeys(want)):
-            ag.fail("phases", f"{what} is {names!r}, expected {want!r}: it dropped the repeated "
+            fail("phases", f"{what} is {names!r}, expected {want!r}: it dropped the repeated "
                               "primitives, but a primitive applied twice is two equations of the jaxpr.")
         inner = sorted(set(names) & (set(nested) - set(want)))
         if inner:
-            ag.fail("phases", f"{what} is {names!r}, expected {want!r}: it lists {inner} from inside "
+            fail("phases", f"{what} is {names!r}, expected {want!r}: it lists {inner} from inside "
                               "nested jaxprs (the body of a nested jit, cond or scan). A nested jaxpr is "
                               "one equation of the top level (named `jit`, `cond`, `scan`...); list the "
                               "top level's equations only.")
-    ag.check_equal(got, want, what=what, idea="phases")
+    check_equal(got, want, what=what, idea="phases")
 
 
 def test_primitive_names(k):
@@ -103,12 +109,12 @@ def _check_printed(k, x, i):
     """jax.jit(runtime_print)(x) in the kernel, with what it printed; the printed numbers are
     read and compared with sin(x) here (the results are checked by the reference test below)."""
     label = "jax.jit(runtime_print)"
-    got = ag.call(k.fn(Fixture("printed_call")), Ref("runtime_print"), _f32(x), what=label)
+    got = call(k.fn(Fixture("printed_call")), Ref("runtime_print"), _f32(x), what=label)
     text = got.get("printed") if isinstance(got, dict) else None
     if not isinstance(text, str):
-        ag.fail("runtime_values", f"{label}'s printed output could not be read back from the kernel.")
+        fail("runtime_values", f"{label}'s printed output could not be read back from the kernel.")
     if "Traced<" in text or "Tracer" in text:
-        ag.fail("runtime_values", f"{label} printed a tracer ({text.strip()[:120]!r}): Python's "
+        fail("runtime_values", f"{label} printed a tracer ({text.strip()[:120]!r}): Python's "
                                   "`print` runs at trace time, when there is no value yet; use "
                                   "`jax.debug.print`, which runs with the concrete values.")
     want = np.sin(x.astype(np.float64))
@@ -116,7 +122,7 @@ def _check_printed(k, x, i):
     tol = 1e-3
     missing = [float(v) for v in want if not np.any(np.abs(seen - v) <= tol + tol * abs(v))]
     if missing:
-        ag.fail("runtime_values", f"on call #{i + 1}, {label} printed {text.strip()[:160] or 'nothing'!r}, "
+        fail("runtime_values", f"on call #{i + 1}, {label} printed {text.strip()[:160] or 'nothing'!r}, "
                                   f"which does not show the values {np.round(missing, 3).tolist()}. Under "
                                   "jit, only `jax.debug.print` prints on every call with the values of that call.")
 
@@ -128,7 +134,7 @@ def test_runtime_print(k):
     for i in range(3):
         _check_printed(k, _away_from_zero(k.rng, 2), i)
     # Values, judged here: eagerly and under jit, on fresh inputs.
-    ag.check_matches_reference(k.fn("runtime_print"), lambda x: np.sin(np.asarray(x, np.float64)) * 2,
+    check_matches_reference(k.fn("runtime_print"), lambda x: np.sin(np.asarray(x, np.float64)) * 2,
                                lambda rng: (rng.uniform(-3, 3, size=(3,)).astype(np.float32),), trials=2,
                                seed=k.seed(), idea="runtime_values")
 
@@ -141,13 +147,13 @@ def test_scaled(k):
     s = float(np.float32(k.rng.uniform(2.5, 9.0)))  # never the given SCALE = 2.0
     what = f"jax.jit(scaled)(x, {s:.4g}), which must scale by its `scale` argument,"
     got = programs.run(k, "scaled", x, np.float32(s), label=what)  # its exported program, scale traced
-    ag.check_close(got, x.astype(np.float64) * s, what=what, idea="constants", dtype=np.float32)
+    check_close(got, x.astype(np.float64) * s, what=what, idea="constants", dtype=np.float32)
     k.claim("check_globals_unchanged", "scaled", _f32(x), float(np.float32(k.rng.uniform(0.1, 9.0))),
             what="`scaled`")  # kernel-side only
     def make_args(rng):
         return rng.normal(size=(5,)).astype(np.float32), np.float32(rng.uniform(0.1, 9.0))
 
-    ag.check_matches_reference(scaled, lambda x, s: np.asarray(x, np.float64) * s, make_args,
+    check_matches_reference(scaled, lambda x, s: np.asarray(x, np.float64) * s, make_args,
                                trials=3, seed=k.seed(), idea="constants", jit=False, dtype=np.float32)
     programs.check_matches_reference(k, "scaled", lambda x, s: np.asarray(x, np.float64) * s, make_args,
                                      trials=3, seed=k.seed(), idea="constants", dtype=np.float32)
@@ -165,7 +171,7 @@ def _check_no_recompile(k, name, calls, what, idea):
     counts = k.fixture("compiles_per_call")(Ref(name), calls, what=f"`{name}`")
     again = sum(int(c) for c in counts[1:])
     if again:
-        ag.fail(idea, f"called directly with {len(calls)} new values of `{what}`, `{name}` compiled "
+        fail(idea, f"called directly with {len(calls)} new values of `{what}`, `{name}` compiled "
                       f"{list(counts)} times per call: after the first call, a new `{what}` must reuse the "
                       "compiled program. A program built anew inside the function at every call, with "
                       "the value baked in, compiles at every call.")
@@ -184,9 +190,9 @@ def _reported_flops(n):
 
 
 def _check_flops(k, n):
-    got = ag.call(k.fn("matmul_flops"), n, what=f"matmul_flops({n})")
+    got = call(k.fn("matmul_flops"), n, what=f"matmul_flops({n})")
     if not isinstance(got, (int, float)) or isinstance(got, bool):
-        ag.fail("cost", f"matmul_flops({n}) returned a {type(got).__name__}; return the number of FLOPs as a float.")
+        fail("cost", f"matmul_flops({n}) returned a {type(got).__name__}; return the number of FLOPs as a float.")
     want = _reported_flops(n)
     if float(got) != want:
         textbook = ""
@@ -195,7 +201,7 @@ def _check_flops(k, n):
                         "programs (for n = 1, XLA on CPU turns the product into one multiply, one FLOP): "
                         "the exercise asks for what the compiled program reports, so compile it and "
                         "read its count.")
-        ag.fail("cost", f"matmul_flops({n}) is {float(got)!r}, but the compiled program's cost analysis "
+        fail("cost", f"matmul_flops({n}) is {float(got)!r}, but the compiled program's cost analysis "
                         f"reports {want!r} FLOPs: read the 'flops' entry of "
                         "`.lower(...).compile().cost_analysis()`, where a multiply-add counts as two."
                         + textbook)

@@ -13,8 +13,7 @@ from collections import Counter
 import jax
 import numpy as np
 
-import autograder as ag
-from autograder.agent import fixtures
+from autograder.judge import call, fail, fixtures
 from autograder.judge import AsJax, Fixture, values
 
 try:
@@ -76,10 +75,10 @@ _MISTAKES = (
 
 def _counts_of(k, fixture, args, what):
     """``(got, traced jaxpr)``: the learner's counts for one fixture, and the fixture traced here."""
-    got = ag.call(k.fn("count_primitives"), Fixture(fixture), *args, what=what)
+    got = call(k.fn("count_primitives"), Fixture(fixture), *args, what=what)
     if not isinstance(got, dict) or not all(isinstance(n, str) and isinstance(c, (int, np.integer))
                                             and not isinstance(c, bool) for n, c in got.items()):
-        ag.fail("phases", f"{what} returned {str(got)[:200]}; return a dict from primitive names (strings) "
+        fail("phases", f"{what} returned {str(got)[:200]}; return a dict from primitive names (strings) "
                           "to counts (ints).")
     return {str(n): int(c) for n, c in got.items()}, jax.make_jaxpr(getattr(fixtures, fixture))(*values(args))
 
@@ -94,11 +93,11 @@ def _check_all(results):
     want = _count(closed)
     zeros = sorted(n for n, c in got.items() if c == 0)
     if zeros:
-        ag.fail("phases", f"{what} has zero entries {zeros}: a primitive that does not occur is absent.")
+        fail("phases", f"{what} has zero entries {zeros}: a primitive that does not occur is absent.")
     for options, why in _MISTAKES:
         if all(g == _count(c, **options) for _, g, c in results):
-            ag.fail("phases", f"{what} is {got}, expected {want}: {why}")
-    ag.fail("phases", f"{what} is {got}, expected {want} (every equation of the jaxpr and of every jaxpr "
+            fail("phases", f"{what} is {got}, expected {want}: {why}")
+    fail("phases", f"{what} is {got}, expected {want} (every equation of the jaxpr and of every jaxpr "
                       "nested in it, once per place that holds it).")
 
 

@@ -14,7 +14,7 @@ dtype; the kernel's calls are fail-only checks beside them.
 import jax
 import numpy as np
 
-import autograder as ag
+from autograder.judge import call, check_close, ExerciseFailure, fail
 from autograder.judge import programs
 from autograder.judge import LearnerError
 from autograder.judge import AsJax, Fixture, Ref
@@ -27,7 +27,7 @@ def _f32(x):
 def _check_is_jitted(k, name):
     """Kernel-side: the notebook's ``name`` has ``lower`` (a jitted function)."""
     if k.call(Fixture("is_jitted"), Ref(name)) is not True:
-        ag.fail("static", f"`{name}` is not a jitted function: define `{name}` as the result of "
+        fail("static", f"`{name}` is not a jitted function: define `{name}` as the result of "
                           f"`jax.jit(...)` (with the right static arguments), so that its "
                           "compilations can be counted.")
 
@@ -35,18 +35,18 @@ def _check_is_jitted(k, name):
 def _static_translate(exc, label):
     """A learner error that comes from tracing a configuration value names the idea."""
     if isinstance(exc, (jax.errors.ConcretizationTypeError, jax.errors.TracerIntegerConversionError)):
-        return ag.ExerciseFailure("static", f"{label} needed the Python value of a traced argument: values "
+        return ExerciseFailure("static", f"{label} needed the Python value of a traced argument: values "
                                             "that choose the program (a loop count, an axis, an option) "
                                             "must be static arguments of jax.jit.")
     if isinstance(exc, TypeError) and ("abstract array" in str(exc) or "valid JAX type" in str(exc)):
-        return ag.ExerciseFailure("static", f"{label} got a Python object that is not an array (a string?) "
+        return ExerciseFailure("static", f"{label} got a Python object that is not an array (a string?) "
                                             "as a traced argument: configuration like this must be a "
                                             "static argument.")
     return None
 
 
 def _static_call(f, *args, what):
-    return ag.call(f, *args, what=what, translate=_static_translate)
+    return call(f, *args, what=what, translate=_static_translate)
 
 
 # --------------------------------------------------------------------------- power
@@ -61,7 +61,7 @@ def test_power(k):
     shape = (int(k.rng.integers(2, 5)), int(k.rng.integers(3, 7)))
     draw = lambda: k.rng.uniform(-1.5, 1.5, size=shape).astype(np.float32)  # noqa: E731
     x = draw()
-    ag.check_close(_static_call(power, _f32(x), 3, what="power(x, 3)"), _ref_power(x, 3), what="power(x, 3)",
+    check_close(_static_call(power, _f32(x), 3, what="power(x, 3)"), _ref_power(x, 3), what="power(x, 3)",
                    rtol=1e-4, atol=1e-5)
     # From outside: a static argument is hashed into the compile signature, and a JAX array is
     # not hashable, so a `power` with `n` static refuses one. One that accepts it traces `n`.
@@ -70,16 +70,16 @@ def test_power(k):
     except LearnerError:
         pass
     else:
-        ag.fail("static", "power(x, jnp.asarray(2)) ran: `n` is traced, not static, so one program "
+        fail("static", "power(x, jnp.asarray(2)) ran: `n` is traced, not static, so one program "
                           "serves every `n` and no loop is unrolled per `n`. The number of multiplications must be "
                           "known while tracing, so `n` belongs to the compile signature.")
     for n in (0, 1, 2, 5, 7, int(k.rng.integers(8, 12))):
         xr = draw()
-        ag.check_close(_static_call(power, _f32(xr), n, what=f"power(x, {n})"), _ref_power(xr, n),
+        check_close(_static_call(power, _f32(xr), n, what=f"power(x, {n})"), _ref_power(xr, n),
                        what=f"power(x, {n})", rtol=1e-4, atol=1e-5, dtype=np.float32)
         got = programs.run(k, "power", xr, n, static_argnums=(1,), translate=_static_translate,
                            label=f"power(x, {n})")  # its program, n static: the value that counts
-        ag.check_close(got, _ref_power(xr, n), what=f"the program of power(x, {n})", rtol=1e-4, atol=1e-5,
+        check_close(got, _ref_power(xr, n), what=f"the program of power(x, {n})", rtol=1e-4, atol=1e-5,
                        dtype=np.float32)
     # Kernel-side claims: compile counts.
     xs = [_f32(draw()) for _ in range(3)]
@@ -103,7 +103,7 @@ def test_scale_by(k):
     shape = (int(k.rng.integers(2, 5)), int(k.rng.integers(2, 6)))
     draw = lambda: k.rng.normal(size=shape).astype(np.float32)  # noqa: E731
     x, f = draw(), _factor(k.rng)
-    ag.check_close(ag.call(scale_by, _f32(x), f), x * np.float32(f), what=f"scale_by(x, {f:.4g})")
+    check_close(call(scale_by, _f32(x), f), x * np.float32(f), what=f"scale_by(x, {f:.4g})")
     # From outside: with `factor` traced, a JAX array is a valid factor; a static `factor` must
     # be hashed into the compile signature, and a JAX array cannot be.
     x2, f2 = draw(), _factor(k.rng)
@@ -112,12 +112,12 @@ def test_scale_by(k):
         got = scale_by(_f32(x2), _f32(f2))
     except LearnerError as exc:
         if isinstance(exc, ValueError) and "static" in str(exc):
-            ag.fail("static", f"{label} was refused: `factor` is a static argument (a JAX array "
+            fail("static", f"{label} was refused: `factor` is a static argument (a JAX array "
                               "cannot be hashed into the compile signature), so every new factor "
                               "compiles a new program. A float that is data must be a traced input: "
                               "no static arguments here.")
-        got = ag.call(scale_by, _f32(x2), _f32(f2), what=label)  # any other error: its feedback
-    ag.check_close(got, x2 * np.float32(f2), what=label)
+        got = call(scale_by, _f32(x2), _f32(f2), what=label)  # any other error: its feedback
+    check_close(got, x2 * np.float32(f2), what=label)
     # Kernel-side claims: compile counts.
     k.claim("check_compiles", "scale_by", [(_f32(x), 0.1 * i + 0.05) for i in range(10)], 1,
             what="scale_by with ten factors", why="`factor` is data: it must be a traced input, not a static argument.")
@@ -126,11 +126,11 @@ def test_scale_by(k):
             why="Neither new array values nor a new factor change the compile signature.")
     for _ in range(4):
         xr, fr = draw(), _factor(k.rng)
-        ag.check_close(ag.call(scale_by, _f32(xr), fr), xr * np.float32(fr), what=f"scale_by(x, {fr:.4g})",
+        check_close(call(scale_by, _f32(xr), fr), xr * np.float32(fr), what=f"scale_by(x, {fr:.4g})",
                        dtype=np.float32)
         got = programs.run(k, "scale_by", xr, np.float32(fr), translate=_static_translate,
                            label=f"scale_by(x, {fr:.4g})")  # its program, factor traced
-        ag.check_close(got, xr * np.float32(fr), what=f"the program of scale_by(x, {fr:.4g})", dtype=np.float32)
+        check_close(got, xr * np.float32(fr), what=f"the program of scale_by(x, {fr:.4g})", dtype=np.float32)
 
 
 # --------------------------------------------------------------------------- reduce_along
@@ -146,7 +146,7 @@ def test_reduce_along(k):
     shape = tuple(int(v) for v in k.rng.choice(np.arange(2, 7), size=3, replace=False))
     draw = lambda: k.rng.normal(size=shape).astype(np.float32)  # noqa: E731
     x = draw()
-    ag.check_close(_static_call(reduce_along, _f32(x), 1, "sum", what='reduce_along(x, 1, "sum")'),
+    check_close(_static_call(reduce_along, _f32(x), 1, "sum", what='reduce_along(x, 1, "sum")'),
                    np.sum(x.astype(np.float64), axis=1), what='reduce_along(x, 1, "sum")')
     # Kernel-side claims: compile counts (before the values below, which reuse these programs).
     k.claim("check_compiles", "reduce_along", [(_f32(draw()), 0, "max") for _ in range(3)], 1,
@@ -158,11 +158,11 @@ def test_reduce_along(k):
     for a, o in _COMBOS + [(-1, "sum"), (-1, "max"), (-2, "mean")]:
         xr = draw()
         what = f"reduce_along(x, {a}, {o!r})"
-        ag.check_close(_static_call(reduce_along, _f32(xr), a, o, what=what),
+        check_close(_static_call(reduce_along, _f32(xr), a, o, what=what),
                        _NP_OPS[o](xr.astype(np.float64), axis=a), what=what, dtype=np.float32)
         got = programs.run(k, "reduce_along", xr, a, o, static_argnums=(1, 2), translate=_static_translate,
                            label=what)  # its program, axis and op static
-        ag.check_close(got, _NP_OPS[o](xr.astype(np.float64), axis=a), what=f"the program of {what}",
+        check_close(got, _NP_OPS[o](xr.astype(np.float64), axis=a), what=f"the program of {what}",
                        dtype=np.float32)
 
 

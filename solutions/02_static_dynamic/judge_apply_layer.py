@@ -12,7 +12,7 @@ compile during the calls counted) is a kernel-side claim: it can fail the test, 
 import jax
 import numpy as np
 
-import autograder as ag
+from autograder.judge import call, check_close, ExerciseFailure, fail
 from autograder.judge import programs
 from autograder.judge import AsJax, Fixture, Ref, Spec
 
@@ -52,15 +52,15 @@ def _translate(exc, label):
     """Errors of a configuration handled as the wrong kind (static vs data) name the idea."""
     msg = str(exc)
     if isinstance(exc, (ValueError, TypeError)) and "hashable" in msg.lower():
-        return ag.ExerciseFailure("static", f"{label} raised {type(exc).__name__}: {msg.splitlines()[0][:160]}. "
+        return ExerciseFailure("static", f"{label} raised {type(exc).__name__}: {msg.splitlines()[0][:160]}. "
                                             "A static argument is a key of the compile cache, so it must be "
                                             "hashable; and only what chooses the program belongs there.")
     if isinstance(exc, (jax.errors.ConcretizationTypeError, jax.errors.TracerIntegerConversionError)):
-        return ag.ExerciseFailure("static", f"{label} needed the Python value of a traced `scale` or `shift` "
+        return ExerciseFailure("static", f"{label} needed the Python value of a traced `scale` or `shift` "
                                             "(such as `float(scale)`): they are data, which has no value while "
                                             "the program is traced.")
     if isinstance(exc, TypeError) and ("abstract array" in msg or "valid JAX type" in msg):
-        return ag.ExerciseFailure("static", f"{label} passed a Python object that is not an array (the "
+        return ExerciseFailure("static", f"{label} passed a Python object that is not an array (the "
                                             "activation's name?) as a traced argument: what chooses the program "
                                             "is configuration, not data.")
     return None
@@ -79,12 +79,12 @@ def _draw_config(rng, activation=None, depth=None):
 def _check_value(got, x, cfg, what):
     want = _reference(x, cfg["activation"], cfg["depth"], cfg["scale"], cfg["shift"])
     try:
-        ag.check_close(got, want, what=what, idea="numerics")
-    except ag.ExerciseFailure as exc:
+        check_close(got, want, what=what, idea="numerics")
+    except ExerciseFailure as exc:
         if (cfg["activation"] == "gelu" and np.shape(got) == np.shape(x) and np.allclose(
                 np.asarray(got, np.float64), _gelu_exact_reference(x, cfg["depth"], cfg["scale"], cfg["shift"]),
                 rtol=1e-4, atol=1e-5)):
-            ag.fail("numerics", f"{exc.detail} It computes the exact gelu; the exercise's \"gelu\" is "
+            fail("numerics", f"{exc.detail} It computes the exact gelu; the exercise's \"gelu\" is "
                                 "jax.nn.gelu with its default approximate=True.")
         raise
 
@@ -108,7 +108,7 @@ def test_apply_layer(k):
         for depth in sorted({1, 4, int(rng.integers(2, 4))}):
             x, cfg = draw_x(), _draw_config(rng, activation, depth)
             what = f"apply_layer(x, {cfg})"
-            _check_value(ag.call(layer, _f32(x), cfg, what=what, translate=_translate), x, cfg, what)
+            _check_value(call(layer, _f32(x), cfg, what=what, translate=_translate), x, cfg, what)
     # Data all the way down: one exported program per (activation, depth), run here on new data.
     for activation in rng.permutation(ACTIVATIONS)[:2]:
         depth = int(rng.integers(1, 5))

@@ -11,7 +11,7 @@ What the kernel says can fail a test, never pass one: each such test also runs t
 """
 import numpy as np
 
-import autograder as ag
+from autograder.judge import call, check_close, check_matches_reference, ExerciseFailure, fail
 from autograder.judge import programs
 from autograder.judge import LearnerError
 from autograder.judge import AsJax, Spec, values
@@ -33,12 +33,12 @@ def _state(count, total):
 
 def _same_twice(f, args, label, idea="purity"):
     """Two calls with the same inputs give the same outputs (checked judge-side)."""
-    first = ag.call(f, *args, what=label)
-    second = ag.call(f, *args, what=label)
+    first = call(f, *args, what=label)
+    second = call(f, *args, what=label)
     try:
-        ag.check_close(second, first, what=f"{label}'s second call", idea=idea)
-    except ag.ExerciseFailure as exc:
-        ag.fail("purity", f"{label} gave different results for the same inputs: {exc.detail}")
+        check_close(second, first, what=f"{label}'s second call", idea=idea)
+    except ExerciseFailure as exc:
+        fail("purity", f"{label} gave different results for the same inputs: {exc.detail}")
     return first
 
 
@@ -55,7 +55,7 @@ def _pair(got, what):
     """``step``'s result as ``(new_state, mean)``, or a failure that says what came back."""
     if not isinstance(got, (tuple, list)) or len(got) != 2:
         kind = f"a {len(got)}-tuple" if isinstance(got, (tuple, list)) else f"a {type(got).__name__}"
-        ag.fail("state", f"{what} returned {kind}; `step` must return the pair `(new_state, mean)`.")
+        fail("state", f"{what} returned {kind}; `step` must return the pair `(new_state, mean)`.")
     return tuple(got)
 
 
@@ -64,10 +64,10 @@ def test_step(k):
     x0 = float(np.float32(k.rng.uniform(0.5, 4.0)))
     got, (s0_after, _) = k.call_keep_args("step", _state(0, 0.0), _f32(x0))
     s1, y1 = _pair(got, f"step({{count: 0, total: 0}}, {x0:.4g})")
-    ag.check_close((s1, y1), ({"count": 1, "total": x0}, x0), what=f"step({{count: 0, total: 0}}, {x0:.4g})",
+    check_close((s1, y1), ({"count": 1, "total": x0}, x0), what=f"step({{count: 0, total: 0}}, {x0:.4g})",
                    idea="state")
     if int(np.asarray(s0_after["count"])) != 0 or float(np.asarray(s0_after["total"])) != 0.0:
-        ag.fail("state", "`step` changed the `state` dict it was given in place; build and return a new "
+        fail("state", "`step` changed the `state` dict it was given in place; build and return a new "
                          "dict instead, so the caller's state stays as it was.")
     args = (_state(int(k.rng.integers(1, 9)), float(k.rng.normal(scale=5.0))), _f32(k.rng.normal()))
     _same_twice(step, args, "`step`")
@@ -76,7 +76,7 @@ def test_step(k):
     def make_args(rng):  # count >= 1: the count-0 case is the first check above
         return (_state(int(rng.integers(1, 40)), float(rng.normal(scale=10.0))), _f32(rng.normal()))
 
-    ag.check_matches_reference(step, _ref_step, make_args, trials=4, seed=k.seed(), what="`step`",
+    check_matches_reference(step, _ref_step, make_args, trials=4, seed=k.seed(), what="`step`",
                                idea="state", jit=False, dtype=F32)
     # The program of jax.jit(step): the state threaded through it, every value from it.
     program = programs.trace(k, "step", {"count": Spec((), "int32"), "total": Spec((), "float32")},
@@ -85,12 +85,12 @@ def test_step(k):
     state = values(_state(0, 0.0))
     for i, x in enumerate(xs):
         state, y = _pair(program(state, x), "jax.jit(step)(state, x)")
-        ag.check_close(y, np.mean(xs[: i + 1].astype(np.float64)),
+        check_close(y, np.mean(xs[: i + 1].astype(np.float64)),
                        what=f"the running mean after {i + 1} jitted steps", idea="state", dtype=F32)
         if not isinstance(state, dict):
-            ag.fail("state", f"jax.jit(step) returned a {type(state).__name__} as its new state; `step` "
+            fail("state", f"jax.jit(step) returned a {type(state).__name__} as its new state; `step` "
                              "must return the state as a dict like the one it was given.")
-    ag.check_close(state["count"], np.int32(len(xs)),
+    check_close(state["count"], np.int32(len(xs)),
                    what="the count after threading the state through 6 jitted steps", idea="state")
     programs.check_matches_reference(k, "step", _ref_step, make_args, trials=3, seed=k.seed(),
                                      what="jax.jit(step)", idea="state", dtype=F32)
@@ -115,10 +115,10 @@ def _call_immutable(f, *args, what):
         return f(*args)
     except LearnerError as exc:
         if _immutable(exc):
-            ag.fail("inplace", f"{what} assigned into a JAX array in place; JAX arrays are "
+            fail("inplace", f"{what} assigned into a JAX array in place; JAX arrays are "
                                "immutable, so the function must return a new array with the diagonal "
                                "updated, built with JAX's functional update syntax.")
-    return ag.call(f, *args, what=what)  # any other error becomes feedback that names its idea
+    return call(f, *args, what=what)  # any other error becomes feedback that names its idea
 
 
 def _numpy_input_untouched(k, n, v):
@@ -130,7 +130,7 @@ def _numpy_input_untouched(k, n, v):
     except LearnerError:
         return
     if not (isinstance(after, tuple) and np.array_equal(np.asarray(after[0]), xn)):
-        ag.fail("inplace", "set_diagonal on a NumPy array modified that array in place; the function "
+        fail("inplace", "set_diagonal on a NumPy array modified that array in place; the function "
                            "must return a new array, built in JAX, and leave the one it was given as it was.")
 
 
@@ -139,7 +139,7 @@ def _traced_numpy(exc, label):
     import jax
 
     if isinstance(exc, jax.errors.TracerArrayConversionError):
-        return ag.ExerciseFailure(
+        return ExerciseFailure(
             "inplace", f"{label} converted a traced array to NumPy to write into it; under jit there is no "
                        "NumPy array to write into. The new array must be built in JAX, with its "
                        "functional update syntax.")
@@ -159,25 +159,25 @@ def test_set_diagonal(k):
         out, after = k.call_keep_args("set_diagonal", _f32(xv), 7.0)
     except LearnerError:
         out, after = _call_immutable(set_diagonal, _f32(xv), 7.0, what="set_diagonal(x, 7.0)"), None
-    ag.check_close(out, _ref_set_diagonal(xv, 7.0), what="set_diagonal(x, 7.0)", idea="inplace")
+    check_close(out, _ref_set_diagonal(xv, 7.0), what="set_diagonal(x, 7.0)", idea="inplace")
     if after is not None:
-        ag.check_close(after[0], xv, what="x after set_diagonal(x, 7.0)", idea="inplace")
+        check_close(after[0], xv, what="x after set_diagonal(x, 7.0)", idea="inplace")
     # The program of jax.jit(set_diagonal), with v a scalar and a vector: the values that count.
     for v in (np.float32(4.0), k.rng.normal(size=4).astype(np.float32)):
         shown = "a scalar v" if np.ndim(v) == 0 else "a vector v"
-        ag.check_close(_set_diagonal_program(k, xv, v)(xv, v), _ref_set_diagonal(xv, v),
+        check_close(_set_diagonal_program(k, xv, v)(xv, v), _ref_set_diagonal(xv, v),
                        what=f"jax.jit(set_diagonal)(x, v) with {shown}", idea="inplace", dtype=F32)
     k.claim("check_globals_unchanged", "set_diagonal", _f32(xv), 4.0, what="`set_diagonal`")
     v = k.rng.normal(size=4).astype(np.float32)
     out = _call_immutable(set_diagonal, _f32(xv), _f32(v), what="set_diagonal(x, v) with a vector v")
-    ag.check_close(out, _ref_set_diagonal(xv, v), what="set_diagonal(x, v) with a vector v", idea="inplace")
+    check_close(out, _ref_set_diagonal(xv, v), what="set_diagonal(x, v) with a vector v", idea="inplace")
 
     def make_args(rng, n=4):
         x = _f32(rng.normal(size=(n, n)))
         v = float(np.float32(rng.normal())) if rng.random() < 0.5 else _f32(rng.normal(size=n))
         return x, v
 
-    ag.check_matches_reference(set_diagonal, _ref_set_diagonal, make_args, trials=3, seed=k.seed(),
+    check_matches_reference(set_diagonal, _ref_set_diagonal, make_args, trials=3, seed=k.seed(),
                                what="`set_diagonal`", jit=False, dtype=F32)
     # Other sizes: one small program each.
     programs.check_matches_reference(k, "set_diagonal", _ref_set_diagonal,
@@ -197,10 +197,10 @@ def _ref_normalize(x):
 def _check_normalized(f, x, what, idea="numerics"):
     """f(x) against the reference (``f``: the kernel's function, or a program); a result that
     uses the sample variance, or adds eps outside the square root, is told which."""
-    got = ag.call(f, _f32(x) if not isinstance(f, programs.Traced) else x, what=what)
+    got = call(f, _f32(x) if not isinstance(f, programs.Traced) else x, what=what)
     try:
-        ag.check_close(got, _ref_normalize(x), what=what, idea=idea, dtype=F32)
-    except ag.ExerciseFailure as exc:
+        check_close(got, _ref_normalize(x), what=what, idea=idea, dtype=F32)
+    except ExerciseFailure as exc:
         xd = np.asarray(x, np.float64)
         centred = xd - xd.mean(axis=0)
         for alt, hint in ((centred / np.sqrt(xd.var(axis=0, ddof=1) + 1e-5),
@@ -208,7 +208,7 @@ def _check_normalized(f, x, what, idea="numerics"):
                           (centred / (xd.std(axis=0) + 1e-5),
                            "It adds eps outside the square root; use sqrt(var + 1e-5).")):
             if np.shape(got) == alt.shape and np.allclose(np.asarray(got, np.float64), alt, rtol=1e-3, atol=1e-4):
-                ag.fail(idea, f"{exc.detail} {hint}")
+                fail(idea, f"{exc.detail} {hint}")
         raise
 
 
@@ -234,7 +234,7 @@ def test_normalize_batch(k):
     for x, label in ((b1, "jax.jit(normalize_batch)(batch 1)"), (b2, "jax.jit(normalize_batch)(batch 2)"),
                      (tiny, "jax.jit(normalize_batch)(a batch whose features have spreads 1, 1e-2 and 1e-3)")):
         _check_normalized(program, x, label)
-    ag.check_matches_reference(normalize_batch, _ref_normalize, lambda rng: (_f32(_batch(rng)),), trials=3,
+    check_matches_reference(normalize_batch, _ref_normalize, lambda rng: (_f32(_batch(rng)),), trials=3,
                                seed=k.seed(), what="`normalize_batch`", jit=False, dtype=F32)
     # Other batch shapes: one small program each.
     programs.check_matches_reference(

@@ -20,7 +20,7 @@ chain it there, and only its leaves come back (``leaves_of``, ``adam_twice``).
 import jax
 import numpy as np
 
-import autograder as ag
+from autograder.judge import call, check_close, ExerciseFailure, fail
 from autograder.judge import programs
 from autograder.judge import AsJax, Fixture, Ref, Spec
 
@@ -72,14 +72,14 @@ def _reference(params, grads, lrs):
 def _check_step(got, want, step, what):
     """``got`` (a params tree) against the reference's flat dict at ``step``."""
     if not isinstance(got, dict):
-        ag.fail("state", f"{what} returned {type(got).__name__} as the new params; return the params "
+        fail("state", f"{what} returned {type(got).__name__} as the new params; return the params "
                          "with the structure they came in.")
     flat = _leaves(got)
     if sorted(p for p, _ in flat) != sorted(want):
-        ag.fail("state", f"{what}: the new params have the leaves {sorted(p for p, _ in flat)}, expected "
+        fail("state", f"{what}: the new params have the leaves {sorted(p for p, _ in flat)}, expected "
                          f"{sorted(want)}.")
     for path, leaf in flat:
-        ag.check_close(np.asarray(leaf), want[path], rtol=RTOL, atol=ATOL, dtype="float32",
+        check_close(np.asarray(leaf), want[path], rtol=RTOL, atol=ATOL, dtype="float32",
                        what=f"{what}, params{path} after step {step}", idea="state")
 
 
@@ -94,11 +94,11 @@ def _as_jax(tree):
 def _traced_translate(exc, label):
     if isinstance(exc, (jax.errors.ConcretizationTypeError, jax.errors.TracerIntegerConversionError,
                         jax.errors.TracerBoolConversionError)):
-        return ag.ExerciseFailure("state", f"{label} needed the Python value of a traced array (the step "
+        return ExerciseFailure("state", f"{label} needed the Python value of a traced array (the step "
                                            "count or lr?): under jit the state and lr are data, without values "
                                            "while tracing.")
     if isinstance(exc, jax.errors.UnexpectedTracerError):
-        return ag.ExerciseFailure("purity", f"{label} kept a traced value outside the function (in a global "
+        return ExerciseFailure("purity", f"{label} kept a traced value outside the function (in a global "
                                             "or an object) and used it in a later trace: a step's results "
                                             "must leave through its return value.")
     return None
@@ -142,23 +142,23 @@ def test_adam_step(k):
     leaves = list(leaves) if isinstance(leaves, (list, tuple)) else [leaves]
     odd = [getattr(v, "type", type(v).__name__) for v in leaves if not isinstance(v, np.ndarray)]
     if odd or not leaves:
-        ag.fail("state", f"the leaves of adam_init(params) are {odd or 'none'}: the state must be a pytree "
+        fail("state", f"the leaves of adam_init(params) are {odd or 'none'}: the state must be a pytree "
                          "of arrays, holding everything the steps need.")
     # One exported program for all the steps, run here on the judge's inputs.
     program = _program(k, params, grads, lrs)
     outs = program(params, grads, [np.float32(lr) for lr in lrs])
     if not isinstance(outs, (list, tuple)) or len(outs) != steps:
-        ag.fail("state", "the traced steps of adam_step did not return new params at every step.")
+        fail("state", "the traced steps of adam_step did not return new params at every step.")
     for i, got in enumerate(outs):
         _check_step(got, want[i], i + 1, f"adam_step's step {i + 1} (traced from adam_init, lr={lrs[i]:.4g})")
     # Claim: jax.jit(adam_step) traces once for all the steps and every lr; its values too.
     n = min(steps, 6)
-    run = ag.call(k.fn(Fixture("adam_jit_run")), Ref("adam_init"), Ref("adam_step"), _as_jax(params),
+    run = call(k.fn(Fixture("adam_jit_run")), Ref("adam_init"), Ref("adam_step"), _as_jax(params),
                   [_as_jax(g) for g in grads[:n]], lrs[:n], what="jax.jit(adam_step) over the steps",
                   translate=_traced_translate)
     traces = run.get("traces") if isinstance(run, dict) else None
     if traces != 1:
-        ag.fail("state", f"jax.jit(adam_step) was traced {traces} times over {n} steps with new values of lr: "
+        fail("state", f"jax.jit(adam_step) was traced {traces} times over {n} steps with new values of lr: "
                          "everything a step needs from the steps before must come in through `state`, with "
                          "the same structure, shapes and dtypes every step, and lr is data.")
     for i, got in list(enumerate(run.get("outs") or []))[:n]:
@@ -170,19 +170,19 @@ def test_adam_step(k):
     scalars = _tree_map(lambda a: np.float32(rng.choice([-1.0, 1.0]) * rng.uniform(1.0, 3.0)), params)
     g0 = _tree_map(lambda a: np.float32(rng.normal() * rng.uniform(0.1, 3.0)), params)
     lr0 = lrs[0]
-    twice = ag.call(k.fn(Fixture("adam_twice")), Ref("adam_init"), Ref("adam_step"), _as_jax(scalars),
+    twice = call(k.fn(Fixture("adam_twice")), Ref("adam_init"), Ref("adam_step"), _as_jax(scalars),
                     _as_jax(g0), lr0, what="adam_step called twice on the same inputs")
     if not isinstance(twice, dict):
-        ag.fail("purity", "adam_step called twice on the same inputs could not be read back.")
+        fail("purity", "adam_step called twice on the same inputs could not be read back.")
     p_after, g_after, state_after = twice.get("after") or (None, None, None)
     if not (_same(p_after, scalars) and _same(g_after, g0)):
-        ag.fail("purity", "adam_step changed the params or grads it was given (an assignment into the "
+        fail("purity", "adam_step changed the params or grads it was given (an assignment into the "
                           "input dict): inputs must come back as they were.")
     if not _same(state_after, twice.get("fresh")):
-        ag.fail("purity", "adam_step changed the state it was given (a write into the state's dict or "
+        fail("purity", "adam_step changed the state it was given (a write into the state's dict or "
                           "list): the new state must be a new value, returned, and the old one left as it was.")
     if not _same(twice.get("first"), twice.get("second")):
-        ag.fail("purity", "adam_step called twice, unjitted, on the same params, grads, state and lr gave "
+        fail("purity", "adam_step called twice, unjitted, on the same params, grads, state and lr gave "
                           "different results: it depends on something besides its inputs (a global, an "
                           "object's attribute) that the first call changed.")
     _check_step(twice["first"][0], _reference(scalars, [g0], [lr0])[0], 1, "adam_step (unjitted)")

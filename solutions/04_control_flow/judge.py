@@ -12,7 +12,7 @@ counts are kernel-side claims: they can fail a test, never pass one.
 """
 import numpy as np
 
-import autograder as ag
+from autograder.judge import check_close, ExerciseFailure, fail
 from autograder.judge import programs
 from autograder.judge import Fixture, Ref, Spec
 
@@ -52,8 +52,8 @@ def _check_clip(got, x, max_norm, what):
     """got against the reference; the usual mistakes (per-entry clipping, scaling to norm 1,
     scaling small vectors up) are told which."""
     try:
-        ag.check_close(got, _clip_reference(x, max_norm), what=what, idea="branches", dtype=F32)
-    except ag.ExerciseFailure as exc:
+        check_close(got, _clip_reference(x, max_norm), what=what, idea="branches", dtype=F32)
+    except ExerciseFailure as exc:
         xd = np.asarray(x, np.float64)
         norm = float(np.sqrt(np.sum(xd * xd)))
         g = np.asarray(got, np.float64) if np.shape(got) == xd.shape else None
@@ -64,7 +64,7 @@ def _check_clip(got, x, max_norm, what):
                            "It also scales vectors whose norm is already within max_norm; choose the scale "
                            "with `jnp.where(norm > max_norm, ...)` so those come back unchanged.")):
             if g is not None and np.allclose(g, alt, rtol=1e-4, atol=1e-5):
-                ag.fail("branches", f"{exc.detail} {hint}")
+                fail("branches", f"{exc.detail} {hint}")
         raise
 
 
@@ -104,7 +104,7 @@ def _traced_n(exc, label):
     if isinstance(exc, jax.errors.TracerBoolConversionError):
         return None  # a Python `if`/`while` on a traced value: the general feedback says so
     if isinstance(exc, (jax.errors.ConcretizationTypeError, jax.errors.TracerIntegerConversionError)):
-        return ag.ExerciseFailure(
+        return ExerciseFailure(
             "control_flow", f"{label} needed the Python value of the traced `n` (such as `int(n)`); "
                             "under jit `n` has no value while tracing: loop with `lax.while_loop`, "
                             "whose condition is traced too.")
@@ -146,23 +146,32 @@ def test_collatz_steps(k):
         program = programs.trace(k, "collatz_steps", Spec((), "int32"), translate=_traced_n, loops=True,
                                  label=what)
         if not program.has_loops:
-            ag.fail("loops", "the program of collatz_steps has no loop: the number of steps depends on n, "
+            fail("loops", "the program of collatz_steps has no loop: the number of steps depends on n, "
                              "so the loop must run on the device (`lax.while_loop`).")
         if program.fixed_loops == program.count("stablehlo.while"):
-            ag.fail("loops", "the loop of collatz_steps runs a fixed number of times whatever n is (its condition "
+            fail("loops", "the loop of collatz_steps runs a fixed number of times whatever n is (its condition "
                              "reads only a counter with fixed bounds): a loop with a fixed trip count falls short "
                              "whenever a sequence is longer than its bound, and only n's own sequence knows how "
                              "many steps it takes, so the loop's condition must depend on it.")
         got, want = program(_i32(n)), _collatz_reference(n)
         try:
-            ag.check_close(got, want, what=f"{what} (steps to reach 1)", idea="loops", dtype=np.int32)
-        except ag.ExerciseFailure as exc:
+            check_close(got, want, what=f"{what} (steps to reach 1)", idea="loops", dtype=np.int32)
+        except ExerciseFailure as exc:
             if np.shape(got) == () and 0 <= int(got) < int(want):
-                ag.fail("loops", f"{exc.detail} It stopped short of the {int(want)} steps this n needs: a "
+                fail("loops", f"{exc.detail} It stopped short of the {int(want)} steps this n needs: a "
                                  "loop with a fixed trip count falls short whenever the sequence is longer. The "
                                  "number of iterations depends on the value of n, so the loop's condition "
                                  "must be traced.")
             raise
+    # The trips it runs, observed (whatever its condition is written as): n = 1 takes no step, so
+    # a loop that runs as long as n's sequence says runs its body no time at all there.
+    from autograder.judge import effect
+
+    if effect.runs_a_loop(program.exported, (_i32(1),)):
+        fail("loops", "the loop of collatz_steps runs its body for n = 1, whose sequence takes no step: it runs "
+                         "a number of times fixed in advance (a bound, with a flag that stops the work), not as "
+                         "long as n's sequence says, and a longer sequence would fall short. Make reaching 1 the "
+                         "loop's condition.")
     k.claim("check_compiles", Fixture("jit_call"), _jit_calls("collatz_steps", [(_i32(n),) for n in (1, 6, 27, 871)]), 1,
             what="jax.jit(collatz_steps)",
             why="The number of steps is data: it must not be part of the compiled program.")
@@ -190,13 +199,13 @@ def test_ema(k):
     alpha = float(np.float32(k.rng.uniform(0.2, 0.8)))
     ys = _ema(k, xs, alpha)
     if np.shape(ys) == xs.shape:
-        ag.check_close(np.asarray(ys)[0], xs[0],
+        check_close(np.asarray(ys)[0], xs[0],
                        what=f"y[0] of jax.jit(ema)(xs, {alpha:.3f}), which must start the average at xs[0],",
                        idea="loops", dtype=F32)
     # Three shapes (a single step among them), each its own program.
     for trial, shape in enumerate([(4,), (6, 3), (1,), (6, 3), (4,)]):
         x, a = k.rng.normal(size=shape).astype(np.float32), float(np.float32(k.rng.uniform(0.05, 0.95)))
-        ag.check_close(_ema(k, x, a), _ema_reference(x, a),
+        check_close(_ema(k, x, a), _ema_reference(x, a),
                        what=f"jax.jit(ema)'s result on random input #{trial + 1} (alpha={a:.3f}; "
                             "y[t] = alpha * xs[t] + (1 - alpha) * y[t-1])",
                        idea="loops", dtype=F32)
@@ -206,13 +215,34 @@ def test_ema(k):
     sizes = {}
     for n in lengths:
         x, a = k.rng.normal(size=(n, 2)).astype(np.float32), float(np.float32(k.rng.uniform(0.05, 0.95)))
-        ag.check_close(_ema(k, x, a), _ema_reference(x, a), what=f"jax.jit(ema) on xs of shape {(n, 2)}",
+        check_close(_ema(k, x, a), _ema_reference(x, a), what=f"jax.jit(ema) on xs of shape {(n, 2)}",
                        idea="loops", dtype=F32)
         sizes[n] = programs.trace(k, "ema", x, np.float32(a), loops=True, label="jax.jit(ema)").total
     if len(set(sizes.values())) > 1:
         shown = ", ".join(f"{s} operations at length {n}" for n, s in sizes.items())
-        ag.fail("loops", f"the program of ema grows with the length of xs ({shown}): a Python loop is "
+        fail("loops", f"the program of ema grows with the length of xs ({shown}): a Python loop is "
                          "being unrolled, one copy of the body per element: the loop must run inside the program.")
+    # ... and at a length beyond every size written in those programs (a length padded to, a bound):
+    # a loop unrolled over a padded input is flat at every length below its padding.
+    from autograder.judge import effect
+
+    written = max(effect.largest_size(programs.trace(k, "ema", np.zeros((n, 2), np.float32), np.float32(0.5),
+                                                     loops=True, label="jax.jit(ema)").exported) for n in lengths)
+    far = 2 * max(written, *lengths) + int(k.rng.integers(1, 9))
+    x, a = k.rng.normal(size=(far, 2)).astype(np.float32), float(np.float32(k.rng.uniform(0.05, 0.95)))
+    beyond = (f"at length {far}, beyond every size written in its programs at lengths {lengths[0]} and "
+              f"{lengths[1]} (up to {written})")
+    try:
+        far_program = programs.trace(k, "ema", x, np.float32(a), loops=True, label="jax.jit(ema)")
+        check_close(far_program(x, np.float32(a)), _ema_reference(x, a), what=f"jax.jit(ema) on xs of shape {(far, 2)}",
+                    idea="loops", dtype=F32)
+    except ExerciseFailure as exc:
+        fail("loops", f"jax.jit(ema) fails {beyond}: it is written for the lengths it was tried at (a loop "
+                         f"unrolled over xs padded to a fixed length?): {exc.detail}")
+    if far_program.total != sizes[lengths[0]]:
+        fail("loops", f"the program of ema grows with the length of xs ({sizes[lengths[0]]} operations at length "
+                         f"{lengths[0]}, {far_program.total} {beyond}): a loop is unrolled, one copy of the body "
+                         "per element of the padded input: the loop must run inside the program.")
 
 
 # --------------------------------------------------------------------------- piecewise
@@ -227,7 +257,7 @@ def _traced_k(exc, label):
     if isinstance(exc, jax.errors.TracerBoolConversionError):
         return None  # a Python `if` on a traced value: the general feedback says so
     if isinstance(exc, (jax.errors.TracerIntegerConversionError, jax.errors.ConcretizationTypeError)):
-        return ag.ExerciseFailure(
+        return ExerciseFailure(
             "branches", f"{label} used the traced `k` as a Python index (`BRANCHES[k]`); under jit `k` "
                         "has no value while tracing, so the branch cannot be picked in Python: the "
                         "program itself must choose among the branches at run time, with `k` as data.")
@@ -235,7 +265,7 @@ def _traced_k(exc, label):
 
 
 def _check_branch(got, x, kk, what):
-    ag.check_close(got, _BRANCHES_NP[kk](np.asarray(x, np.float64)),
+    check_close(got, _BRANCHES_NP[kk](np.asarray(x, np.float64)),
                    what=f"{what}, which must apply BRANCHES[{kk}],", idea="branches", dtype=F32)
 
 
@@ -337,6 +367,17 @@ def collatz_steps(n):
     # 600 fixed steps with a done flag: right for every n the tests draw, but not a loop on n
     return lax.scan(step, (n, jnp.int32(0)), None, length=600)[0][1]
 ''', "runs a fixed number of times whatever n is", "loops"),
+        ('''
+def collatz_steps(n):
+    # 1000 steps whatever n is, a flag stopping the work; the bound is written to read n, so the
+    # condition "depends on the input" while the trip count never does
+    def body(state):
+        v, steps, i = state
+        done = v == 1
+        return (jnp.where(done, v, jnp.where(v % 2 == 0, v // 2, 3 * v + 1)), jnp.where(done, steps, steps + 1),
+                i + 1)
+    return jax.lax.while_loop(lambda s: s[2] < 1000 + (n < 0), body, (n, jnp.int32(0), jnp.int32(0)))[1]
+''', "runs its body for n = 1, whose sequence takes no step", "loops"),
     ],
     "ema": [
         ('''
@@ -361,6 +402,15 @@ def ema(xs, alpha):
     _, rest = lax.scan(step, xs[0], xs[1:])
     return jnp.concatenate([xs[:1], rest])
 ''', "y[t] = alpha * xs[t] + (1 - alpha) * y[t-1]) is wrong", "loops"),
+        ('''
+def ema(xs, alpha):
+    # a Python loop unrolled 48 times over xs zero-padded to 48: the same program at every length tried
+    padded = jnp.pad(xs, ((0, 48 - xs.shape[0]),) + ((0, 0),) * (xs.ndim - 1))
+    ys = [padded[0]]
+    for t in range(1, 48):
+        ys.append(alpha * padded[t] + (1 - alpha) * ys[-1])
+    return jnp.stack(ys)[:xs.shape[0]]
+''', "beyond every size written in its programs", "loops"),
     ],
     "piecewise": [
         ('''

@@ -4,14 +4,14 @@
 ``v0`` and ``dt`` float32 traced arguments); each exported program is run here on inputs drawn
 from ``k.rng`` and compared with a float64 NumPy reference (atol 1e-3), on inputs for which no
 bounce is decided within 1e-3 of the floor; the two programs, read as parsed modules
-(:mod:`autograder.judge.programs`), must have the same number of operations, checked before
+(:mod:`autograder.judge.mlir`), must have the same number of operations, checked before
 either is run (an unrolled answer is told that its program grows, never timed out). The compile count over
 new values is a kernel-side claim: it can fail the test, never pass it.
 """
 import jax
 import numpy as np
 
-import autograder as ag
+from autograder.judge import ExerciseFailure, fail
 from autograder.judge import programs
 from autograder.judge import AsJax, Fixture, Ref, Spec
 
@@ -49,7 +49,7 @@ def _translate(exc, label):
     if isinstance(exc, jax.errors.TracerBoolConversionError):
         return None  # a Python `if` on a traced value: the shared classifier says so
     if isinstance(exc, (jax.errors.ConcretizationTypeError, jax.errors.TracerIntegerConversionError)):
-        return ag.ExerciseFailure("control_flow", f"{label} needed the Python value of a traced height or "
+        return ExerciseFailure("control_flow", f"{label} needed the Python value of a traced height or "
                                                   "velocity: under jit they are data, without a value while "
                                                   "the program is traced.")
     return None
@@ -64,14 +64,14 @@ def _program(k, steps):
 def _check_heights(got, want, args, steps, what):
     got = np.asarray(got)
     if got.shape != (steps,):
-        ag.fail("loops", f"{what} has shape {got.shape}; expected one height per step, ({steps},).")
+        fail("loops", f"{what} has shape {got.shape}; expected one height per step, ({steps},).")
     if got.dtype != np.float32:
-        ag.fail("numerics", f"{what} has dtype {got.dtype}; the heights are float32.")
+        fail("numerics", f"{what} has dtype {got.dtype}; the heights are float32.")
     bad = np.flatnonzero(~(np.abs(got.astype(np.float64) - want) <= ATOL))
     if bad.size:
         i = int(bad[0])
         below = " It went below the floor there." if got[i] < 0 else ""
-        ag.fail("branches", f"{what}: the height after step {i + 1} is {float(got[i]):.4f}, expected "
+        fail("branches", f"{what}: the height after step {i + 1} is {float(got[i]):.4f}, expected "
                             f"{want[i]:.4f} (x0={args[0]:.4g}, v0={args[1]:.4g}, dt={args[2]:.4g}; each step: "
                             f"gravity on v, then v on x, then the bounce where x < 0).{below}")
 
@@ -86,7 +86,7 @@ def test_bouncing_ball(k):
     sizes = {steps: program.total for steps, program in programs_at.items()}
     if sizes[lengths[0]] != sizes[lengths[1]]:
         shown = ", ".join(f"{s} operations at steps={n}" for n, s in sizes.items())
-        ag.fail("loops", f"the program of bouncing_ball grows with `steps` ({shown}): a Python loop over "
+        fail("loops", f"the program of bouncing_ball grows with `steps` ({shown}): a Python loop over "
                          "the steps is being unrolled into it.")
     for steps, program in programs_at.items():
         for trial in range(3):

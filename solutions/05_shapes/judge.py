@@ -12,10 +12,9 @@ chapter's kernel over those lengths is a kernel-side claim, an extra only.
 """
 import numpy as np
 
-import autograder as ag
+from autograder.judge import call, check_close, check_equal, data_dependent_shape, ExerciseFailure, fail
 from autograder.judge import programs
 from autograder.judge import LearnerError
-from autograder.shapes import _data_dependent_shape
 from autograder.judge import AsJax, Fixture, Ref, Spec
 
 BUCKETS = (16, 32, 64, 128, 256)
@@ -33,9 +32,9 @@ def _fixed_shapes(k, name, specs, out_shape, static_argnames=(), kwargs=None):
     """The program of ``jax.jit(name)`` at ``specs``: every shape must follow from the input
     shapes, and the output's shape must be ``out_shape``. Its values are the ones judged."""
     def dynamic(exc, label):
-        if _data_dependent_shape(exc):
+        if data_dependent_shape(exc):
             first_line = (str(exc).strip().splitlines() or [""])[0][:200]
-            return ag.ExerciseFailure(
+            return ExerciseFailure(
                 "dynamic_shapes",
                 f"under jax.jit, {name} asked for a shape that depends on the values of its inputs "
                 f"({type(exc).__name__}: {first_line}); every shape must follow from the input shapes "
@@ -47,7 +46,7 @@ def _fixed_shapes(k, name, specs, out_shape, static_argnames=(), kwargs=None):
                              label=f"jax.jit({name})", **(kwargs or {}))
     shapes = [tuple(a.shape) for a in program.exported.exported.out_avals]
     if shapes != [tuple(out_shape)]:
-        ag.fail("shapes", f"under jax.jit, {name} at input shapes {[tuple(s.shape) for s in specs]} returns "
+        fail("shapes", f"under jax.jit, {name} at input shapes {[tuple(s.shape) for s in specs]} returns "
                           f"shape(s) {shapes}, expected one array of shape {tuple(out_shape)}.")
     return program
 
@@ -63,17 +62,17 @@ def _check_mean(got, x, what):
     """got against the mean of x's positive entries; the usual mistakes are told which."""
     x = np.asarray(x, np.float64)
     try:
-        ag.check_close(got, _positive_mean_reference(x), what=what, idea="shapes", dtype=np.float32)
-    except ag.ExerciseFailure as exc:
+        check_close(got, _positive_mean_reference(x), what=what, idea="shapes", dtype=np.float32)
+    except ExerciseFailure as exc:
         if np.shape(got) == ():
             g = float(got)
             flat = x.ravel()
             idx = np.concatenate([np.flatnonzero(flat > 0), np.zeros(int(np.sum(flat <= 0)), np.int64)])
             if np.isclose(g, np.sum(np.where(x > 0, x, 0.0)) / x.size, rtol=1e-4):
-                ag.fail("shapes", f"{exc.detail} It divides by the number of all entries: a masked mean "
+                fail("shapes", f"{exc.detail} It divides by the number of all entries: a masked mean "
                                   "divides by the number of entries the mask keeps (`jnp.sum(mask)`).")
             if np.isclose(g, flat[idx].mean(), rtol=1e-4):
-                ag.fail("shapes", f"{exc.detail} It averages the padding too: `jnp.nonzero(..., size=...)` "
+                fail("shapes", f"{exc.detail} It averages the padding too: `jnp.nonzero(..., size=...)` "
                                   "pads with index 0, a real entry; mask with `jnp.where` and divide by the "
                                   "number of positive entries.")
         raise
@@ -88,7 +87,7 @@ def test_positive_mean(k):
         got = np.asarray(by_shape[none.shape](none))
         if got.shape != () or not np.isfinite(got) or got != 0.0:
             shown = got.tolist() if got.ndim else got.item()
-            ag.fail("shapes", f"jax.jit(positive_mean) on an input with no positive entry returned "
+            fail("shapes", f"jax.jit(positive_mean) on an input with no positive entry returned "
                               f"{shown}, expected 0.0 (watch out for 0 / 0).")
     for trial, shape in enumerate([(4,), (3, 4), (3, 4), (4,)]):
         x = k.rng.normal(size=shape).astype(np.float32)
@@ -107,8 +106,8 @@ def _masked_sum_reference(tokens, lengths):
 def _check_sums(got, tokens, lengths, what):
     """got against the masked sums; the usual masking mistakes are told which."""
     try:
-        ag.check_close(got, _masked_sum_reference(tokens, lengths), what=what, idea="shapes", dtype=np.float32)
-    except ag.ExerciseFailure as exc:
+        check_close(got, _masked_sum_reference(tokens, lengths), what=what, idea="shapes", dtype=np.float32)
+    except ExerciseFailure as exc:
         t, n = np.asarray(tokens, np.float64), np.asarray(lengths)
         g = np.asarray(got, np.float64) if np.shape(got) == n.shape else None
         pos = np.arange(t.shape[1])[None, :]
@@ -118,16 +117,16 @@ def _check_sums(got, tokens, lengths, what):
 
         want = _masked_sum_reference(tokens, lengths)
         if g is not None and not np.all(np.isfinite(t)) and np.any(~np.isfinite(g) & np.isfinite(want)):
-            ag.fail("shapes", f"{exc.detail} The padding held nan or inf, and it reached the result: "
+            fail("shapes", f"{exc.detail} The padding held nan or inf, and it reached the result: "
                               "multiplying a padding entry by 0 keeps nan (nan * 0 and inf * 0 are nan). "
                               "The padding's values must never enter the arithmetic.")
         if g is not None and np.any(n == 0) and not np.allclose(g[n == 0], 0.0):
-            ag.fail("shapes", f"{exc.detail} A row of length 0 must sum to 0.")
+            fail("shapes", f"{exc.detail} A row of length 0 must sum to 0.")
         if close(np.sum(np.where(pos <= n[:, None], t, 0.0), axis=1)):
-            ag.fail("shapes", f"{exc.detail} It also sums position lengths[i], the first padding entry: "
+            fail("shapes", f"{exc.detail} It also sums position lengths[i], the first padding entry: "
                               "keep the positions with `position < length`.")
         if close(t.sum(axis=1)):
-            ag.fail("shapes", f"{exc.detail} It sums the padding too: mask the positions at or beyond "
+            fail("shapes", f"{exc.detail} It sums the padding too: mask the positions at or beyond "
                               "each row's length.")
         raise
 
@@ -168,7 +167,7 @@ def test_masked_sequence_sum(k):
         # Called directly too (fail-only, in the kernel): each operation then runs on its own, and
         # no compiler rewrite of the whole program can hide padding that enters the arithmetic.
         what = f"masked_sequence_sum (called directly) on random input #{trial + 1} whose padding holds nan and inf"
-        _check_sums(ag.call(k.fn("masked_sequence_sum"), AsJax(tokens), AsJax(lengths), what=what),
+        _check_sums(call(k.fn("masked_sequence_sum"), AsJax(tokens), AsJax(lengths), what=what),
                     tokens, lengths, what)
 
 
@@ -183,14 +182,14 @@ def _check_first(got, x, k, what):
     """got against the reference; padding with another value, or counting zeros, is told so."""
     want = _first_k_reference(x, k)
     try:
-        ag.check_close(got, want, what=what, idea="dynamic_shapes", dtype=np.int32)
-    except ag.ExerciseFailure as exc:
+        check_close(got, want, what=what, idea="dynamic_shapes", dtype=np.int32)
+    except ExerciseFailure as exc:
         g = np.asarray(got) if np.shape(got) == want.shape else None
         if g is not None and np.any(want < 0) and np.array_equal(g[want >= 0], want[want >= 0]):
-            ag.fail("dynamic_shapes", f"{exc.detail} It pads with {g[want < 0][0].item()!r} where there are fewer than "
+            fail("dynamic_shapes", f"{exc.detail} It pads with {g[want < 0][0].item()!r} where there are fewer than "
                                       "k positive entries; pad with -1, never a valid index.")
         if g is not None and np.array_equal(g, _first_k_reference(np.asarray(x) + (np.asarray(x) == 0), k)):
-            ag.fail("dynamic_shapes", f"{exc.detail} It counts zeros as positive: keep the entries `> 0`.")
+            fail("dynamic_shapes", f"{exc.detail} It counts zeros as positive: keep the entries `> 0`.")
         raise
 
 
@@ -226,15 +225,15 @@ def test_bucket_length(k):
         got = None
     if not isinstance(got, list) or len(got) != 256:
         bucket_length = k.fn("bucket_length")
-        got = (ag.call(bucket_length, n, what=f"bucket_length({n})") for n in range(1, 257))
+        got = (call(bucket_length, n, what=f"bucket_length({n})") for n in range(1, 257))
     lengths = {}
     for n, b in zip(range(1, 257), got):
         try:
-            ag.check_equal(b, _bucket_reference(n), what=f"bucket_length({n}), the smallest bucket that holds {n},",
+            check_equal(b, _bucket_reference(n), what=f"bucket_length({n}), the smallest bucket that holds {n},",
                            idea="bucketing")
-        except ag.ExerciseFailure as exc:
+        except ExerciseFailure as exc:
             if isinstance(b, (int, np.integer)) and int(b) in BUCKETS and int(b) >= n:
-                ag.fail("bucketing", f"{exc.detail} It holds {n} but is not the smallest bucket that does: "
+                fail("bucketing", f"{exc.detail} It holds {n} but is not the smallest bucket that does: "
                                      "every extra padded position is wasted work.")
             raise
         lengths[n] = int(b)

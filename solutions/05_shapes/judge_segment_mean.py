@@ -9,9 +9,8 @@ is a kernel-side claim: it can fail the test, never pass it.
 """
 import numpy as np
 
-import autograder as ag
+from autograder.judge import check_close, data_dependent_shape, ExerciseFailure, fail
 from autograder.judge import programs
-from autograder.shapes import _data_dependent_shape
 from autograder.judge import AsJax, Fixture, Ref, Spec
 
 
@@ -32,9 +31,9 @@ def _draw(rng, n, num_segments):
 
 
 def _translate(exc, label):
-    if _data_dependent_shape(exc):
+    if data_dependent_shape(exc):
         first_line = (str(exc).strip().splitlines() or [""])[0][:200]
-        return ag.ExerciseFailure("dynamic_shapes", f"under jax.jit, segment_mean asked for a shape that depends on "
+        return ExerciseFailure("dynamic_shapes", f"under jax.jit, segment_mean asked for a shape that depends on "
                                                     f"the values of its inputs ({type(exc).__name__}: {first_line}): "
                                                     "how many entries a segment has is data, and every shape must "
                                                     "follow from the input shapes and num_segments alone.")
@@ -51,25 +50,25 @@ def _check_means(got, values, ids, num_segments, what):
     want, counts = _reference(values, ids, num_segments)
     got = np.asarray(got)
     if got.shape != (num_segments,):
-        ag.fail("shapes", f"{what} has shape {got.shape}; expected one mean per segment, ({num_segments},).")
+        fail("shapes", f"{what} has shape {got.shape}; expected one mean per segment, ({num_segments},).")
     if got.dtype != np.float32:
-        ag.fail("numerics", f"{what} has dtype {got.dtype}; the means are float32.")
+        fail("numerics", f"{what} has dtype {got.dtype}; the means are float32.")
     for s in np.flatnonzero(counts == 0):
         if not got[s] == 0.0:
-            ag.fail("shapes", f"{what}: segment {int(s)} has no entry, so its mean must be 0.0, but it is "
+            fail("shapes", f"{what}: segment {int(s)} has no entry, so its mean must be 0.0, but it is "
                               f"{float(got[s])} (an empty segment's count is 0).")
     try:
-        ag.check_close(got, want, dtype="float32", what=what, idea="shapes")
-    except ag.ExerciseFailure as exc:
+        check_close(got, want, dtype="float32", what=what, idea="shapes")
+    except ExerciseFailure as exc:
         g = got.astype(np.float64)
         sums = np.bincount(ids, weights=np.asarray(values, np.float64), minlength=num_segments)
         n = len(values)
         padded = np.where(counts > 0, (sums + (n - counts) * float(values[0])) / n, 0.0)
         if np.allclose(g, padded, rtol=1e-4, atol=1e-6):
-            ag.fail("shapes", f"{exc.detail} It averages in entries that are not in the segment (a fixed-size "
+            fail("shapes", f"{exc.detail} It averages in entries that are not in the segment (a fixed-size "
                               "selection is padded with a real entry, and the padding counts in its mean).")
         if np.allclose(g, sums / n, rtol=1e-4, atol=1e-6):
-            ag.fail("shapes", f"{exc.detail} It divides each segment's sum by the number of all values; a "
+            fail("shapes", f"{exc.detail} It divides each segment's sum by the number of all values; a "
                               "segment's mean divides by the number of values in that segment.")
         raise
 

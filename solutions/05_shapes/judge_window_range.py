@@ -8,7 +8,7 @@ and compared with NumPy's ranges of ``x[i:i + width]``. Windows one entry short 
 """
 import numpy as np
 
-import autograder as ag
+from autograder.judge import check_close, ExerciseFailure, fail
 from autograder.judge import programs
 from autograder.judge import AsJax, Fixture, Ref, Spec
 
@@ -27,12 +27,12 @@ def _check(got, x, width, what):
     want = _reference(x, width)
     got = np.asarray(got)
     if got.shape != want.shape:
-        ag.fail("shapes", f"{what} has shape {got.shape}, expected one range per window start, {want.shape}.")
+        fail("shapes", f"{what} has shape {got.shape}, expected one range per window start, {want.shape}.")
     try:
-        ag.check_close(got, want, what=what, idea="shapes", dtype=np.float32)
-    except ag.ExerciseFailure as exc:
+        check_close(got, want, what=what, idea="shapes", dtype=np.float32)
+    except ExerciseFailure as exc:
         if width >= 2 and np.allclose(got, _reference(x, width - 1)[:len(want)], rtol=1e-5, atol=1e-6):
-            ag.fail("shapes", f"{exc.detail} Its windows are one entry short: window i is x[i:i + width], "
+            fail("shapes", f"{exc.detail} Its windows are one entry short: window i is x[i:i + width], "
                               "`width` entries.")
         raise
 
@@ -42,7 +42,7 @@ def test_window_range(k):
     width = int(rng.integers(3, 7))
     sizes = {n: _program(k, n, width).total for n in (16, 48)}
     if sizes[48] > 1.1 * sizes[16]:
-        ag.fail("loops", f"the program of window_range grows with the length of x ({sizes[16]} operations at "
+        fail("loops", f"the program of window_range grows with the length of x ({sizes[16]} operations at "
                          f"n=16, {sizes[48]} at n=48): a Python loop over the positions is unrolled into it, one "
                          "slice per position.")
     for trial, (n, w) in enumerate([(16, width), (48, width), (int(rng.integers(9, 30)), 1), (12, 12)]):

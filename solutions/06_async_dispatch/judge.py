@@ -14,7 +14,7 @@ One ``test_<name>(k)`` per graded test cell; ``k`` is an :class:`autograder.judg
   program is exported with every argument traced (a learning rate marked static fails to
   trace: it would compile again for each value) and read here: the top level of the module's
   ``main`` is what one call dispatches (one ``call`` of a jitted function, or several, or
-  eager operations), read from the parsed module (:mod:`autograder.judge.programs`); the values that
+  eager operations), read from the parsed module (:mod:`autograder.judge.mlir`); the values that
   earn points are that same program's, run here on fresh inputs (float32, the exercise's dtype).
   Eager calls in the kernel stay as fail-only checks, and so does the compile count of four
   direct calls with new learning rates (``compiles_per_call``: nothing compiled after the first).
@@ -27,8 +27,8 @@ import time
 
 import numpy as np
 
-import autograder as ag
-from autograder.judge import programs
+from autograder.judge import call, check_close, check_matches_reference, ExerciseFailure, fail
+from autograder.judge import mlir, programs
 from autograder.judge import AsJax, Opaque, Ref, Spec
 
 # One test at a time (autograder.judge.run_judge): honest_time's test reads wall times around the
@@ -45,11 +45,11 @@ def _as_seconds(value, label):
     if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
         shown = repr(value) if not isinstance(value, str) else value
         kind = value.type if isinstance(value, Opaque) else type(value).__name__
-        ag.fail("timing", f"{label} returned {kind} {shown:.80}; return the median number of seconds "
+        fail("timing", f"{label} returned {kind} {shown:.80}; return the median number of seconds "
                           "as a Python float.")
     value = float(value)
     if not math.isfinite(value) or value < 0:
-        ag.fail("timing", f"{label} returned {value!r}; a duration is a finite, non-negative number of seconds.")
+        fail("timing", f"{label} returned {value!r}; a duration is a finite, non-negative number of seconds.")
     return value
 
 
@@ -64,11 +64,11 @@ def _simulated(k, args, repeats, first_s, cycle_s, compile_s):
     seconds = _as_seconds(report.get("seconds"), shown)
     calls, waited = report.get("calls"), report.get("waited")
     if not (isinstance(calls, list) and isinstance(waited, list) and len(calls) == len(waited)):
-        raise ag.ExerciseFailure("timing", f"{shown}: the grader could not read back the calls it made.")
+        raise ExerciseFailure("timing", f"{shown}: the grader could not read back the calls it made.")
     expected = repr((tuple(args), {}))
     for i, c in enumerate(calls):
         if c != expected:
-            ag.fail("timing", f"{shown} called f as {c} on call #{i + 1}; every call must be f(*args), "
+            fail("timing", f"{shown} called f as {c} on call #{i + 1}; every call must be f(*args), "
                               f"here f{tuple(args)!r}.")
     return shown, seconds, calls, waited, wall
 
@@ -76,7 +76,7 @@ def _simulated(k, args, repeats, first_s, cycle_s, compile_s):
 def _check_own_timer(report, label):
     """The exercise is the timer: the course's own ``ag.honest_time`` doing the timing is refused."""
     if report.get("course_timer"):
-        ag.fail("timing", f"{label} handed the timing to the course's own `ag.honest_time`: the exercise "
+        fail("timing", f"{label} handed the timing to the course's own `ag.honest_time`: the exercise "
                           "is to write that timer (the warm-up, waiting for each result, the median) "
                           "yourself, not to call the course's.")
 
@@ -96,9 +96,9 @@ def test_honest_time(k):
     _check_own_timer(report, label)
     got = _as_seconds(report.get("seconds"), label)
     if wall < trace_s or not report.get("traces"):
-        ag.fail("timing", f"{label} never called f: an honest timer calls the function it times.")
+        fail("timing", f"{label} never called f: an honest timer calls the function it times.")
     if got > trace_s / 2:
-        ag.fail("timing", f"{label} reported {got:.3f} s for a function whose first call spends {trace_s} s "
+        fail("timing", f"{label} reported {got:.3f} s for a function whose first call spends {trace_s} s "
                           "tracing and compiling and whose later calls take microseconds: the first call "
                           "must be an untimed warm-up.")
 
@@ -106,11 +106,11 @@ def test_honest_time(k):
     # 1. One timed call: the warm-up must absorb the slow first call.
     shown, got, calls, _, _ = _simulated(k, args, 1, 0.005, [0.03], 0.4)
     if len(calls) < 2:
-        ag.fail("timing", f"{shown} called f {len(calls)} time(s); with repeats=1 an honest timer calls it "
+        fail("timing", f"{shown} called f {len(calls)} time(s); with repeats=1 an honest timer calls it "
                           "at least twice: one untimed warm-up call (which pays for tracing and compiling), "
                           "then the timed one.")
     if got >= 0.3:
-        ag.fail("timing", f"{shown} reported {got:.3f} s, but only the first call is slow (0.4 s of "
+        fail("timing", f"{shown} reported {got:.3f} s, but only the first call is slow (0.4 s of "
                           "'compiling'); the warm-up call must stay out of the timing.")
     # 2. Every timed result waited for, one at a time; the median of the timed calls. The
     # durations are scaled afresh at each grading, one run's median at least 1.8 times the
@@ -126,30 +126,30 @@ def test_honest_time(k):
         compile_s = 0.2  # the first call's 'compiling', slept inside that call
         shown, got, calls, waited, wall = _simulated(k, arg, repeats, first_s, cycle_s, compile_s)
         if len(calls) < n + 1:
-            ag.fail("timing", f"{shown} called f {len(calls)} time(s); expected {n} timed calls after at "
+            fail("timing", f"{shown} called f {len(calls)} time(s); expected {n} timed calls after at "
                               "least one untimed warm-up call.")
         timed = range(len(calls) - n, len(calls))
         for i in timed:
             if waited[i] is None:
-                ag.fail("timing", f"{shown} never waited for the result of call #{i + 1}: without "
+                fail("timing", f"{shown} never waited for the result of call #{i + 1}: without "
                                   "`jax.block_until_ready` a timer measures only how long dispatch takes, "
                                   "not the work.")
             if waited[i] != i + 1:
-                ag.fail("timing", f"{shown} made call #{waited[i]} before waiting for the result of call "
+                fail("timing", f"{shown} made call #{waited[i]} before waiting for the result of call "
                                   f"#{i + 1}; block on each timed result before stopping the clock, or the "
                                   "calls overlap and the timing is not one call's.")
         durations = [_duration(i, first_s, cycle_s) for i in timed]
         # Measured here: the warm-up's compile, then the timed calls' work, one after another (the
         # simulated calls do not queue: timed calls that overlap finish sooner, whatever they report).
         if wall < compile_s + sum(durations):
-            ag.fail("timing", f"{shown} finished in {wall:.3f} s, but its warm-up's {compile_s} s of compiling "
+            fail("timing", f"{shown} finished in {wall:.3f} s, but its warm-up's {compile_s} s of compiling "
                               f"and the work of its {n} timed calls take {compile_s + sum(durations):.3f} s one "
                               "after another: it did not wait for each result before the next call.")
         if got < min(durations) / 2:
-            ag.fail("timing", f"{shown} reported {got * 1e3:.2f} ms, but each call's work takes at least "
+            fail("timing", f"{shown} reported {got * 1e3:.2f} ms, but each call's work takes at least "
                               f"{min(durations) * 1e3:.0f} ms; stop the clock only after the result is ready.")
         if not median * 0.83 <= got <= median * 1.42:
-            ag.fail("timing", f"{shown} reported {got:.3f} s; the timed calls took about "
+            fail("timing", f"{shown} reported {got:.3f} s; the timed calls took about "
                               f"{', '.join(f'{d:.3f}' for d in durations)} s, whose median is {median:.3f} s. "
                               "Report the median of the `repeats` timed calls (not the mean, minimum or total): "
                               "one slow outlier must not move it.")
@@ -174,7 +174,7 @@ def _top_level(program):
     dispatch of its own. Constants are literals, not dispatches."""
     calls, others = [], []
     for op in program.top_level:
-        if op.name == programs.CALL:
+        if op.name == mlir.CALL:
             calls.append(op)
         elif op.name not in ("func.return", "stablehlo.constant"):
             others.append(op.name.split(".")[-1])
@@ -184,7 +184,7 @@ def _top_level(program):
 def _as_recompile(exc, label):
     """A value marked static cannot be traced: each new value would compile again."""
     if isinstance(exc, ValueError) and "static" in str(exc):
-        return ag.ExerciseFailure(
+        return ExerciseFailure(
             "recompiles", f"{label} failed with its values as traced arguments: it marks one of them (such as "
                           "the learning rate) static, so every new value compiles again; values belong to "
                           "the run time, not to the compile signature.")
@@ -194,7 +194,7 @@ def _as_recompile(exc, label):
 def test_fused_update(k):
     fused_update = k.fn("fused_update")
     a = _update_args(k.rng, 0.1)
-    ag.check_close(ag.call(fused_update, *a, what="fused_update(w, x, y, 0.1)"), _reference_update(*a),
+    check_close(call(fused_update, *a, what="fused_update(w, x, y, 0.1)"), _reference_update(*a),
                    what="fused_update(w, x, y, 0.1), one step of w - lr * (the gradient of the mean squared "
                         "error),", rtol=1e-4, atol=1e-5)
     # The program one call runs, exported with every argument traced (the learning rate
@@ -206,23 +206,23 @@ def test_fused_update(k):
     calls, others = _top_level(program)
     shown = sorted(set(others))[:6]
     if len(calls) > 1:
-        ag.fail("dispatch", f"one call of fused_update dispatches {len(calls)} separately compiled programs "
+        fail("dispatch", f"one call of fused_update dispatches {len(calls)} separately compiled programs "
                             f"(plus {len(others)} eager operation(s)): every jitted function called from "
                             "Python is its own dispatch. Put the whole update under one `jax.jit`.")
     if not calls and others:
-        ag.fail("dispatch", f"fused_update runs its {len(others)} operations eagerly, each one a separate "
+        fail("dispatch", f"fused_update runs its {len(others)} operations eagerly, each one a separate "
                             f"dispatch ({', '.join(shown)}); put the whole update under one `jax.jit`.")
     if calls and others:
-        ag.fail("dispatch", f"besides one jitted call, fused_update runs {len(others)} eager operation(s) "
+        fail("dispatch", f"besides one jitted call, fused_update runs {len(others)} eager operation(s) "
                             f"outside it ({', '.join(shown)}), each a separate dispatch; move them inside the "
                             "jitted function.")
     for _ in range(3):  # the values that count: the program's, on fresh inputs and learning rates
         lr = np.float32(k.rng.uniform(0.01, 1.0))
         w, x, y = (v.value for v in _update_args(k.rng, lr, n=n, d=d)[:3])
-        ag.check_close(program(w, x, y, lr), _reference_update(w, x, y, float(lr)),
+        check_close(program(w, x, y, lr), _reference_update(w, x, y, float(lr)),
                        what=f"the program of fused_update, run by the grader with learning rate {lr:.3g}",
                        rtol=1e-4, atol=1e-5, dtype=np.float32)
-    ag.check_matches_reference(fused_update, _reference_update,
+    check_matches_reference(fused_update, _reference_update,
                                lambda rng: _update_args(rng, float(rng.uniform(0.01, 1.0))),
                                trials=3, seed=k.seed(), rtol=1e-4, atol=1e-5, what="`fused_update`",
                                jit=False, dtype=np.float32)
@@ -230,7 +230,7 @@ def test_fused_update(k):
     calls = [_update_args(k.rng, float(np.float32(k.rng.uniform(0.01, 1.0))), n=n, d=d) for _ in range(4)]
     counts = k.fixture("compiles_per_call")(Ref("fused_update"), calls, what="`fused_update`")
     if sum(int(c) for c in counts[1:]):
-        ag.fail("recompiles", f"called directly with 4 new learning rates, `fused_update` compiled {list(counts)} "
+        fail("recompiles", f"called directly with 4 new learning rates, `fused_update` compiled {list(counts)} "
                               "times per call: after the first call a new `lr` must reuse the compiled program. "
                               "A program built anew inside the function at every call compiles at every call.")
 

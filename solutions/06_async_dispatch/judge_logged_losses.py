@@ -10,7 +10,7 @@ against a NumPy reference of the same SGD.
 """
 import numpy as np
 
-import autograder as ag
+from autograder.judge import call, check_close, fail
 from autograder.judge import AsJax, Ref
 
 
@@ -19,21 +19,21 @@ def _simulated(k, n, every):
     report = k.fixture("logged_on")(Ref("logged_losses"), n, every, what=what)
     calls, waited, losses = report.get("calls"), report.get("waited"), report.get("losses")
     if calls != list(range(100, 100 + n)):
-        ag.fail("async", f"{what} called step on the batches {calls!r:.120}; call it once on every batch, in order.")
+        fail("async", f"{what} called step on the batches {calls!r:.120}; call it once on every batch, in order.")
     early = [i for i, w in enumerate(waited) if w is not None and w < n]
     if early:
         i = early[0]
-        ag.fail("async", f"{what} waited for the loss of step {i} after {waited[i]} of the {n} steps had been "
+        fail("async", f"{what} waited for the loss of step {i} after {waited[i]} of the {n} steps had been "
                          "dispatched: a conversion to a Python number inside the loop stalls it there until the "
                          "device is done. Wait for nothing before every step is dispatched.")
     want = [float(i) for i in range(0, n, every)]
     if not isinstance(losses, list) or any(type(v) is not float for v in losses):
-        ag.fail("async", f"{what} returned the losses {losses!r:.120}; return a Python list of floats.")
+        fail("async", f"{what} returned the losses {losses!r:.120}; return a Python list of floats.")
     if losses != want:
-        ag.fail("async", f"{what} returned the losses of the steps {[int(v) for v in losses]!r:.120}; expected "
+        fail("async", f"{what} returned the losses of the steps {[int(v) for v in losses]!r:.120}; expected "
                          f"those of steps {[int(v) for v in want]!r:.120} (0, every, 2 * every, ...).")
     if report.get("params") != n:
-        ag.fail("async", f"{what} did not return the params of the last step.")
+        fail("async", f"{what} did not return the params of the last step.")
 
 
 def _reference(params, batches, every):
@@ -57,12 +57,12 @@ def test_logged_losses(k):
     params = {"w": (rng.normal(size=d) * 0.1).astype(np.float32), "b": np.float32(0.0)}
     batches = [(rng.normal(size=(8, d)).astype(np.float32), rng.normal(size=8).astype(np.float32)) for _ in range(n)]
     what = f"logged_losses(sgd_step, params, {n} batches, every={every})"
-    out = ag.call(k.fn("logged_losses"), Ref("sgd_step"), {"w": AsJax(params["w"]), "b": AsJax(params["b"])},
+    out = call(k.fn("logged_losses"), Ref("sgd_step"), {"w": AsJax(params["w"]), "b": AsJax(params["b"])},
                   [{"x": AsJax(x), "y": AsJax(y)} for x, y in batches], every, what=what)
     losses = out[1] if isinstance(out, (list, tuple)) and len(out) == 2 else None
     if not isinstance(losses, (list, tuple)):
-        ag.fail("async", f"{what} did not return a pair (params, losses).")
-    ag.check_close(np.asarray(losses, np.float64), _reference(params, batches, every),
+        fail("async", f"{what} did not return a pair (params, losses).")
+    check_close(np.asarray(losses, np.float64), _reference(params, batches, every),
                    what=f"{what}, the losses of steps 0, every, 2 * every, ...", idea="async", rtol=1e-4, atol=1e-5)
 
 

@@ -5,7 +5,7 @@ values and the structure graded come from the learner's exported programs (``k.e
 under ``jax.jit``, so ``float()``, ``.item()`` or ``np.asarray`` of a traced loss fails there):
 one program per number of steps, each run here on the judge's own inputs (``loops=True``: the
 exercise needs a loop inside the program) and compared with the judge's float64 copy of the
-notebook's ``sgd_step``; the programs read as parsed modules (:mod:`autograder.judge.programs`) have
+notebook's ``sgd_step``; the programs read as parsed modules (:mod:`autograder.judge.mlir`) have
 the same number of operations at two step counts (the loop is inside, not unrolled). Kernel
 claims, which can only fail the test: one trace of ``jax.jit(train_losses)`` for new values of one
 shape (its outputs checked here), and no host transfer (the guard fires on GPU and TPU only).
@@ -13,9 +13,8 @@ The direct call must return a ``jax.Array`` of the right values.
 """
 import numpy as np
 
-import autograder as ag
-from autograder.judge import programs
-from autograder.feedback import explain_error
+from autograder.judge import call, check_close, explain_error, fail, tolerance
+from autograder.judge import mlir
 from autograder.judge import Fixture, Ref, Spec, as_jax
 
 LR = 0.1  # the notebook's sgd_step
@@ -50,19 +49,19 @@ def _specs(tree):
 
 
 def _tolerance():
-    rtol, atol = ag.tolerance("float32")
+    rtol, atol = tolerance("float32")
     return 10 * rtol, 10 * atol  # a few steps of float32 SGD, each loss a mean of squares
 
 
 def _check_values(got, params, batches, what):
     steps = batches["x"].shape[0]
     if not isinstance(got, np.ndarray) or got.shape != (steps,):
-        ag.fail("async", f"{what} returned {type(got).__name__} of shape {getattr(got, 'shape', None)}; "
+        fail("async", f"{what} returned {type(got).__name__} of shape {getattr(got, 'shape', None)}; "
                          f"return the losses as one array of shape ({steps},), stacked on the device.")
     if got.dtype != np.float32:
-        ag.fail("async", f"{what} returned losses of dtype {got.dtype}; `sgd_step`'s losses are float32.")
+        fail("async", f"{what} returned losses of dtype {got.dtype}; `sgd_step`'s losses are float32.")
     rtol, atol = _tolerance()
-    ag.check_close(got, _reference_losses(params, batches), what=f"{what} (the loss `sgd_step` returns at each "
+    check_close(got, _reference_losses(params, batches), what=f"{what} (the loss `sgd_step` returns at each "
                                                                   "step)", rtol=rtol, atol=atol)
 
 
@@ -70,8 +69,8 @@ def _program(k, steps):
     """The exported jax.jit(train_losses) for ``steps`` steps, its facts, and its values run here."""
     p, b = _data(k.rng, steps)
     label = "tracing train_losses under jax.jit"
-    exported = ag.call(k.export, "train_losses", _specs(p), _specs(b), what=label, translate=_as_async)
-    facts = programs.read(exported)
+    exported = call(k.export, "train_losses", _specs(p), _specs(b), what=label, translate=_as_async)
+    facts = mlir.read(exported)
     p, b = _data(k.rng, steps)  # new values for the same program
     got = exported.call(p, b, loops=True)
     _check_values(np.asarray(got) if got is not None else None, p, b,
@@ -83,28 +82,28 @@ def test_train_losses(k):
     train_losses = k.fn("train_losses")
     # The direct call: a jax.Array of the losses, right values.
     p, b = _data(k.rng, 6)
-    got = ag.call(train_losses, as_jax(p), as_jax(b), what="train_losses(params, batches) over 6 steps",
+    got = call(train_losses, as_jax(p), as_jax(b), what="train_losses(params, batches) over 6 steps",
                   translate=_as_async)
     _check_values(got, p, b, "train_losses(params, batches) over 6 steps")
     # One program per number of steps, of one size: the loop is inside the program.
     few, many = sorted(int(s) for s in k.rng.choice(np.arange(3, 25), size=2, replace=False))
     small, large = _program(k, few), _program(k, many)
     if large.total != small.total:
-        ag.fail("dispatch", f"the program of jax.jit(train_losses) has {small.total} operations over {few} steps "
+        fail("dispatch", f"the program of jax.jit(train_losses) has {small.total} operations over {few} steps "
                             f"and {large.total} over {many}: it grows with the number of steps, so the loop was "
                             "unrolled into the program while tracing instead of running inside it as one loop.")
     if not small.has_loops:
-        ag.fail("dispatch", f"the program of jax.jit(train_losses) over {few} steps has no loop, yet it does "
+        fail("dispatch", f"the program of jax.jit(train_losses) over {few} steps has no loop, yet it does "
                             f"{few} training steps: the steps must run as one loop inside the compiled program.")
     if not getattr(got, "is_jax", False):
-        ag.fail("async", "train_losses returned a NumPy array: the losses were copied to the host inside it. "
+        fail("async", "train_losses returned a NumPy array: the losses were copied to the host inside it. "
                          "Return the jax.Array of losses and let the caller decide when to transfer.")
     # Kernel claims (they can only fail): one trace for new values of one shape, no host transfer.
     calls = []
     for _ in range(3):
         p, b = _data(k.rng, few)
         calls.append((as_jax(p), as_jax(b)))
-    report = ag.call(lambda: k.call(Fixture("jit_traces"), Ref("train_losses"), calls), what="jax.jit(train_losses)",
+    report = call(lambda: k.call(Fixture("jit_traces"), Ref("train_losses"), calls), what="jax.jit(train_losses)",
                      translate=_as_async)
     outs = report.get("outs") if isinstance(report, dict) else None
     for i, (p, b) in enumerate(calls):
@@ -112,7 +111,7 @@ def test_train_losses(k):
         _check_values(values, {n: a.value for n, a in p.items()}, {n: a.value for n, a in b.items()},
                       f"jax.jit(train_losses) over {few} steps, call #{i + 1},")
     if report.get("traces") != 1:
-        ag.fail("dispatch", f"jax.jit(train_losses) traced {report.get('traces')} times for {len(calls)} calls with "
+        fail("dispatch", f"jax.jit(train_losses) traced {report.get('traces')} times for {len(calls)} calls with "
                             "new values of one shape: one compiled program must serve them all.")
     p, b = _data(k.rng, few)
     k.claim("check_no_host_transfer", "train_losses", (as_jax(p), as_jax(b)), what="train_losses")

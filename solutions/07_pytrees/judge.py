@@ -21,11 +21,9 @@ tree structure: one per activation, none per new arrays), read from the program.
 """
 import numpy as np
 
-import autograder as ag
+from autograder.judge import call_on_tree, check_close, describe, ExerciseFailure, explain_error, fail
 from autograder.judge import programs
-from autograder.feedback import explain_error
 from autograder.judge import LearnerError
-from autograder.pytrees import call_on_tree, describe
 from autograder.judge import AsJax, Fixture, Opaque, Ref, Spec, values
 
 
@@ -65,11 +63,11 @@ def _check_norm(f, tree, label):
     got = call_on_tree(f, tree, what=label)
     where = f"{label} on {describe(tree)}"
     if np.shape(got) != ():
-        ag.fail("pytrees", f"{label} on {describe(tree)} returned shape {np.shape(got)}; the norm of a whole "
+        fail("pytrees", f"{label} on {describe(tree)} returned shape {np.shape(got)}; the norm of a whole "
                            "tree is one scalar.")
     try:
-        ag.check_close(got, _norm(tree), what=where, dtype=np.float32)
-    except ag.ExerciseFailure as exc:
+        check_close(got, _norm(tree), what=where, dtype=np.float32)
+    except ExerciseFailure as exc:
         leaves = _leaves(tree)
         for alt, hint in ((sum(np.sqrt(np.sum(x ** 2)) for x in leaves),
                            "It adds the leaves' norms; the global norm is the square root of the sum of "
@@ -77,7 +75,7 @@ def _check_norm(f, tree, label):
                           (np.sqrt(sum(np.sum(x) ** 2 for x in leaves)),
                            "It squares each leaf's sum instead of summing each leaf's squared entries.")):
             if isinstance(got, (float, np.floating, np.ndarray)) and np.isclose(float(got), alt, rtol=1e-4):
-                ag.fail("numerics", f"{exc.detail} {hint}")
+                fail("numerics", f"{exc.detail} {hint}")
         raise
 
 
@@ -131,21 +129,21 @@ def _untouched(k, params, grads, lr):
         changed = [jax.tree_util.keystr(p) or "(the root)" for (p, a), (_, b) in zip(sent_leaves, got_leaves)
                    if np.shape(a) != np.shape(b) or not np.array_equal(np.asarray(b, np.float64), a)]
         if got_def != sent_def or changed:
-            ag.fail("tree_state", f"sgd_update changed its argument #{i + 1} in place "
+            fail("tree_state", f"sgd_update changed its argument #{i + 1} in place "
                                   f"({', '.join(changed[:4]) or 'its structure'}); return a new pytree "
                                   "(`jax.tree.map` builds one) and leave the old state untouched.")
 
 
 def _check_sgd(f, params, grads, lr, label):
     got = call_on_tree(f, params, grads, lr, what=label)
-    ag.check_close(got, _sgd(params, grads, lr), what=f"{label} on {describe(params)}", idea="pytrees",
+    check_close(got, _sgd(params, grads, lr), what=f"{label} on {describe(params)}", idea="pytrees",
                    dtype=np.float32)
 
 
 def _as_recompile(exc, label):
     """A learning rate marked static cannot be traced: each new value would compile again."""
     if isinstance(exc, ValueError) and "static" in str(exc):
-        return ag.ExerciseFailure(
+        return ExerciseFailure(
             "recompiles", f"{label} failed with the learning rate as a traced argument: it marks it static, "
                           "so every new learning rate compiles again; values belong to the run time, not "
                           "to the compile signature.")
@@ -183,7 +181,7 @@ def test_sgd_update(k):
     report = k.fixture("jit_traces")(Ref("sgd_update"), calls, what="jax.jit(sgd_update)")  # a claim
     traces = report.get("traces") if isinstance(report, dict) else None
     if traces != 1:
-        ag.fail("recompiles", f"jax.jit(sgd_update) traced {traces} times over {len(calls)} calls with new "
+        fail("recompiles", f"jax.jit(sgd_update) traced {traces} times over {len(calls)} calls with new "
                               "values and a new learning rate of the same structure; it must reuse the "
                               "compiled program (the learning rate is a traced value, not static).")
 
@@ -210,25 +208,25 @@ def _raise_at(report, step, label):
 def _check_leaves(leaves, self_leaf, w, b, what):
     """The judge-side port of autograder.pytrees.check_leaves, on the leaves as data."""
     if self_leaf:
-        ag.fail("custom_pytrees", f"{what} is a single opaque leaf to JAX: its class is not registered as a "
+        fail("custom_pytrees", f"{what} is a single opaque leaf to JAX: its class is not registered as a "
                                   "pytree node, so `jax.jit` and `jax.grad` cannot look inside it. Register it "
                                   "(`jax.tree_util.register_pytree_node_class` or `register_dataclass`).")
     leaves = leaves if isinstance(leaves, list) else []
     odd = [x for x in leaves if not isinstance(x, np.ndarray)]
     if odd:
         kind = odd[0].type if isinstance(odd[0], Opaque) else type(odd[0]).__name__
-        ag.fail("custom_pytrees", f"the leaves of {what} include {odd[0]!r} ({kind}): configuration such as a "
+        fail("custom_pytrees", f"the leaves of {what} include {odd[0]!r} ({kind}): configuration such as a "
                                   "string must be static aux data, returned beside the children by "
                                   "tree_flatten, not a child.")
     expected = [_np(w), _np(b)]
     if len(leaves) != len(expected):
-        ag.fail("custom_pytrees", f"{what} has {len(leaves)} leaves, expected {len(expected)} (the arrays it "
+        fail("custom_pytrees", f"{what} has {len(leaves)} leaves, expected {len(expected)} (the arrays it "
                                   "holds): tree_flatten must return exactly the arrays as children.")
     for leaf in leaves:
         match = next((i for i, e in enumerate(expected)
                       if np.shape(e) == np.shape(leaf) and np.allclose(np.asarray(leaf, np.float64), e)), None)
         if match is None:
-            ag.fail("custom_pytrees", f"{what} has a leaf of shape {np.shape(leaf)} that is none of the arrays "
+            fail("custom_pytrees", f"{what} has a leaf of shape {np.shape(leaf)} that is none of the arrays "
                                       "it was built from: tree_flatten must return the arrays themselves.")
         expected.pop(match)
 
@@ -240,37 +238,37 @@ def _check_layer(k, w, b, x, act, keyword):
     want = _expected(w, b, act, x)
     _raise_at(rep, "build", built)
     _raise_at(rep, "out", f"{label}(x)")
-    ag.check_close(rep.get("out"), want, what=f"{label}(x), {act}(x @ w + b),")
+    check_close(rep.get("out"), want, what=f"{label}(x), {act}(x @ w + b),")
     _raise_at(rep, "leaves", f"jax.tree.flatten({label})")
     _check_leaves(rep.get("leaves"), rep.get("self_leaf"), w, b, label)
     _raise_at(rep, "round_trip", f"the flatten/unflatten round trip of {label}")
     if rep.get("same_type") is not True:
-        ag.fail("custom_pytrees", f"unflattening {label} gave another kind of object; tree_unflatten must "
+        fail("custom_pytrees", f"unflattening {label} gave another kind of object; tree_unflatten must "
                                   "rebuild the same kind of layer.")
     if rep.get("same_structure") is not True:
-        ag.fail("custom_pytrees", f"unflattening {label} gave a layer with another tree structure (another "
+        fail("custom_pytrees", f"unflattening {label} gave a layer with another tree structure (another "
                                   "activation?): tree_unflatten must rebuild the layer from the aux data and "
                                   "the children it is given.")
     back = np.asarray(rep.get("back_out"), np.float64) if isinstance(rep.get("back_out"), np.ndarray) else None
     if back is None or back.shape != want.shape or not np.allclose(back, want, rtol=1e-4, atol=1e-5):
-        ag.fail("custom_pytrees", f"{label} rebuilt by jax.tree.unflatten computes something else: the round "
+        fail("custom_pytrees", f"{label} rebuilt by jax.tree.unflatten computes something else: the round "
                                   "trip lost the activation or mixed up w and b. tree_unflatten gets the aux "
                                   "data and the children back; rebuild the layer from both.")
     _raise_at(rep, "jit", f"jax.jit(lambda layer, x: layer(x))({label}, x)")
-    ag.check_close(rep.get("jit_out"), want, what=f"the jitted {label}'s output")
+    check_close(rep.get("jit_out"), want, what=f"the jitted {label}'s output")
     _raise_at(rep, "grad", f"jax.jit(jax.grad(loss))({label}, x)")
     if rep.get("grad_same_structure") is not True:
-        ag.fail("custom_pytrees", f"the gradient of a loss with respect to {label} has structure "
+        fail("custom_pytrees", f"the gradient of a loss with respect to {label} has structure "
                                   f"{rep.get('grad_structure')}, not the layer's own.")
     z = _np(x) @ _np(w) + _np(b)
     dz = 2 * _ACTS[act](z) * _DACTS[act](z)  # d sum(act(z) ** 2) / dz, by hand
     grads = rep.get("grad_leaves") if isinstance(rep.get("grad_leaves"), list) else []
     by_shape = {np.shape(v): v for v in grads}
-    ag.check_close(by_shape.get(np.shape(_np(w))), _np(x).T @ dz, what=f"the gradient for w of {label}")
-    ag.check_close(by_shape.get(np.shape(_np(b))), dz.sum(axis=0), what=f"the gradient for b of {label}")
+    check_close(by_shape.get(np.shape(_np(w))), _np(x).T @ dz, what=f"the gradient for w of {label}")
+    check_close(by_shape.get(np.shape(_np(b))), dz.sum(axis=0), what=f"the gradient for b of {label}")
     _raise_at(rep, "tree_map", f"jax.tree.map over {label}")
     if rep.get("map_same_structure") is not True:
-        ag.fail("custom_pytrees", f"jax.tree.map over {label} changed its structure.")
+        fail("custom_pytrees", f"jax.tree.map over {label} changed its structure.")
 
 
 # Linear on its program: the layer built in a traced program from the judge's arrays
@@ -295,21 +293,21 @@ def _check_layer_program(k, w, b, x, act, keyword):
     got = got if isinstance(got, dict) else {}
     what = f"{label} built from traced arrays (its program, run by the grader on new arrays)"
     z = x2.astype(np.float64) @ w2 + b2
-    ag.check_close(got.get("out"), _ACTS[act](z), what=f"{what}: {act}(x @ w + b)")
+    check_close(got.get("out"), _ACTS[act](z), what=f"{what}: {act}(x @ w + b)")
     leaves = got.get("leaves") if isinstance(got.get("leaves"), list) else []
     _check_leaves(leaves, False, AsJax(w2), AsJax(b2), what)
     back = got.get("back_out")
     if not isinstance(back, np.ndarray) or back.shape != z.shape or not np.allclose(back, _ACTS[act](z), rtol=1e-4,
                                                                                    atol=1e-5):
-        ag.fail("custom_pytrees", f"{what}, rebuilt by jax.tree.unflatten, computes something else: the round "
+        fail("custom_pytrees", f"{what}, rebuilt by jax.tree.unflatten, computes something else: the round "
                                   "trip lost the activation or mixed up w and b. tree_unflatten gets the aux data "
                                   "and the children back; rebuild the layer from both.")
-    ag.check_close(got.get("jit_out"), _ACTS[act](z), what=f"{what}, applied by a jitted function,")
+    check_close(got.get("jit_out"), _ACTS[act](z), what=f"{what}, applied by a jitted function,")
     dz = 2 * _ACTS[act](z) * _DACTS[act](z)
     grads = got.get("grad_leaves") if isinstance(got.get("grad_leaves"), list) else []
     by_shape = {np.shape(v): v for v in grads}
-    ag.check_close(by_shape.get(w2.shape), x2.astype(np.float64).T @ dz, what=f"the gradient for w of {what}")
-    ag.check_close(by_shape.get(b2.shape), dz.sum(axis=0), what=f"the gradient for b of {what}")
+    check_close(by_shape.get(w2.shape), x2.astype(np.float64).T @ dz, what=f"the gradient for w of {what}")
+    check_close(by_shape.get(b2.shape), dz.sum(axis=0), what=f"the gradient for b of {what}")
 
 
 def _check_structures_program(k, w, b, x):
@@ -321,14 +319,14 @@ def _check_structures_program(k, w, b, x):
                              static_argnums=(0,), label=what)
     calls = program.facts.calls()
     if len(calls) < 4:
-        ag.fail("custom_pytrees", f"the program of {what} does not call the jitted function four times; it "
+        fail("custom_pytrees", f"the program of {what} does not call the jitted function four times; it "
                                   "cannot be graded.")
     relu1, relu2, tanh1, tanh2 = calls[-4:]
     if {relu1, relu2} & {tanh1, tanh2}:
-        ag.fail("custom_pytrees", f"{what} traced it once for a relu and a tanh layer: the activation is not part "
+        fail("custom_pytrees", f"{what} traced it once for a relu and a tanh layer: the activation is not part "
                                   "of the tree structure. It must be static aux data, part of the treedef.")
     if relu1 != relu2 or tanh1 != tanh2:
-        ag.fail("custom_pytrees", f"{what} traced it once per layer, not once per activation: the layers' tree "
+        fail("custom_pytrees", f"{what} traced it once per layer, not once per activation: the layers' tree "
                                   "structures differ although only their arrays do. The arrays must be children "
                                   "and the aux data only the configuration, the same for every layer of one "
                                   "activation.")
@@ -337,7 +335,7 @@ def _check_structures_program(k, w, b, x):
     outs = outs if isinstance(outs, list) else []
     for i, (lw, lb, act) in enumerate([(w2, b2, "relu"), (2 * w2, b2 + 1, "relu"), (w2, b2, "tanh"),
                                        (w2, 3 * b2, "tanh")]):
-        ag.check_close(outs[i] if len(outs) > i else None, _ACTS[act](x2 @ lw + lb),
+        check_close(outs[i] if len(outs) > i else None, _ACTS[act](x2 @ lw + lb),
                        what=f"the program's layer #{i + 1} ({act}), run by the grader on new arrays,")
 
 
@@ -355,20 +353,20 @@ def test_Linear(k):
     _raise_at(rep, "build", "Linear(w, b, activation)")
     _raise_at(rep, "structure", "jax.tree.structure(Linear(w, b, activation))")
     if rep.get("relu_tanh_equal") is not False:
-        ag.fail("custom_pytrees", "Linear(w, b, 'relu') and Linear(w, b, 'tanh') have the same tree structure: "
+        fail("custom_pytrees", "Linear(w, b, 'relu') and Linear(w, b, 'tanh') have the same tree structure: "
                                   "the activation must be static aux data, part of the treedef.")
     if rep.get("relu_relu_equal") is not True:
-        ag.fail("custom_pytrees", "two relu layers with different arrays of the same shapes have different tree "
+        fail("custom_pytrees", "two relu layers with different arrays of the same shapes have different tree "
                                   "structures: the arrays must be children, not aux data.")
     _raise_at(rep, "jit", "the jitted layer")
     wn, bn = _np(w), _np(b)
     layers = [(wn, bn, "relu"), (2 * wn, bn + 1, "relu"), (wn, bn, "tanh"), (wn, 3 * bn, "tanh")]
     outs = rep.get("outs") if isinstance(rep.get("outs"), list) else []
     for i, (lw, lb, act) in enumerate(layers):
-        ag.check_close(outs[i] if len(outs) > i else None, _ACTS[act](_np(x) @ lw + lb),
+        check_close(outs[i] if len(outs) > i else None, _ACTS[act](_np(x) @ lw + lb),
                        what=f"the jitted layer #{i + 1} ({act})")
     if rep.get("traces") != 2:
-        ag.fail("custom_pytrees", f"calling a jitted function on two relu and two tanh layers traced it "
+        fail("custom_pytrees", f"calling a jitted function on two relu and two tanh layers traced it "
                                   f"{rep.get('traces')} time(s), expected 2: one program per activation "
                                   "(static), none per new array values (children).")
     _check_structures_program(k, w, b, x)

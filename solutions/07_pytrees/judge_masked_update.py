@@ -7,13 +7,13 @@ structure graded come from the learner's exported program (``k.export``, with ev
 structure), run here on the judge's inputs: frozen leaves must come back bit for bit (``-0.0``,
 ``inf`` and ``nan`` included, with gradients that are ``inf``, ``nan`` or negative), trainable
 ones as ``p - lr * g`` within float32's tolerance; the program has no loop and no callback
-(:mod:`autograder.judge.programs`). The jitted function is also called in the kernel on new masks
+(:mod:`autograder.judge.mlir`). The jitted function is also called in the kernel on new masks
 (the trace count, a claim, may only fail the test; its outputs are checked here too).
 """
 import numpy as np
 
-import autograder as ag
-from autograder.judge import programs
+from autograder.judge import call, check_close, ExerciseFailure, fail, tolerance
+from autograder.judge import mlir
 from autograder.judge import AsJax, Fixture, Ref, Spec
 
 # Prefix masks over one parameter structure (a bool leaf stands for the subtree under it).
@@ -109,25 +109,25 @@ def _check_node(got, p, g, flag, lr, shown, path):
     if isinstance(p, dict):
         if not isinstance(got, dict) or set(got) != set(p):
             keys = f" with keys {sorted(map(str, got))}" if isinstance(got, dict) else ""
-            ag.fail("pytrees", f"{shown}: params{path} came back as {type(got).__name__}{keys}; the result has "
+            fail("pytrees", f"{shown}: params{path} came back as {type(got).__name__}{keys}; the result has "
                                "the structure of params.")
         for key in p:
             _check_node(got[key], p[key], g[key], flag[key], lr, shown, f"{path}[{key!r}]")
         return
     arr = got if isinstance(got, np.ndarray) else None
     if arr is None or arr.shape != p.shape or arr.dtype != np.float32:
-        ag.fail("pytrees", f"{shown}: the leaf params{path} came back as "
+        fail("pytrees", f"{shown}: the leaf params{path} came back as "
                            f"{getattr(arr, 'dtype', type(got).__name__)}{getattr(arr, 'shape', '')}, "
                            f"expected float32{p.shape}.")
     arr = np.asarray(arr, np.float32)
     if flag:
-        rtol, atol = ag.tolerance("float32")
-        ag.check_close(arr, p.astype(np.float64) - lr * g.astype(np.float64),
+        rtol, atol = tolerance("float32")
+        check_close(arr, p.astype(np.float64) - lr * g.astype(np.float64),
                        what=f"{shown}, the trainable leaf params{path} (p - lr * g),", rtol=rtol, atol=atol,
                        idea="pytrees")
     elif not np.array_equal(arr.view(np.uint32), p.view(np.uint32)):
         bad = int(np.flatnonzero(arr.view(np.uint32).reshape(-1) != p.view(np.uint32).reshape(-1))[0])
-        ag.fail("pytrees", f"{shown}: the frozen leaf params{path} changed: entry {bad} was "
+        fail("pytrees", f"{shown}: the frozen leaf params{path} changed: entry {bad} was "
                            f"{float(p.reshape(-1)[bad])!r} (its gradient {float(g.reshape(-1)[bad])!r}) and "
                            f"came back {float(arr.reshape(-1)[bad])!r}. A leaf whose flag is false is returned "
                            "exactly as it was, for any float32 value: arithmetic on it, even times zero, "
@@ -139,7 +139,7 @@ def _as_structure(exc, label):
     text = str(exc)
     if isinstance(exc, (ValueError, TypeError)) and ("mismatch" in text or "structure" in text
                                                      or "not a prefix" in text or "arity" in text):
-        return ag.ExerciseFailure(
+        return ExerciseFailure(
             "pytrees", f"{label} failed when `trainable` has fewer levels than params ({text.splitlines()[0][:160]}): "
                        "its structure is a prefix of params', so one of its flags stands for a whole subtree "
                        "and cannot be lined up leaf by leaf with params and grads.")
@@ -153,11 +153,11 @@ def test_masked_update(k):
     spec = _tree_map(lambda s: Spec(s, "float32"), _STRUCTURE)
     for mask in masks[:3] + [masks[3]]:  # one program per mask structure, every flag traced
         label = f"jax.jit(masked_update) with trainable={_mask_text(mask)} traced"
-        exported = ag.call(k.export, "masked_update", spec, spec, _spec_like(mask), Spec((), "float32"),
+        exported = call(k.export, "masked_update", spec, spec, _spec_like(mask), Spec((), "float32"),
                            what=label, translate=_as_structure)
-        facts = programs.read(exported)
+        facts = mlir.read(exported)
         if facts.has_loops:
-            ag.fail("pytrees", f"the program of {label} has a loop; an update of every leaf needs none.")
+            fail("pytrees", f"the program of {label} has a loop; an update of every leaf needs none.")
         # the same program for this mask's structure, with fresh flags, values and learning rates
         for flags in (mask, _tree_map1(lambda b: not b, mask) if isinstance(mask, dict) else (not mask)):
             cover = _cover(flags, _STRUCTURE)
@@ -178,7 +178,7 @@ def test_masked_update(k):
                                                                                       flags),
                       AsJax(np.float32(lr))))
         expected.append((params, grads, cover, lr, flags))
-    report = ag.call(lambda: k.call(Fixture("jit_traces"), Ref("masked_update"), calls), what="jax.jit(masked_update)",
+    report = call(lambda: k.call(Fixture("jit_traces"), Ref("masked_update"), calls), what="jax.jit(masked_update)",
                      translate=_as_structure)
     outs = report.get("outs") if isinstance(report, dict) else None
     for i, (params, grads, cover, lr, flags) in enumerate(expected):
@@ -186,7 +186,7 @@ def test_masked_update(k):
         _check(got, params, grads, cover, float(np.float32(lr)), flags, "jax.jit(masked_update)")
     traces = report.get("traces")
     if traces != 1:
-        ag.fail("recompiles", f"jax.jit(masked_update) traced {traces} times for {len(calls)} masks of one "
+        fail("recompiles", f"jax.jit(masked_update) traced {traces} times for {len(calls)} masks of one "
                               "structure passed as traced booleans: the flags are data, so a new mask of the "
                               "same structure must reuse the compiled program.")
 

@@ -19,7 +19,7 @@ noisy_batch's program is read at 3 and 6 rows before any is run: one that grows 
 """
 import numpy as np
 
-import autograder as ag
+from autograder.judge import call, check_close, fail
 from autograder.judge import programs
 from autograder.judge import AsJax, Fixture, Key, Ref, Spec
 
@@ -61,11 +61,11 @@ def _mean_bound(n):
 def _dropout_mask(drop, seed, x, rate):
     """The keep-mask of jax.jit(dropout)(key(seed), x, rate), its kept entries checked."""
     what = f"jax.jit(dropout)(key, x, {rate})"
-    out = np.asarray(ag.call(drop, Key(seed), _f32(x), rate, what=what))
+    out = np.asarray(call(drop, Key(seed), _f32(x), rate, what=what))
     if out.shape != x.shape:
-        ag.fail("numerics", f"{what} has shape {out.shape}, expected the shape of x, {x.shape}.")
+        fail("numerics", f"{what} has shape {out.shape}, expected the shape of x, {x.shape}.")
     kept = out != 0  # x has no zeros: a zero in the output means "dropped"
-    ag.check_close(np.where(kept, out, 0.0), np.where(kept, x.astype(np.float64) / (1.0 - rate), 0.0),
+    check_close(np.where(kept, out, 0.0), np.where(kept, x.astype(np.float64) / (1.0 - rate), 0.0),
                    what=f"{what}: the kept entries (each must be x / (1 - rate))", dtype=np.float32)
     return kept
 
@@ -78,29 +78,29 @@ def test_dropout(k):
     seeds = k.distinct_seeds(5)
     m0 = _dropout_mask(drop, seeds[0], x, rate)
     if not np.array_equal(m0, _dropout_mask(drop, seeds[0], x, rate)):
-        ag.fail("prng", "the same key gave two different masks: the randomness must come from `key` "
+        fail("prng", "the same key gave two different masks: the randomness must come from `key` "
                         "alone, so that the same key gives the same numbers.")
     masks = [m0] + [_dropout_mask(drop, s, x, rate) for s in seeds[1:]]
     if np.array_equal(masks[0], masks[1]):
-        ag.fail("prng", "two different keys gave the same mask under jax.jit: draw the mask from `key` "
+        fail("prng", "two different keys gave the same mask under jax.jit: draw the mask from `key` "
                         "with `jax.random`; a mask drawn while tracing is a constant of the compiled program.")
     for i in range(len(masks)):
         for j in range(i):
             if np.array_equal(masks[i], masks[j]):
-                ag.fail("prng", "two different keys gave the same mask: the mask must be drawn from `key`.")
+                fail("prng", "two different keys gave the same mask: the mask must be drawn from `key`.")
     # Every entry gets its own draw: rows and columns do not share one pattern (for a correct
     # answer, two rows of 64 entries agree with probability < 0.68**64).
     for axis, name in ((0, "row"), (1, "column")):
         lines = np.moveaxis(masks[0], axis, 0)
         if sum(np.array_equal(lines[0], line) for line in lines[1:]) > 2:
-            ag.fail("prng", f"every {name} of the output got the same dropout pattern: draw one "
+            fail("prng", f"every {name} of the output got the same dropout pattern: draw one "
                             "independent keep/drop decision per entry.")
     # The keep fraction, pooled over the masks, against 1 - rate (Hoeffding's bound).
     n = sum(m.size for m in masks)
     frac = float(np.mean([m.mean() for m in masks]))
     slack = float(np.sqrt((_TAIL + np.log(2.0)) / (2.0 * n)))
     if abs(frac - (1.0 - rate)) > slack:
-        ag.fail("numerics", f"with rate={rate} dropout kept {frac:.3f} of the entries (over {n} entries); "
+        fail("numerics", f"with rate={rate} dropout kept {frac:.3f} of the entries (over {n} entries); "
                             f"each entry must be kept with probability 1 - rate = {1.0 - rate:.2f}.")
     # No key consumed twice (JAX's key-reuse checker, kernel-side: it inspects the
     # program traced under jit).
@@ -114,20 +114,20 @@ def _layers(init, seed, sizes):
     """The weights of init_mlp(key(seed), sizes) as float64 arrays, structure, shapes and zero
     biases checked."""
     what = f"init_mlp(key, {sizes})"
-    params = ag.call(init, Key(seed), sizes, what=what)
+    params = call(init, Key(seed), sizes, what=what)
     if not isinstance(params, (list, tuple)) or len(params) != len(sizes) - 1:
-        ag.fail("numerics", f"{what} must be a list of {len(sizes) - 1} layer dicts, got "
+        fail("numerics", f"{what} must be a list of {len(sizes) - 1} layer dicts, got "
                             f"{type(params).__name__} of length {len(params) if hasattr(params, '__len__') else '?'}.")
     for i, (layer, m, n) in enumerate(zip(params, sizes[:-1], sizes[1:])):
         if not isinstance(layer, dict) or set(layer) != {"w", "b"}:
-            ag.fail("numerics", f"{what}[{i}] must be a dict with the keys 'w' and 'b'.")
+            fail("numerics", f"{what}[{i}] must be a dict with the keys 'w' and 'b'.")
         if tuple(np.shape(layer["w"])) != (m, n) or tuple(np.shape(layer["b"])) != (n,):
-            ag.fail("numerics", f"{what}[{i}] has w of shape {np.shape(layer['w'])} and b of shape "
+            fail("numerics", f"{what}[{i}] has w of shape {np.shape(layer['w'])} and b of shape "
                                 f"{np.shape(layer['b'])}, expected {(m, n)} and {(n,)}.")
         if not np.issubdtype(np.asarray(layer["w"]).dtype, np.floating):
-            ag.fail("numerics", f"{what}[{i}]['w'] has dtype {np.asarray(layer['w']).dtype}; weights are floats.")
+            fail("numerics", f"{what}[{i}]['w'] has dtype {np.asarray(layer['w']).dtype}; weights are floats.")
         if np.any(np.asarray(layer["b"]) != 0):
-            ag.fail("numerics", f"{what}[{i}]['b'] must be zeros.")
+            fail("numerics", f"{what}[{i}]['b'] must be zeros.")
     return [np.asarray(layer["w"], np.float64) for layer in params]
 
 
@@ -171,16 +171,16 @@ def test_init_mlp(k):
     # ... and its outside symptom: layers with the same numbers.
     same = _same_numbers(first, sizes)
     if same is not None:
-        ag.fail("prng", f"layers {same[0]} and {same[1]} of init_mlp(key, {sizes}) got identical (or strongly "
+        fail("prng", f"layers {same[0]} and {same[1]} of init_mlp(key, {sizes}) got identical (or strongly "
                         "correlated) weights: each layer needs its own key, from `jax.random.split` "
                         "(or `fold_in` with the layer's index).")
     # The same key gives the same parameters; another key different ones.
     if not all(np.array_equal(u, v) for u, v in zip(first, _layers(init, seeds[0], sizes))):
-        ag.fail("prng", "init_mlp gave different parameters for the same key: the randomness must come "
+        fail("prng", "init_mlp gave different parameters for the same key: the randomness must come "
                         "from `key` alone.")
     draws = [first] + [_layers(init, s, sizes) for s in seeds[2:]]
     if any(np.allclose(u, v) for u, v in zip(draws[0], draws[1])):
-        ag.fail("prng", "init_mlp gave the same weights for two different keys: draw them from `key`.")
+        fail("prng", "init_mlp gave the same weights for two different keys: draw them from `key`.")
     # The scale: per layer, pooled over the keys, standard deviation 1 / sqrt(fan_in) and mean 0.
     failures = []
     for i, (m, n) in enumerate(zip(sizes[:-1], sizes[1:])):
@@ -195,7 +195,7 @@ def test_init_mlp(k):
         hints = [hint for scale, hint in _SCALE_HINTS if low <= rms / scale(m, n) <= high]
         failures.append((len(hints) == 1, f"{text} {hints[0]}" if len(hints) == 1 else text))
     if failures:
-        ag.fail("numerics", next((t for hinted, t in failures if hinted), failures[0][1]))
+        fail("numerics", next((t for hinted, t in failures if hinted), failures[0][1]))
 
 
 # --------------------------------------------------------------------------- noisy_batch
@@ -207,16 +207,16 @@ def _noisy(k, seed, x, partitionable=True):
     tracing, so that program draws as JAX does with it off)."""
     what = "jax.jit(noisy_batch)"
     if partitionable:
-        out = ag.call(_keyed(k, "noisy_batch"), Key(seed), np.asarray(x, np.float32), what=what)
+        out = call(_keyed(k, "noisy_batch"), Key(seed), np.asarray(x, np.float32), what=what)
     else:
         def off(key, a):
             program = programs.trace(k, Fixture("threefry_jit_call"), Ref("noisy_batch"), False, Spec((2,), "uint32"),
                                      a, static_argnums=(0, 1), raw_errors=True, label=what)
             return program(programs.raw_key(key.seed), a)
-        out = ag.call(off, Key(seed), np.asarray(x, np.float32), what=what)
+        out = call(off, Key(seed), np.asarray(x, np.float32), what=what)
     out = np.asarray(out)
     if out.shape != x.shape:
-        ag.fail("numerics", f"{what} has shape {out.shape}, expected the shape of x, {x.shape}.")
+        fail("numerics", f"{what} has shape {out.shape}, expected the shape of x, {x.shape}.")
     return out.astype(np.float64)
 
 
@@ -230,7 +230,7 @@ def _check_not_unrolled(k, d):
                                  label="jax.jit(noisy_batch)")
         sizes[rows] = program.total
     if sizes[6] > 1.1 * sizes[3]:  # a few constants may differ with the batch; a copy per row doubles it
-        ag.fail("per_example_keys", f"the program of noisy_batch grows with the batch ({sizes[3]} operations "
+        fail("per_example_keys", f"the program of noisy_batch grows with the batch ({sizes[3]} operations "
                                     f"at 3 rows, {sizes[6]} at 6): a Python loop over the rows is unrolled "
                                     "into it, one copy of the random draw per row, so a batch of a few hundred "
                                     "rows takes minutes to compile. Draw every row's noise, from its own key, "
@@ -245,11 +245,11 @@ def test_noisy_batch(k):
     s0, s1, s2 = k.distinct_seeds(3)
     out = _noisy(k, s0, x)
     if not np.array_equal(out, _noisy(k, s0, x)):
-        ag.fail("prng", "called twice with the same key, jax.jit(noisy_batch) gave different noise: the "
+        fail("prng", "called twice with the same key, jax.jit(noisy_batch) gave different noise: the "
                         "randomness must come from `key` alone, not from hidden global state.")
     other = _noisy(k, s1, x)
     if np.allclose(out, other):
-        ag.fail("prng", "two different keys gave the same noise under jax.jit: draw it from `key` with "
+        fail("prng", "two different keys gave the same noise under jax.jit: draw it from `key` with "
                         "`jax.random`; noise drawn while tracing (NumPy's global generator) is a constant "
                         "of the compiled program.")
     # A row's noise does not change when rows are cut from (or added to) the end of the batch,
@@ -257,7 +257,7 @@ def test_noisy_batch(k):
     for flag in (True, False):
         full = out if flag else _noisy(k, s0, x, flag)
         if not np.allclose(_noisy(k, s0, x[:cut], flag), full[:cut], rtol=1e-5, atol=1e-5):
-            ag.fail("per_example_keys",
+            fail("per_example_keys",
                     f"jax.jit(noisy_batch): the noise of the first {cut} rows changed when the batch was cut "
                     f"from {n} to {cut} rows (jax_threefry_partitionable={flag}). Each row's key must "
                     "come from `key` and the row's index alone (per-example keys), instead of one block "
@@ -266,17 +266,17 @@ def test_noisy_batch(k):
     noise = out - x
     x2 = k.rng.normal(size=(n, d)).astype(np.float32)
     if not np.allclose(_noisy(k, s0, x2) - x2, noise, atol=1e-5):
-        ag.fail("per_example_keys", "the noise changed when the values of x changed: row i's noise must "
+        fail("per_example_keys", "the noise changed when the values of x changed: row i's noise must "
                                     "depend only on `key` and `i`, not on the data.")
     if (any(np.allclose(noise[0], r, atol=1e-5) for r in noise[1:])
             or any(np.allclose(a, b, atol=1e-5) for a, b in zip(noise[1:], noise[2:]))):
-        ag.fail("per_example_keys", "several rows got exactly the same noise: every row needs its own key, "
+        fail("per_example_keys", "several rows got exactly the same noise: every row needs its own key, "
                                     "derived from `key` and the row's index, not the same `key` for each row.")
     pooled = np.concatenate([noise.ravel(), (other - x).ravel(), (_noisy(k, s2, x) - x).ravel()])
     low, high = _rms_bounds(pooled.size)
     rms, mean = float(np.sqrt(np.mean(pooled ** 2))), float(pooled.mean())
     if not (low <= rms <= high and abs(mean) <= _mean_bound(pooled.size)):
-        ag.fail("numerics", f"the noise has mean {mean:.3f} and standard deviation {pooled.std():.3f} "
+        fail("numerics", f"the noise has mean {mean:.3f} and standard deviation {pooled.std():.3f} "
                             f"(over {pooled.size} draws); standard normal noise has 0 and 1.")
     # No key consumed twice (JAX's key-reuse checker, kernel-side: it inspects the
     # program traced under jit).

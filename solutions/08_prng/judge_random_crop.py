@@ -12,7 +12,7 @@ it can fail the test, never pass it.
 """
 import numpy as np
 
-import autograder as ag
+from autograder.judge import fail
 from autograder.judge import programs
 from autograder.judge import AsJax, Fixture, Key, Ref, Spec
 
@@ -39,7 +39,7 @@ def _program(k, n, h, w, size):
 def _check_not_unrolled(k, h, w, size):
     sizes = {n: _program(k, n, h, w, size).total for n in (3, 6)}
     if sizes[6] > 1.1 * sizes[3]:  # a few constants may differ with the batch; a copy per image doubles it
-        ag.fail("per_example_keys", f"the program of random_crop grows with the number of images ({sizes[3]} "
+        fail("per_example_keys", f"the program of random_crop grows with the number of images ({sizes[3]} "
                                     f"operations at 3 images, {sizes[6]} at 6): a Python loop over the images is "
                                     "unrolled into it, one copy of the draw and the cut per image. Crop every "
                                     "image, from its own key, in a program whose size does not depend on the batch.")
@@ -51,7 +51,7 @@ def _check(got, images, seed, size, what):
     want = _crops(images, corners, size)
     got = np.asarray(got)
     if got.shape != want.shape:
-        ag.fail("per_example_keys", f"{what} has shape {got.shape}, expected one {size} x {size} crop per "
+        fail("per_example_keys", f"{what} has shape {got.shape}, expected one {size} x {size} crop per "
                                     f"image, {want.shape}.")
     if np.array_equal(got, want):
         return
@@ -63,12 +63,12 @@ def _check(got, images, seed, size, what):
         found.append(at[0] if at else None)
     if None in found:
         i = found.index(None)
-        ag.fail("per_example_keys", f"{what}: crop {i} is not a {size} x {size} window of image {i}.")
+        fail("per_example_keys", f"{what}: crop {i} is not a {size} x {size} window of image {i}.")
     if len(set(found)) == 1 and n > 1:
-        ag.fail("per_example_keys", f"{what} cut every image at the same position {found[0]}: each image needs "
+        fail("per_example_keys", f"{what} cut every image at the same position {found[0]}: each image needs "
                                     "a position of its own, drawn from a key of its own.")
     i = next(i for i in range(n) if not np.array_equal(got[i], want[i]))
-    ag.fail("per_example_keys", f"{what}: image {i} was cut at {found[i]}, but its key (the {i}-th of "
+    fail("per_example_keys", f"{what}: image {i} was cut at {found[i]}, but its key (the {i}-th of "
                                 f"jax.random.split(key, {n})) draws the corner {tuple(int(v) for v in corners[i])} "
                                 "by the contract: one randint of shape (2,) from that key, between 0 and "
                                 "(h - size + 1, w - size + 1).")

@@ -10,7 +10,7 @@ checked here against references computed here, on inputs drawn from ``k.rng``.
 ``global_mean``'s and ``explicit_matmul``'s traced programs also come out of the kernel
 through ``jax.export``, one per shape the test asks for (its eager calls included): the judge
 reads the first as a parsed module (a ``shard_map`` region, a collective:
-:mod:`autograder.judge.programs`, never the printed text) and runs both on its own devices
+:mod:`autograder.judge.mlir`, never the printed text) and runs both on its own devices
 on new values (the second on its own explicit mesh: the sharding in the output's type is seen
 here); the kernel's own results beside them only fail. ``shard_rows``'s answer is an eager
 ``device_put``, which a traced program does not keep: its placement is kernel data, checked
@@ -23,8 +23,8 @@ devices, asked for when this file loads).
 """
 import numpy as np
 
-import autograder as ag
-from autograder.judge import programs
+from autograder.judge import call, check_close, ExerciseFailure, fail
+from autograder.judge import mlir
 from autograder.judge import JUDGE_CPU_DEVICES as DEVICES, ensure_judge_devices
 from autograder.judge import AsJax, Fixture, Ref, Sharded
 
@@ -53,7 +53,7 @@ _SHAPES = {
 
 def _unhashable(exc, label):
     if isinstance(exc, TypeError) and "unhashable" in str(exc):
-        return ag.ExerciseFailure("sharding_signature", f"{label} returned a value that cannot be hashed "
+        return ExerciseFailure("sharding_signature", f"{label} returned a value that cannot be hashed "
                                   f"({str(exc)[:100]}): return a hashable key, such as a tuple (not a list "
                                   "or an array), so it can index a cache as jax.jit's signature does.")
     return None
@@ -64,7 +64,7 @@ def _fixture(k, name, *args, what):
     reply without the fields the fixture returns is the kernel's fault, never a judge bug."""
     from autograder.judge import ChannelError
 
-    res = ag.call(lambda *a: k.call(Fixture(name), *a), *args, what=what, translate=_unhashable)
+    res = call(lambda *a: k.call(Fixture(name), *a), *args, what=what, translate=_unhashable)
     shape = _SHAPES[name]
     ok = isinstance(res, dict) and all(key in res for key in shape) and all(
         isinstance(res[key], list) and all(type(v) is int for v in res[key])
@@ -93,7 +93,7 @@ def _placed_as(out) -> str:
 def _is_array(out, what, idea):
     if not getattr(out, "is_jax", False):
         kind = type(out).__name__
-        ag.fail(idea, f"{what} is of type {kind}, not a jax.Array, so it has no sharding: return the "
+        fail(idea, f"{what} is of type {kind}, not a jax.Array, so it has no sharding: return the "
                       "array JAX computed (np.asarray, .tolist() or float() bring it to the host as one "
                       "unsharded copy).")
 
@@ -117,13 +117,13 @@ def _check_rows(k, x, order, what):
     out = res["out"]
     _is_array(out, what, "sharding")
     if res.get("out_mesh") is not None and res["out_mesh"] != res["mesh"]:
-        ag.fail("sharding", f"{what} is placed on a mesh of other devices (or in another order) than the "
+        fail("sharding", f"{what} is placed on a mesh of other devices (or in another order) than the "
                             "mesh it was given: build the NamedSharding from the `mesh` argument.")
     shape = np.shape(out)
     expected = _rows_placement(shape, [[d] for d in res["mesh"]]) if len(shape) == 2 else None
     if expected is None or not _same_placement(res["placement"], expected):
-        ag.fail("sharding", f"{what} is placed as {_placed_as(out)}, expected NamedSharding(P('data', None)).")
-    ag.check_close(out, np.asarray(x.value if hasattr(x, "value") else x), what=what, idea="sharding")
+        fail("sharding", f"{what} is placed as {_placed_as(out)}, expected NamedSharding(P('data', None)).")
+    check_close(out, np.asarray(x.value if hasattr(x, "value") else x), what=what, idea="sharding")
 
 
 def test_shard_rows(k):
@@ -157,10 +157,10 @@ def _padded(spec, ndim):
 
 def _check_type_spec(spec, type_text, ndim, what):
     if spec is None:
-        ag.fail("explicit_sharding", f"{what} has no sharding in its type ({type_text}); with explicit "
+        fail("explicit_sharding", f"{what} has no sharding in its type ({type_text}); with explicit "
                                      "axes the sharding is part of the array type." + _HINT)
     if _padded(spec, ndim) != ["data", None]:
-        ag.fail("explicit_sharding", f"{what} has type {type_text}, whose sharding is "
+        fail("explicit_sharding", f"{what} has type {type_text}, whose sharding is "
                                      f"{_spec_text([list(e) if isinstance(e, tuple) else e for e in spec])}, "
                                      "expected P('data', None)." + _HINT)
 
@@ -175,9 +175,9 @@ def _check_matmul(k, rows, inner, cols, jit, what, exported=False):
     _check_type_spec(res.get("type_spec"), res.get("type"), np.ndim(out), what)
     grid = np.asarray(res["mesh"]).reshape(res["mesh_shape"]).tolist()
     if not _same_placement(res["placement"], _rows_placement(np.shape(out), grid)):
-        ag.fail("explicit_sharding", f"{what} is placed as {_placed_as(out)}, expected "
+        fail("explicit_sharding", f"{what} is placed as {_placed_as(out)}, expected "
                                      "NamedSharding(P('data', None)) on the mesh it was given." + _HINT)
-    ag.check_close(out, (xh.astype(np.float64) @ wh).astype(np.float32), what=what, rtol=1e-4, atol=1e-4,
+    check_close(out, (xh.astype(np.float64) @ wh).astype(np.float32), what=what, rtol=1e-4, atol=1e-4,
                    idea="explicit_sharding")
     if exported:
         _check_matmul_program(k, _exported(res.get("exported"), "jax.jit(explicit_matmul)"), xh.shape, wh.shape)
@@ -189,7 +189,7 @@ def _check_matmul_program(k, program, shape_x, shape_w):
     jax = _judge_devices()
     from jax.sharding import NamedSharding, PartitionSpec as P
 
-    from autograder.meshes import make_mesh, mesh_shape
+    from autograder.judge import make_mesh, mesh_shape
 
     what = "jax.jit(explicit_matmul)'s program, run by the grader on its own mesh"
     mesh = make_mesh(mesh_shape(DEVICES, 2), ("data", "model"), "explicit", devices=_judge_cpus(jax))
@@ -202,22 +202,22 @@ def _check_matmul_program(k, program, shape_x, shape_w):
             info = getattr(out, "sharding", None)
             aval = None if isinstance(info, dict) else jax.typeof(out)
     except Exception as exc:  # noqa: BLE001
-        ag.fail("explicit_sharding", f"{what} failed ({type(exc).__name__}: {str(exc)[:200]}).")
+        fail("explicit_sharding", f"{what} failed ({type(exc).__name__}: {str(exc)[:200]}).")
     if isinstance(info, dict):  # the contained program runner's answer: the output's type and placement as data
         spec = info.get("type_spec")
         _check_type_spec(None if spec is None else tuple(tuple(e) if isinstance(e, list) else e for e in spec),
                          info.get("type"), np.ndim(out), what)
         if info.get("kind") != "NamedSharding" or _padded(info.get("spec") or [], np.ndim(out)) != ["data", None]:
-            ag.fail("explicit_sharding", f"{what} is placed as {_placed_as(out)}, expected "
+            fail("explicit_sharding", f"{what} is placed as {_placed_as(out)}, expected "
                                          "NamedSharding(P('data', None))." + _HINT)
     else:
         spec = getattr(getattr(aval, "sharding", None), "spec", None)
         _check_type_spec(None if spec is None else tuple(spec), aval.str_short() if hasattr(aval, "str_short")
                          else str(aval), out.ndim, what)
         if not out.sharding.is_equivalent_to(NamedSharding(mesh, P("data", None)), out.ndim):
-            ag.fail("explicit_sharding", f"{what} is placed as {out.sharding}, expected "
+            fail("explicit_sharding", f"{what} is placed as {out.sharding}, expected "
                                          "NamedSharding(P('data', None))." + _HINT)
-    ag.check_close(np.asarray(out), (xh.astype(np.float64) @ wh).astype(np.float32), what=what, rtol=1e-4,
+    check_close(np.asarray(out), (xh.astype(np.float64) @ wh).astype(np.float32), what=what, rtol=1e-4,
                    atol=1e-4, idea="explicit_sharding")
 
 
@@ -235,7 +235,7 @@ def test_explicit_matmul(k):
 
 def _exported(data, what, idea="explicit_sharding"):
     """The learner's exported program (base64 of ``jax.export``'s bytes), read here as a parsed
-    module (:mod:`autograder.judge.programs`; ``program.facts``); host callbacks are refused (no
+    module (:mod:`autograder.judge.mlir`; ``program.facts``); host callbacks are refused (no
     learner Python ever runs in the judge)."""
     import base64
 
@@ -247,16 +247,19 @@ def _exported(data, what, idea="explicit_sharding"):
         raise ChannelError(f"The exported program of {what} is missing.")
     try:
         exp = export.deserialize(bytearray(base64.b64decode(data, validate=True)))
-        program = Exported(exp)
-        program.facts = programs.read(exp)
+        program = Exported(exp, name=what)
+        program.facts = mlir.read(exp)
     except Exception as exc:  # noqa: BLE001 - a forged or broken module
         raise ChannelError(f"The exported program of {what} cannot be read ({type(exc).__name__}).") from None
+    refused = program.refusal()  # exported for CPU alone (a platform_dependent branch is CPU's), allowed ops
+    if refused and "into Python" not in refused and "side effects" not in refused:  # callbacks: below
+        fail(idea, f"the program of {what} cannot be graded: {refused}.")
     if (program.facts.callbacks or getattr(exp, "ordered_effects", ())
             or getattr(exp, "unordered_effects", ())):
-        ag.fail("purity", f"{what} calls back into Python from the compiled program; the grader only runs "
+        fail("purity", f"{what} calls back into Python from the compiled program; the grader only runs "
                           "pure JAX programs.")
     if program.facts.has_loops:  # a sharded product or mean needs no loop
-        ag.fail(idea, f"the program of {what} has a loop (`while`); a sharded product or mean needs "
+        fail(idea, f"the program of {what} has a loop (`while`); a sharded product or mean needs "
                       "none: let the collectives and the compiler do the work.")
     return program
 
@@ -273,21 +276,26 @@ def _check_mean(k, rows_per_device, cols, jit=False, exported=False):
     if exported:  # the traced program, read and run here
         program = _exported(res.get("exported"), "global_mean(x, mesh)", idea="shard_map")
         if not program.facts.manual:
-            ag.fail("shard_map", "the program of global_mean(x, mesh) has no `shard_map`: the exercise asks for "
+            fail("shard_map", "the program of global_mean(x, mesh) has no `shard_map`: the exercise asks for "
                                  "per-device code written with `jax.shard_map`, not for the compiler's "
                                  "automatic partitioning.")
         if not program.facts.collectives:
-            ag.fail("shard_map", "the `shard_map` in global_mean(x, mesh) uses no collective: each device must "
+            fail("shard_map", "the `shard_map` in global_mean(x, mesh) uses no collective: each device must "
                                  "reduce its own shard, then a collective such as `jax.lax.psum` combines the "
                                  "partial results across the mesh axis.")
         jax = _judge_devices()
         from jax.sharding import NamedSharding, PartitionSpec as P
 
+        from autograder.judge import effect
+
         xh2 = (k.rng.normal(size=shape) * 3 + 1).astype(np.float32)  # new values, the same shape
+        # by its effect: a collective on every path, and the result changes when it is perturbed
+        effect.require(program, mlir.COLLECTIVES, (xh2,), what="global_mean(x, mesh)", idea="shard_map",
+                       needs="combine the devices' partial results with a collective")
         try:
             out = program.call(jax.device_put(xh2, NamedSharding(_judge_mesh(jax), P("data"))))
         except Exception as exc:  # noqa: BLE001
-            ag.fail("shard_map", f"the program of global_mean(x, mesh), run by the grader on x of shape {shape}, "
+            fail("shard_map", f"the program of global_mean(x, mesh), run by the grader on x of shape {shape}, "
                                  f"failed ({type(exc).__name__}: {str(exc)[:200]}).")
         _check_mean_value(np.asarray(out), xh2.astype(np.float64).mean(),
                           f"the program of global_mean(x, mesh) run by the grader on new values of shape {shape}")
@@ -295,10 +303,10 @@ def _check_mean(k, rows_per_device, cols, jit=False, exported=False):
 
 def _check_mean_value(got, mean, what):
     if np.shape(got) == () and np.isclose(float(np.asarray(got, np.float64)), DEVICES * mean, rtol=1e-4):
-        ag.fail("shard_map", f"{what} is {float(got):.4f}, {DEVICES} times the mean {mean:.4f}: `psum` adds "
+        fail("shard_map", f"{what} is {float(got):.4f}, {DEVICES} times the mean {mean:.4f}: `psum` adds "
                              f"the {DEVICES} per-device means, so divide by the number of devices "
                              "(or combine them with `jax.lax.pmean`).")
-    ag.check_close(got, np.float32(mean), what=what, rtol=1e-5, atol=1e-4, idea="shard_map")
+    check_close(got, np.float32(mean), what=what, rtol=1e-5, atol=1e-4, idea="shard_map")
 
 
 def _judge_cpus(jax):
@@ -309,7 +317,7 @@ def _judge_cpus(jax):
 
 
 def _judge_mesh(jax):
-    from autograder.meshes import make_mesh
+    from autograder.judge import make_mesh
 
     return make_mesh((DEVICES,), ("data",), "auto", devices=_judge_cpus(jax))
 
@@ -385,7 +393,7 @@ def _signature_truth(jax, args):
     far: a new argument that makes it compile is unlike all of them (a new class). Otherwise
     the argument is tried against each class's first member with a fresh function of its own
     (called with that member, then with the argument: one compile means the same class)."""
-    from autograder.compilation import CompileCounter
+    from autograder.judge import CompileCounter
 
     def fresh():
         return jax.jit(lambda v: v)  # a new function: nothing of it compiled yet
@@ -452,7 +460,7 @@ def test_signature_key(k):
     for i in range(n):
         for j in range(n):
             if bool(equal[i][j]) and not bool(same_hash[i][j]):
-                ag.fail("sharding_signature", f"signature_key gives equal keys to {sample[i][2]} and to "
+                fail("sharding_signature", f"signature_key gives equal keys to {sample[i][2]} and to "
                                               f"{sample[j][2]} whose hashes differ: a key must be hashable "
                                               "consistently (equal keys, equal hashes), as a dict key is.")
             if bool(equal[i][j]) != (labels[i] == labels[j]):
@@ -469,11 +477,11 @@ def test_signature_key(k):
             diffs = _differences(jax, args[i], args[j])
             if len(diffs) == 1:
                 missing.add(diffs[0])
-        ag.fail("sharding_signature",
+        fail("sharding_signature",
                 f"signature_key gives equal keys to arguments that jax.jit compiles separately: the key is "
                 f"missing {max(len(missing), 1)} of the things the compile signature holds "
                 f"({len(merged) // 2} pair(s) of the grader's arguments mixed up).")
-    ag.fail("sharding_signature",
+    fail("sharding_signature",
             f"signature_key gives different keys to arguments that a jitted function compiles once "
             f"({len(wrong) // 2} pair(s) of the grader's arguments): the key holds something jax.jit leaves "
             "out of the compile signature.")
@@ -540,6 +548,40 @@ def global_mean(x, mesh):
         return jax.lax.psum(total, "data") / x.size
     return shard_map_fn()(per_device, mesh=mesh, in_specs=P("data"), out_specs=P())(x)
 ''', "has a loop (`while`)", "shard_map"),
+        ('''
+def global_mean(x, mesh):
+    # a live shard_map that the result never needs: a decoy beside the compiler's mean
+    decoy = shard_map_fn()(lambda b: jax.lax.psum(jnp.sum(b), "data"), mesh=mesh, in_specs=P("data"),
+                           out_specs=P())(x)
+    return jnp.mean(x) + 0.0 * decoy
+''', "does not depend on the operations that combine the devices' partial results", "shard_map"),
+        ('''
+def global_mean(x, mesh):
+    # the shard_map in a branch that no input the grader draws takes
+    sharded = shard_map_fn()(lambda b: jax.lax.psum(jnp.sum(b), "data") / x.size, mesh=mesh,
+                             in_specs=P("data"), out_specs=P())
+    return jax.lax.cond(jnp.abs(x[0, 0]) > 1e30, sharded, jnp.mean, x)
+''', "on every path it can take", "shard_map"),
+        ('''
+import jax.export as _jax_export
+
+_export = _jax_export.export
+
+
+def _for_every_platform(fun, *args, **kwargs):  # the kernel's export patched: CPU and CUDA asked for
+    kwargs["platforms"] = ("cpu", "cuda")
+    return _export(fun, *args, **kwargs)
+
+
+_jax_export.export = _for_every_platform
+
+
+def global_mean(x, mesh):
+    # CPU's branch is the compiler's mean; the shard_map is the branch no CPU run enters
+    sharded = shard_map_fn()(lambda b: jax.lax.psum(jnp.sum(b), "data") / x.size, mesh=mesh,
+                             in_specs=P("data"), out_specs=P())
+    return jax.lax.platform_dependent(x, cpu=jnp.mean, default=sharded)
+''', "not for the grader's platform alone (cpu)", "shard_map"),
     ],
     "signature_key": [
         ('''

@@ -18,7 +18,7 @@ learning rates.
 """
 import numpy as np
 
-import autograder as ag
+from autograder.judge import call, ExerciseFailure, fail
 from autograder.judge import programs
 from autograder.judge import AsJax, Fixture, Key, Ref, Spec
 
@@ -71,7 +71,7 @@ def _concrete(exc, label):
 
     if (isinstance(exc, jax.errors.ConcretizationTypeError)
             and not isinstance(exc, jax.errors.TracerBoolConversionError)):
-        return ag.ExerciseFailure(
+        return ExerciseFailure(
             "async", "tracing train needed the concrete value of a traced array (such as `float(loss)` "
                      "or `loss.item()`): under jit there is no value yet, and eagerly it would pull "
                      "every step's loss to the host, a hidden synchronisation. Keep the losses as "
@@ -97,7 +97,7 @@ def test_train(k):
     # The program: traced (and exported) at two values of `steps`, it must not grow.
     sizes = {steps: _program(k, steps).total for steps in (3, 7)}
     if sizes[3] != sizes[7]:
-        ag.fail("loops", f"the program of train grows with `steps` ({sizes[3]} operations at steps=3, "
+        fail("loops", f"the program of train grows with `steps` ({sizes[3]} operations at steps=3, "
                          f"{sizes[7]} at steps=7): a Python loop over the steps is being unrolled "
                          "into it, one copy of the step per iteration.")
     xs, ys, params = _problem()
@@ -113,41 +113,41 @@ def test_train(k):
         if isinstance(o, (tuple, list)) and len(o) == 2:
             for leaf in [*(o[0].values() if isinstance(o[0], dict) else []), o[1]]:
                 if np.asarray(leaf).dtype != np.float32:
-                    ag.fail("capstone", f"train returned {np.asarray(leaf).dtype} values; the exercise's "
+                    fail("capstone", f"train returned {np.asarray(leaf).dtype} values; the exercise's "
                                         "parameters and losses are float32.")
     out = outs[0]
     if not (isinstance(out, (tuple, list)) and len(out) == 2):
-        ag.fail("capstone", "train must return a pair (params, losses).")
+        fail("capstone", "train must return a pair (params, losses).")
     got, losses = out
     if not isinstance(got, dict) or set(got) != set(params):
-        ag.fail("capstone", "the returned params do not have the structure of the `params` passed in "
+        fail("capstone", "the returned params do not have the structure of the `params` passed in "
                             f"(a dict with the keys {sorted(params)}).")
     for name, p in params.items():
         if np.shape(got[name]) != p.shape:
-            ag.fail("capstone", f"the returned params['{name}'] has shape {np.shape(got[name])}, "
+            fail("capstone", f"the returned params['{name}'] has shape {np.shape(got[name])}, "
                                 f"expected {p.shape}, the shape passed in.")
     if np.shape(losses) != (_STEPS,):
-        ag.fail("capstone", f"losses has shape {np.shape(losses)}; expected ({_STEPS},), one minibatch "
+        fail("capstone", f"losses has shape {np.shape(losses)}; expected ({_STEPS},), one minibatch "
                             "loss per step.")
     for a, b in zip(_as_np(out), _as_np(outs[1])):
         if not np.array_equal(a, b):
-            ag.fail("prng", "two calls with the same key gave different results: the randomness must "
+            fail("prng", "two calls with the same key gave different results: the randomness must "
                             "come from `key` alone, not from a global generator.")
     out1 = outs[2]
     if np.allclose(np.asarray(losses), np.asarray(out1[1])):
-        ag.fail("prng", "different keys gave the same losses: draw each step's minibatch from a key "
+        fail("prng", "different keys gave the same losses: draw each step's minibatch from a key "
                         "split (or folded) from `key`.")
     # With lr = 0 the parameters never move, so each step's loss is the loss of its minibatch
     # alone: equal losses at every step are one minibatch drawn again and again, from one key.
     frozen = np.asarray(program(programs.raw_key(s2), *inputs, lr=np.float32(0.0))[1], np.float64)
     if frozen.shape == (_STEPS,) and np.allclose(frozen, frozen[0], rtol=1e-6, atol=0.0):
-        ag.fail("key_reuse", f"with lr=0, which leaves the parameters where they are, every one of the {_STEPS} "
+        fail("key_reuse", f"with lr=0, which leaves the parameters where they are, every one of the {_STEPS} "
                              f"steps reported the same minibatch loss ({frozen[0]:.5f}): every step drew the "
                              "same minibatch, from the same key. Each step needs a key of its own, derived "
                              "from `key`.")
     lv = np.asarray(losses, np.float64)
     if not np.all(np.isfinite(lv)) or lv[:5].mean() <= lv[-5:].mean():
-        ag.fail("capstone", "the minibatch losses do not go down over the steps: check the update "
+        fail("capstone", "the minibatch losses do not go down over the steps: check the update "
                             "`p - lr * g` and that `losses` holds each step's loss.")
     # The final loss on all the data against plain minibatch SGD (the median of three NumPy runs).
     for mine_out in (out, out1):
@@ -156,21 +156,21 @@ def test_train(k):
         theirs = float(np.median([_np_loss(_np_sgd(ref_rng, params, xd, yd, _STEPS, _LR), xd, yd)
                                   for _ in range(3)]))
         if not mine <= 1.5 * theirs + 1e-3:
-            ag.fail("capstone", f"after {_STEPS} steps the loss on all the data is {mine:.4f}; plain "
+            fail("capstone", f"after {_STEPS} steps the loss on all the data is {mine:.4f}; plain "
                                 f"minibatch SGD reaches {theirs:.4f}. Check the update and the minibatches.")
     for i in (3, 4):  # other learning rates: other parameters, finite
         if not all(np.all(np.isfinite(a)) for a in _as_np(outs[i])):
-            ag.fail("capstone", f"with lr={plan[i][1]} train returned values that are not finite.")
+            fail("capstone", f"with lr={plan[i][1]} train returned values that are not finite.")
     if np.allclose(np.asarray(outs[3][0]["w1"]), np.asarray(outs[4][0]["w1"])):
-        ag.fail("capstone", "train gave the same parameters for the learning rates 0.05 and 0.2: use `lr` "
+        fail("capstone", "train gave the same parameters for the learning rates 0.05 and 0.2: use `lr` "
                             "in the update `p - lr * g`.")
     # Jits once: new keys and learning rates are runtime data (the kernel's trace count, a claim).
-    report = ag.call(lambda: k.call(Fixture("jit_static_traces"), Ref("train"), ["steps"],
+    report = call(lambda: k.call(Fixture("jit_static_traces"), Ref("train"), ["steps"],
                                     [((Key(s), *args), {"steps": _STEPS, "lr": lr}) for s, lr in plan]),
                      what=_LABEL)
     traces = report.get("traces") if isinstance(report, dict) else None
     if traces != 1:
-        ag.fail("recompiles", f"{_LABEL} traced {traces} time(s) over {len(plan)} calls with new keys and "
+        fail("recompiles", f"{_LABEL} traced {traces} time(s) over {len(plan)} calls with new keys and "
                               "learning rates; expected once. New keys and learning rates are runtime data; "
                               "only `steps` is static.")
     # No key consumed twice (JAX's key-reuse checker, kernel-side; it inspects the traced program).

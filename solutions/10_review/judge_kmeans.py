@@ -16,7 +16,7 @@ import functools
 
 import numpy as np
 
-import autograder as ag
+from autograder.judge import check_close, fail
 from autograder.judge import programs
 from autograder.judge import AsJax, Fixture, Key, Ref, Spec
 
@@ -82,12 +82,12 @@ def _grows(small, large) -> bool:
 def _check_not_unrolled(k, d, kk):
     by_iters = {i: _program(k, 24, d, kk, i).total for i in (2, 8)}
     if _grows(by_iters[2], by_iters[8]):
-        ag.fail("loops", f"the program of kmeans grows with `iters` ({by_iters[2]} operations at iters=2, "
+        fail("loops", f"the program of kmeans grows with `iters` ({by_iters[2]} operations at iters=2, "
                          f"{by_iters[8]} at iters=8): a Python loop over the steps is unrolled into it, one "
                          "copy of the step per iteration.")
     by_n = {n: _program(k, n, d, kk, 2).total for n in (24, 40)}
     if _grows(by_n[24], by_n[40]):
-        ag.fail("shapes", f"the program of kmeans grows with the number of points ({by_n[24]} operations at "
+        fail("shapes", f"the program of kmeans grows with the number of points ({by_n[24]} operations at "
                           f"24 points, {by_n[40]} at 40): something is computed once per point or per "
                           "cluster in Python; every step's shapes must follow from the input shapes.")
 
@@ -95,11 +95,11 @@ def _check_not_unrolled(k, d, kk):
 def _check(got, want, what):
     got = np.asarray(got)
     if got.shape != want.shape:
-        ag.fail("capstone", f"{what} has shape {got.shape}, expected the k centroids, {want.shape}.")
+        fail("capstone", f"{what} has shape {got.shape}, expected the k centroids, {want.shape}.")
     if not np.all(np.isfinite(got)):
-        ag.fail("shapes", f"{what} has centroids that are not finite: a cluster with no point assigned "
+        fail("shapes", f"{what} has centroids that are not finite: a cluster with no point assigned "
                           "keeps its centroid (a mean over no points is 0 / 0).")
-    ag.check_close(got, want, what=what, idea="capstone", rtol=1e-4, atol=1e-4, dtype=np.float32)
+    check_close(got, want, what=what, idea="capstone", rtol=1e-4, atol=1e-4, dtype=np.float32)
 
 
 def test_kmeans(k):
@@ -113,7 +113,7 @@ def test_kmeans(k):
     want0 = points[_initial(seeds[0], 24, kk)].astype(np.float64)
     if np.shape(got0) == want0.shape and not np.allclose(got0, want0):
         chosen = all(any(np.array_equal(c, p) for p in points) for c in np.asarray(got0))
-        ag.fail("prng", "with iters=0 kmeans returned "
+        fail("prng", "with iters=0 kmeans returned "
                         + ("points, but not the ones `jax.random.choice(key, n, (k,), replace=False)` chooses"
                            if chosen else "centroids that are not points of `points`")
                         + ": the initial centroids are the key's choice, exactly as the prompt states.")

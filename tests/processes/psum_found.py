@@ -8,7 +8,7 @@ jax.config.update("jax_num_cpu_devices", 8)  # right after importing jax, before
 from jax import export  # noqa: E402 - after the device count
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
-from autograder.judge import programs  # noqa: E402
+from autograder.judge import mlir  # noqa: E402
 
 mesh = jax.make_mesh((4,), ("d",), axis_types=(jax.sharding.AxisType.Auto,))
 
@@ -19,9 +19,9 @@ def mean_sin(x):
     return jax.numpy.sin(x).mean()
 
 spec = jax.ShapeDtypeStruct((16,), "float32")
-p = programs.read(export.export(jax.jit(total))(spec))
+p = mlir.read(export.export(jax.jit(total))(spec))
 assert p.collectives == {"stablehlo.all_reduce": 1} and p.manual, (p.collectives, p.manual)
-q = programs.read(export.export(jax.jit(mean_sin))(spec))
+q = mlir.read(export.export(jax.jit(mean_sin))(spec))
 assert not q.collectives and not q.manual
 
 # issue 33: a shard_map and a psum in a branch no input takes count for nothing (the value
@@ -32,8 +32,8 @@ def dead_branch(x):
 def live_branch(x):
     return jax.lax.cond(x[0] > -1e30, total, lambda x: x.mean() * x.shape[0], x)
 
-d = programs.read(export.export(jax.jit(dead_branch))(spec))
+d = mlir.read(export.export(jax.jit(dead_branch))(spec))
 assert not d.collectives and not d.manual, (d.collectives, d.manual)
-live = programs.read(export.export(jax.jit(live_branch))(spec))
+live = mlir.read(export.export(jax.jit(live_branch))(spec))
 assert live.collectives == {"stablehlo.all_reduce": 1} and live.manual, (live.collectives, live.manual)
 print("ok")
