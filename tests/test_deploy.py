@@ -6,10 +6,15 @@ hook gives the gradebook to instructors' servers only."""
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import shutil
+import subprocess
 import tomllib
 import types
+from pathlib import Path
 
+import pytest
 import yaml
 from packaging.requirements import Requirement
 
@@ -110,6 +115,117 @@ def test_grading_job_uses_the_grader_image_and_a_secret():
     assert {"secretRef": {"name": "course-gradebook"}} in container["envFrom"]
     mounts = {m["mountPath"] for m in container["volumeMounts"]}
     assert env["COURSE_STATE"]["value"] in mounts
+
+
+def _jobs() -> dict[str, dict]:
+    return {name: yaml.safe_load((DEPLOY / name).read_text())
+            for name in ("autograde-job.yaml", "sandbox-check-job.yaml")}
+
+
+def test_grading_job_asks_for_what_bubblewrap_needs_and_no_more():
+    """The Job grades as uid 1000 with no capability and no privilege escalation (bubblewrap's
+    unprivileged user namespaces contain the kernels); it asks only for what bubblewrap needs
+    in a pod: a user namespace of the pod's own so that /proc may be unmasked, and no seccomp
+    or AppArmor profile that forbids unshare and mount. The sandbox check runs the same pod."""
+    pods = {}
+    for name, job in _jobs().items():
+        spec = job["spec"]["template"]["spec"]
+        (container,) = spec["containers"]
+        pod = spec["securityContext"]
+        assert pod["runAsNonRoot"] is True and pod["runAsUser"] != 0, name
+        assert spec["hostUsers"] is False, name
+        assert pod["seccompProfile"] == {"type": "Unconfined"} and pod["appArmorProfile"] == {"type": "Unconfined"}
+        own = container["securityContext"]
+        assert own == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+                       "procMount": "Unmasked"}, (name, own)
+        assert not spec.get("hostPID") and not spec.get("hostNetwork") and not own.get("privileged")
+        pods[name] = (spec["hostUsers"], pod, own, container["image"], container["workingDir"])
+    assert pods["autograde-job.yaml"] == pods["sandbox-check-job.yaml"], "the check must run the Job's pod"
+    check = _jobs()["sandbox-check-job.yaml"]["spec"]["template"]["spec"]["containers"][0]
+    assert check["command"][:4] == ["python", "-m", "autograder", "grade"]
+    assert (ROOT / check["command"][4]).is_file(), check["command"]
+
+
+def _system_packages() -> dict[str, str]:
+    """scripts/system-packages.txt: ``{package: the command of it grading runs}``."""
+    listed = {}
+    for line in (ROOT / "scripts" / "system-packages.txt").read_text().splitlines():
+        words = line.split("#", 1)[0].split()
+        if words:
+            package, command = words
+            listed[package] = command
+    return listed
+
+
+def test_grader_image_installs_the_system_packages_grading_needs():
+    """The grader stage installs scripts/system-packages.txt, the list make test's installer reads,
+    with apt (the learners' image installs none of it), then drops root."""
+    stages = _stages()
+    grader = stages["grader"]
+    assert ["COPY", "scripts/system-packages.txt", "/opt/course/system-packages.txt"] in [
+        line.split() for line in grader]
+    (install,) = [line for line in grader if "apt-get install" in line]
+    assert "/opt/course/system-packages.txt" in install and "awk 'NF {print $1}'" in install, install
+    assert grader.index(next(line for line in grader if "system-packages.txt" in line)) < grader.index(install)
+    assert not any("apt-get" in line for line in stages["singleuser"])
+    users = [line.split()[1] for line in grader if line.startswith("USER")]
+    assert users[-1] != "root" and users[-1] != "0", "the grader image must not run as root"
+    # the command the image runs to pick the packages picks exactly the list's packages
+    picked = subprocess.run(["sh", "-c", "sed 's/#.*//' \"$0\" | awk 'NF {print $1}'",
+                             ROOT / "scripts" / "system-packages.txt"], capture_output=True, text=True, check=True)
+    assert picked.stdout.split() == list(_system_packages()), picked.stdout
+
+
+def test_the_system_package_list_covers_what_grading_needs():
+    """Each listed package provides the command listed beside it (asked of dpkg here, a Debian
+    machine like the image), and the containment the grader uses is among them: the bwrap the
+    grader finds is a listed package's file."""
+    from autograder.sandbox.view import find_bwrap
+
+    if not shutil.which("dpkg"):
+        pytest.skip("needs Debian's dpkg to say which package provides a command")
+    listed = _system_packages()
+    assert "bubblewrap" in listed
+    bwrap = find_bwrap()
+    if bwrap is None:
+        pytest.skip("bubblewrap is not installed here (make test installs the list as root)")
+    owners = {}
+    for package, command in listed.items():
+        path = shutil.which(command, path="/usr/bin:/bin:/usr/sbin:/sbin")
+        assert path, f"{package}'s {command} is not installed here"
+        found = subprocess.run(["dpkg", "-S", os.path.realpath(path)], capture_output=True, text=True)
+        owners[os.path.realpath(path)] = found.stdout.split(":", 1)[0]
+        assert found.returncode == 0 and owners[os.path.realpath(path)] == package, (command, found.stdout)
+    assert owners.get(os.path.realpath(bwrap)) == "bubblewrap", (bwrap, owners)
+
+
+def test_make_tests_installer_reads_the_same_list():
+    """scripts/ensure_system_packages.sh installs what the list names: run beside a list naming a
+    package whose command is missing, by a user who cannot install, it names that package."""
+    if os.geteuid() == 0 and not shutil.which("setpriv"):
+        pytest.skip("as root the installer would install: needs setpriv to run it as another user")
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="packages-", dir="/tmp"))  # another user may enter it
+    try:
+        _run_installer_beside(base)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _run_installer_beside(tmp_path: Path) -> None:
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    shutil.copy(ROOT / "scripts" / "ensure_system_packages.sh", scripts)
+    (scripts / "system-packages.txt").write_text("# a comment\nno-such-package-47 no-such-command-47  # why\n")
+    os.chmod(tmp_path, 0o755)
+    os.chmod(scripts, 0o755)
+    as_user = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
+    proc = subprocess.run([*as_user, "sh", str(scripts / "ensure_system_packages.sh")], capture_output=True, text=True)
+    assert proc.returncode == 0 and "not installed: no-such-package-47" in proc.stderr, proc.stderr
+    (scripts / "system-packages.txt").write_text("coreutils ls\n")
+    proc = subprocess.run([*as_user, "sh", str(scripts / "ensure_system_packages.sh")], capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
 
 
 def test_no_password_in_deploy_files():
