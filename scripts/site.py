@@ -4,7 +4,7 @@ sphinx-book-theme, configured in site/conf.py.
     python scripts/site.py              # _site/html/index.html; prints where to open it
     python scripts/site.py -E           # any further arguments go to sphinx-build
 
-The pages are laid out in _site/src with the repository's paths: site/*.md, the chapters
+The pages are laid out in _site/src with the repository's paths: site/*.md and site/*.rst, the chapters
 (course/*.ipynb), the released exercise notebooks (exercises/*/*.ipynb: never solutions/) and
 the instructor guide. A file is copied only when it changed, so Sphinx reads only what changed.
 
@@ -39,7 +39,7 @@ TIMEOUT = 300  # seconds a cell may run, as the chapters' tests allow
 
 def pages() -> dict[str, Path]:
     """Path in the site's sources -> the file it comes from."""
-    found = {p.name: p for p in sorted((ROOT / "site").glob("*.md"))}
+    found = {p.name: p for p in sorted((ROOT / "site").glob("*.md")) + sorted((ROOT / "site").glob("*.rst"))}
     found |= {f"course/{p.name}": p for p in sorted((ROOT / "course").glob("*.ipynb"))}
     found |= {p.relative_to(ROOT).as_posix(): p for p in sorted((ROOT / "exercises").glob("*/*.ipynb"))}
     found["instructor-guide.md"] = ROOT / "docs" / "instructor-guide.md"

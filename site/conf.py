@@ -19,7 +19,8 @@ project = "How JAX really runs your program"
 author = "the course's authors"
 copyright = "the course's authors"
 
-extensions = ["myst_nb", "claims_hold", "widget_pictures", "guide_links", "notebook_links"]
+extensions = ["myst_nb", "sphinx.ext.intersphinx", "sphinx_codeautolink", "claims_hold", "widget_pictures",
+              "guide_links", "notebook_links", "api_links", "api_reference", "colab_badge", "steady_config"]
 root_doc = "index"
 exclude_patterns = ["**.ipynb_checkpoints"]
 
@@ -40,6 +41,26 @@ nb_render_error_lexer = "myst-ansi"  # tracebacks of %xmode Minimal are not ipyt
 nb_ipywidgets_js = {}
 myst_heading_anchors = 6  # every heading has an anchor a link can name
 
+# JAX's names link to JAX's reference (docs.jax.dev), as the JAX docs link them, in the prose
+# (api_links) and in the code cells (sphinx-codeautolink). Its inventory is kept in the repository
+# (scripts/jax_inventory.py made it) so the build never downloads one.
+JAX_INVENTORY = Path(__file__).resolve().parent / "jax-objects.inv"
+if JAX_INVENTORY.is_file():
+    intersphinx_mapping = {"jax": ("https://docs.jax.dev/en/latest/", str(JAX_INVENTORY))}
+else:
+    intersphinx_mapping = {}
+    print(f"{JAX_INVENTORY} is missing: JAX's names are not linked to docs.jax.dev "
+          "(python scripts/jax_inventory.py makes it: docs/site.md)", file=sys.stderr)
+intersphinx_timeout = 5
+codeautolink_concat_default = True  # a notebook's cells are one program: its imports hold below them
+# the exercises' pages are not executed, so their cells are "python" blocks: they hold magics too
+codeautolink_custom_blocks = {"python": "sphinx_codeautolink.clean_ipython"}
+# The reference page (api_reference): docstrings are reStructuredText; `name` is a cross-reference.
+default_role = "py:obj"
+autodoc_member_order = "bysource"
+autodoc_typehints = "description"
+add_module_names = True
+
 html_theme = "sphinx_book_theme"
 html_title = project
 html_static_path = ["_static"]
@@ -53,4 +74,5 @@ html_theme_options = {
     "use_download_button": True,
     "launch_buttons": {"colab_url": "https://colab.research.google.com"},
     "show_toc_level": 2,
+    "navbar_persistent": [],  # one search box: the sidebar's (the header's would be a second)
 }

@@ -6,8 +6,15 @@ Checked from what the build produced: every chapter page shows its plots (loaded
 Colab and download links, its intentional errors and a static picture of each widget; every
 exercise page shows the released notebook; no internal link or anchor is broken; the search page
 finds a chapter by a word of its title; no line of a solution or of a hidden test (solutions/)
-appears anywhere in the site; a second build executes nothing; and a chapter with an untagged
-error or a claim that does not hold fails the build."""
+appears anywhere in the site; a second build executes nothing and says nothing about the
+configuration; and a chapter with an untagged error or a claim that does not hold fails the build.
+
+As a learner reads it beside the JAX docs (issue 46): clicking ``jax.lax.scan`` in chapter 04
+(prose and code) goes to the URL JAX's inventory (site/jax-objects.inv) gives it; each chapter
+links the course's helpers it calls to the reference page, which documents every name of
+``autograder.__all__``; no page makes a request beyond the site; no line of a chapter is cut off
+(outputs wrap, code scrolls with a scrollbar), on a desktop and on a phone; one search box; and a
+build without the inventory still works and says so."""
 from __future__ import annotations
 
 import html
@@ -28,7 +35,7 @@ import nbformat
 import pytest
 
 from conftest import ROOT
-from test_browser import browser_page  # noqa: F401 - the fixture `page` uses
+from test_browser import ARGS, CHROMIUM, browser_page  # noqa: F401 - the fixture `page` uses
 
 # The build executes every chapter: it joins test_course_notebooks' xdist group (one worker, one
 # after the other), so its kernels never run beside the chapters whose measured claims are checked.
@@ -131,6 +138,7 @@ def test_second_build_executes_nothing(site):
     assert "Executing notebook" not in site.second, site.second[-4000:]
     assert site.records_again == site.records, "the second build changed jupyter-cache's records"
     assert re.search(r"0 added, 0 changed, 0 removed", site.second), site.second[-4000:]
+    assert "configuration has changed" not in site.second, site.second[:3000]
 
 
 def _images_loaded(page) -> list[bool]:
@@ -251,7 +259,7 @@ def test_no_internal_link_is_broken_and_every_page_is_reachable(site):
             if target is not None and target.suffix == ".html" and target in pages:
                 todo.append(target)
     expected = {site.html / html_page(p, site.checkout) for p in site.chapters() + site.exercises()}
-    expected.add(site.html / "instructor-guide.html")
+    expected |= {site.html / "instructor-guide.html", site.html / "reference.html"}
     assert not expected - reached, f"pages not reachable from the home page: {sorted(expected - reached)}"
 
 
@@ -289,7 +297,7 @@ def _cell_text(path: Path) -> str:
 def _published(checkout: Path) -> str:
     """Everything the site's pages are made of: what may appear in the site."""
     texts = [_cell_text(p) for p in sorted(checkout.glob("course/*.ipynb")) + sorted(checkout.glob("exercises/*/*.ipynb"))]
-    texts += [p.read_text() for p in sorted(checkout.glob("site/*.md"))]
+    texts += [p.read_text() for p in sorted(checkout.glob("site/*.md")) + sorted(checkout.glob("site/*.rst"))]
     texts.append((checkout / "docs" / "instructor-guide.md").read_text())
     return "\n".join(texts)
 
@@ -335,6 +343,122 @@ def test_no_solution_or_hidden_test_appears_anywhere(site):
     assert not found, "solution or hidden-test lines in the site:\n" + "\n".join(found[:40])
 
 
+# Beside the JAX docs (issue 46).
+JAX_DOCS = "https://docs.jax.dev/"
+
+
+def jax_inventory(checkout: Path) -> dict[str, str]:
+    """Name -> URL, as Sphinx's intersphinx reads the repository's inventory of JAX's reference."""
+    from sphinx.util.inventory import InventoryFile
+
+    raw = (checkout / "site" / "jax-objects.inv").read_bytes()
+    inventory = InventoryFile.loads(raw, uri="https://docs.jax.dev/en/latest/").data
+    return {name: item.uri for items in inventory.values() for name, item in items.items()}
+
+
+def test_clicking_jax_lax_scan_in_chapter_04_opens_its_page_in_jax_reference(site, server, page):
+    url = jax_inventory(site.checkout)["jax.lax.scan"]
+    assert url == "https://docs.jax.dev/en/latest/_autosummary/jax.lax.scan.html#jax.lax.scan"
+    chapter = next(p for p in site.chapters() if p.name.startswith("04_"))
+    page.goto(server + html_page(chapter, site.checkout), wait_until="load")
+    prose = page.locator(f"article p a.reference.external[href='{url}']")
+    code = page.locator(f"article div.highlight a[href='{url}']")
+    assert prose.count() and code.count(), (prose.count(), code.count())
+    for link in (prose.first, code.first):
+        assert "scan" in link.inner_text()
+        opened = []
+        page.route(f"{JAX_DOCS}**", lambda route: (opened.append(route.request.url),
+                                                   route.fulfill(status=200, content_type="text/html",
+                                                                 body="<title>JAX</title>")))
+        try:
+            with page.expect_navigation():
+                link.click()
+            assert page.url == url and opened == [url], (page.url, opened)
+        finally:
+            page.unroute(f"{JAX_DOCS}**")
+            page.go_back(wait_until="load")
+
+
+def test_reference_page_documents_every_public_name(site, server, page):
+    import autograder
+
+    page.goto(server + "reference.html", wait_until="load")
+    missing = [name for name in autograder.__all__
+               if not page.locator(f"dl.py > dt[id='autograder.{name}'] + dd p").count()]
+    assert not missing, f"not documented on the reference page: {missing}"
+
+
+def test_chapters_link_the_helpers_they_call_to_the_reference(site):
+    """Each ``ag.NAME`` a chapter's code calls is a link to NAME's entry on the reference page."""
+    import autograder
+
+    problems = []
+    for chapter in site.chapters():
+        code = "\n".join(c.source for c in nbformat.read(str(chapter), as_version=4).cells if c.cell_type == "code")
+        called = sorted({n for n in re.findall(r"\bag\.(\w+)", code) if n in autograder.__all__})
+        markup = (site.html / html_page(chapter, site.checkout)).read_text()
+        problems += [f"{chapter.name}: ag.{n}" for n in called if f'reference.html#autograder.{n}"' not in markup]
+    assert not problems, "helpers without a link to their reference:\n" + "\n".join(problems)
+
+
+def _pages(site) -> list[str]:
+    chapters = [html_page(p, site.checkout) for p in site.chapters() + site.exercises()]
+    return [*chapters, "index.html", "reference.html", "instructor-guide.html", "search.html?q=scan"]
+
+
+def test_no_page_makes_an_external_request(site, server, page):
+    outside = []
+    record = lambda request: None if request.url.startswith(server) else outside.append(request.url)  # noqa: E731
+    page.on("request", record)
+    try:
+        for path in _pages(site):
+            page.goto(server + path, wait_until="networkidle")
+    finally:
+        page.remove_listener("request", record)
+    assert not outside, f"requests beyond the site: {sorted(set(outside))}"
+
+
+CUT_OFF = """() => {
+  const found = [];
+  for (const e of document.querySelectorAll('article pre, article table, article img, article .output')) {
+    const s = getComputedStyle(e);
+    if (e.scrollWidth > e.clientWidth + 1) {
+      const bar = e.offsetHeight - e.clientHeight - parseFloat(s.borderTopWidth) - parseFloat(s.borderBottomWidth);
+      const scrolls = (s.overflowX === 'auto' || s.overflowX === 'scroll') && bar > 0;
+      const output = e.closest('.cell_output, .output') !== null;
+      if (output || !scrolls) found.push(`${output ? 'an output' : 'code'} cut at ${e.clientWidth}px: ` + e.textContent.trim().slice(0, 70));
+    }
+  }
+  if (document.documentElement.scrollWidth > window.innerWidth) found.push('the page scrolls sideways');
+  return found;
+}"""
+
+
+def test_no_line_of_a_chapter_is_cut_off(site, server, page):
+    """On a desktop and on a phone, with the scrollbars a desktop Chromium draws: an output
+    (a claim: verdict, a printed result, a traceback) wraps; a code line that does not fit
+    scrolls in its box, which shows a scrollbar; nothing makes the page scroll sideways."""
+    browser = page.context.browser.browser_type.launch(executable_path=CHROMIUM, args=ARGS, headless=True,
+                                                       ignore_default_args=["--hide-scrollbars"])
+    problems = []
+    try:
+        for width in (1400, 400):
+            view = browser.new_page(viewport={"width": width, "height": 900})
+            for chapter in site.chapters():
+                view.goto(server + html_page(chapter, site.checkout), wait_until="load")
+                problems += [f"{chapter.name} at {width}px: {p}" for p in view.evaluate(CUT_OFF)]
+            view.close()
+    finally:
+        browser.close()
+    assert not problems, "\n".join(problems[:30])
+
+
+def test_one_search_box(site, server, page):
+    page.goto(server + html_page(site.chapters()[0], site.checkout), wait_until="load")
+    boxes = page.locator(".search-button-field:visible, input[type='search']:visible")
+    assert boxes.count() == 1, boxes.count()
+
+
 # The build's failures, on a clone whose only chapter is a small notebook made for the purpose.
 ON_PURPOSE = 'raise ValueError("an error on purpose")'
 
@@ -366,8 +490,18 @@ def test_build_fails_on_an_untagged_error_and_a_claim_that_does_not_hold(tmp_pat
         assert "Executing notebook" in out, f"the failed chapter must be executed again ({attempt})"
 
     claim.source = 'print("claim: a test claim: holds (on purpose)")'
-    _only_chapter(checkout, [tagged, claim])
+    prose = nbformat.v4.new_markdown_cell("Under `jax.jit` your function runs once.")
+    _only_chapter(checkout, [prose, tagged, claim])
     built_ok(checkout)
-    shown = _visible_text((checkout / "_site" / "html" / "course" / "01_test.html").read_text())
+    page = checkout / "_site" / "html" / "course" / "01_test.html"
+    shown = _visible_text(page.read_text())
     assert "an error on purpose" in shown and "claim: a test claim: holds" in shown
+    assert jax_inventory(checkout)["jax.jit"] in page.read_text()
+
+    # without JAX's inventory the site is still built, says so, and links nothing to JAX's docs
+    (checkout / "site" / "jax-objects.inv").unlink()
+    out = built_ok(checkout)
+    assert "jax-objects.inv is missing" in out, out[-3000:]
+    assert "Under jax.jit your function runs once." in _visible_text(page.read_text())
+    assert JAX_DOCS not in page.read_text()
     shutil.rmtree(checkout, ignore_errors=True)
