@@ -101,7 +101,7 @@ feedback: env
 export: env
 	$(BIN)/python -m autograder export
 
-## bench-grading: one notebook, serial and parallel grading vs bare execution, nbgrader autograde and the grader at issue 20's start (docs/bench-grading.md)
+## bench-grading: the grader's CPU per run tree (a cgroup per way) against nbgrader autograde and bare execution, the speed-up in parallel, one notebook against jupyter execute, with issue 42's targets (docs/bench-grading.md)
 bench-grading: env
 	$(BIN)/python scripts/bench_grading.py
 
