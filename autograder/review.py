@@ -900,6 +900,23 @@ def _findings(r: Review, *, static, values, call_error, eager_error, already_jit
 
 # ============================================================================ command line
 
+def open_backend_or_cpu() -> str | None:
+    """Open JAX's default backend; where the accelerator cannot be opened (held by another
+    process: a TPU opens for one at a time, e.g. by the learner's notebook on Colab), fall back to
+    the CPU. Returns the note that says so, or None."""
+    import jax
+
+    try:
+        jax.devices()
+        return None
+    except RuntimeError as exc:
+        jax.config.update("jax_platforms", "cpu")
+        jax.devices()
+        reason = (str(exc).strip().splitlines() or ["?"])[0][:200]
+        return (f"review: the accelerator could not be opened ({reason}); reviewing on the CPU instead, "
+                "so its timings are the CPU's")
+
+
 def review_command(args) -> int:
     """``python -m autograder review MODULE:FUNCTION --args EXPR [--static a,b] [--json]``."""
     import importlib
@@ -909,6 +926,10 @@ def review_command(args) -> int:
 
     import jax
     import jax.numpy as jnp
+
+    note = open_backend_or_cpu()
+    if note:
+        print(note, file=sys.stderr)
 
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())

@@ -43,13 +43,18 @@ XLA_FLAGS = "--xla_backend_optimization_level=0"
 
 
 def ensure_judge_devices() -> None:
-    """Ask JAX for :data:`JUDGE_CPU_DEVICES` virtual CPU devices in this process (kernels do not
-    inherit the config). JAX fixes the count when it starts its backends, and one grading process
-    judges notebooks of any chapter: a process that judged another chapter first would stay at 1
-    device if 09's judge asked on import. Once JAX has started, the count stays what it is."""
+    """Compute on the CPU in this process, never on an accelerator, with :data:`JUDGE_CPU_DEVICES`
+    virtual CPU devices (kernels do not inherit the config). A grade is then the same on a laptop
+    and on a GPU or TPU host, also while another process holds the accelerator (a TPU opens for
+    one process at a time: the learner's notebook on Colab). JAX fixes both when it starts its
+    backends, and one grading process judges notebooks of any chapter: a process that judged
+    another chapter first would stay at 1 device if 09's judge asked on import. Once JAX has
+    started, they stay what they are."""
     import jax
 
+    os.environ["JAX_PLATFORMS"] = "cpu"   # and for what this process starts
     try:
+        jax.config.update("jax_platforms", "cpu")
         jax.config.update("jax_num_cpu_devices", JUDGE_CPU_DEVICES)
     except Exception:  # noqa: BLE001 - the backends already exist, or an older JAX
         pass

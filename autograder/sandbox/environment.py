@@ -28,7 +28,13 @@ def kernel_env(home: Path, contained: bool = True) -> dict:
     variables, ``HOME`` and ``TMPDIR`` in the box's home, ``PATH`` the interpreter's folder and
     the system's, nothing else. Uncontained (a learner's laptop, or the sandbox turned off), the
     grader's own, less what would point the kernel at the grader's files: such a kernel runs as
-    the grader's uid and could read the grader's environment anyway (``/proc/PID/environ``)."""
+    the grader's uid and could read the grader's environment anyway (``/proc/PID/environ``).
+    Either way ``JAX_PLATFORMS=cpu``: a graded kernel never opens an accelerator, so a grade is
+    the same on any host, also while another process holds the chip (a TPU opens for one)."""
+    return {**_kernel_env(home, contained), "JAX_PLATFORMS": "cpu"}
+
+
+def _kernel_env(home: Path, contained: bool) -> dict:
     if contained:
         env = {k: os.environ[k] for k in KERNEL_ENV if k in os.environ}
         for name, value in _SET_BY_JAX.items():
