@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -71,9 +72,14 @@ def in_notebook(notebook) -> dict:
 def _read_state(folder: Path) -> dict:
     try:
         data = json.loads((Path(folder) / STATE_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
-    return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, int)} if isinstance(data, dict) else {}
+    return {k: v for k, v in data.items() if isinstance(k, str) and _count(v)} if isinstance(data, dict) else {}
+
+
+def _count(n) -> bool:
+    """``n`` is a number of hints seen: a whole number above 0 (not a bool)."""
+    return isinstance(n, int) and not isinstance(n, bool) and n > 0
 
 
 def _record(folder: Path, exercise: str, n: int) -> None:
@@ -94,19 +100,28 @@ def _record(folder: Path, exercise: str, n: int) -> None:
 
 def seen(notebook_path) -> dict:
     """``{exercise: number of hints seen}`` for a learner's notebook: the larger of the count in
-    the ``.hints.json`` beside it and the hints its saved outputs show."""
+    the ``.hints.json`` beside it and the hints its saved outputs show. Both are the learner's
+    files: whatever they hold (a notebook that is no JSON, a mark of another shape), this reads
+    what it can and never raises."""
     path = Path(notebook_path)
     out = dict(_read_state(path.parent))
     try:
         nb = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return out
-    for cell in nb.get("cells", []) if isinstance(nb, dict) else []:
-        for output in cell.get("outputs", []) if isinstance(cell, dict) else []:
-            mark = (output.get("metadata") or {}).get(MARK, {}).get("hint") if isinstance(output, dict) else None
-            if isinstance(mark, dict) and isinstance(mark.get("exercise"), str) and isinstance(mark.get("n"), int):
-                out[mark["exercise"]] = max(out.get(mark["exercise"], 0), mark["n"])
+    cells = nb.get("cells") if isinstance(nb, dict) else None
+    for cell in cells if isinstance(cells, list) else []:
+        outputs = cell.get("outputs") if isinstance(cell, dict) else None
+        for output in outputs if isinstance(outputs, list) else []:
+            mark = _get(_get(_get(output, "metadata"), MARK), "hint")
+            exercise, n = _get(mark, "exercise"), _get(mark, "n")
+            if isinstance(exercise, str) and _count(n):
+                out[exercise] = max(out.get(exercise, 0), n)
     return out
+
+
+def _get(d, key):
+    return d.get(key) if isinstance(d, dict) else None
 
 
 def _line(exercise: str, n: int, hints: list) -> str:
@@ -115,14 +130,45 @@ def _line(exercise: str, n: int, hints: list) -> str:
 
 # --------------------------------------------------------------------------- the terminal
 
+def find_notebook(given) -> Path:
+    """The notebook ``given`` names: that path when it exists; else, for a name typed in another
+    folder (``03_purity.ipynb`` or ``03_purity``), the notebook of that name where a learner
+    keeps it, looked for in this order: the current folder; their home's
+    ``<course>/<assignment>/`` (nbgrader's fetch) or ``<assignment>/``; the checkout's
+    ``exercises/<assignment>/``. Raises ValueError naming where it looked, or the notebooks it
+    found when one place holds several."""
+    from .common.course import package_root
+
+    path = Path(given).expanduser()
+    if path.exists():
+        return path
+    name = path.name if path.suffix == ".ipynb" else f"{path.name}.ipynb"
+    stem = name.removesuffix(".ipynb")
+    home = Path.home()
+    tiers = [[Path.cwd()], [home / stem, *sorted(home.glob(f"*/{stem}"))], [package_root() / "exercises" / stem]]
+    for tier in tiers:
+        found = []
+        for folder in tier:
+            candidate = folder / name
+            if candidate.is_file() and candidate.resolve() not in {f.resolve() for f in found}:
+                found.append(candidate)
+        if len(found) == 1:
+            return found[0]
+        if found:
+            raise ValueError(f"several notebooks named {name}: " + ", ".join(map(str, found))
+                             + "; give the one you mean by its path")
+    raise ValueError(f"no notebook {given} here, in {home}/*/{stem}/ or in {tiers[-1][0]}: give its path")
+
+
 def next_hint(notebook, exercise: str) -> tuple[int, str]:
-    """Show the next hint of ``exercise`` in ``notebook``: ``(n, text)``, recorded beside the
-    notebook; when all are seen, ``(0, text)`` saying so and repeating them. Raises ValueError
-    for an exercise the notebook has no hints for."""
-    notebook = Path(notebook)
+    """Show the next hint of ``exercise`` in ``notebook`` (a path, or a name
+    :func:`find_notebook` finds): ``(n, text)``, recorded beside the notebook; when all are
+    seen, ``(0, text)`` saying so and repeating them. Raises ValueError for a notebook it cannot
+    find or read, or an exercise the notebook has no hints for."""
+    notebook = find_notebook(notebook)
     try:
         hints = in_notebook(notebook)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, AttributeError, TypeError, RecursionError) as exc:
         raise ValueError(f"cannot read {notebook}: {exc}") from None
     hints = hints or shipped(notebook.resolve().parent.name)
     if exercise not in hints:
@@ -143,7 +189,8 @@ def add_parser(sub):
                        description="Print the next hint for EXERCISE of NOTEBOOK (first the idea, "
                                    "then the chapter's section, then the approach) and record it in "
                                    f"{STATE_FILE} beside the notebook. Hints never count against the grade.")
-    p.add_argument("notebook", metavar="NOTEBOOK")
+    p.add_argument("notebook", metavar="NOTEBOOK", help="its path, or its name (03_purity.ipynb) from any "
+                                                         "folder: found in exercises/ or nbgrader's fetched folder")
     p.add_argument("exercise", metavar="EXERCISE", help="the exercise's name, e.g. step")
     return p
 
@@ -192,7 +239,8 @@ def offer(assignment: str, exercise: str, folder=".") -> bool:
     n = _read_state(Path(folder)).get(exercise, 0) + 1
     if n > len(hints):
         return False
-    terminal = f"python -m autograder hint {assignment}.ipynb {exercise}"
+    here = Path(folder).resolve() / f"{assignment}.ipynb"  # the notebook's own folder (JupyterLab's cwd)
+    terminal = f"python -m autograder hint {shlex.quote(str(here) if here.is_file() else here.name)} {exercise}"
     try:
         import ipywidgets
     except ImportError:

@@ -642,6 +642,8 @@ def release_feedback(assignment: str) -> None:
         elif lacking:
             missing[student] = (f"its submission has no {' or '.join(lacking)} (not submitted through "
                                 "nbgrader's exchange?), so nbgrader cannot release its page")
+        elif (why := _unreleasable(page.parent)) is not None:
+            missing[student] = why
     released = [f.parent.name for f in submitted if f.parent.name not in missing]
     if released:
         cmd = [str(Path(python).parent / "nbgrader"), "release_feedback", assignment]
@@ -660,6 +662,18 @@ def release_feedback(assignment: str) -> None:
             print(f"release-feedback: NOT released for {student}: {why}", file=sys.stderr)
         raise SystemExit(f"release-feedback: {len(missing)} submission(s) of {assignment} got no "
                          f"feedback: {', '.join(sorted(missing))}")
+
+
+def _unreleasable(folder: Path) -> str | None:
+    """Why nbgrader's release_feedback would stop at the page in ``folder`` (its timestamp.txt,
+    copied from the learner's submission, is no time nbgrader can read), or None."""
+    from nbgrader.utils import parse_utc
+
+    try:
+        parse_utc((folder / "timestamp.txt").read_text(errors="replace").strip())
+    except (OSError, ValueError, OverflowError, TypeError) as exc:
+        return f"its timestamp.txt is not a time nbgrader can read ({exc}), so nbgrader cannot release its page"
+    return None
 
 
 def main(argv: list[str]) -> None:

@@ -764,6 +764,99 @@ def test_failed_tests_show_their_feedback_in_the_formgrader(course):
     assert failed["bob"] and not failed["alice"], failed
 
 
+def test_one_bad_submission_never_stops_export_report_or_feedback(tmp_path):
+    """A class of three with the gradebook's points: bob's notebook has an output whose
+    metadata.autograder is a string (valid nbformat: export stopped on it for everyone), carol's
+    .hints.json claims 99999 hints and her result.json is truncated. export writes everyone's rows
+    (bob's hints read as none, carol's at most the exercise's hints, every count marked as the
+    learner's report) and says both files it wrote; report and feedback write everyone else's and
+    exit 1 naming carol."""
+    from autograder.grader.result import zero_result
+    from autograder.hints import shipped
+    from autograder.instructor import Course, course_gradebook
+
+    state = tmp_path / "state"
+    course = Course(root=ROOT, state=state)
+    tests = source_tests(solution_notebook(A))
+    with course_gradebook(course.db_url) as gb:
+        gb.add_assignment(A)
+        gb.add_notebook(A, A)
+        for gid, points in tests:
+            gb.add_grade_cell(gid, A, A, max_score=points, cell_type="code")
+        for student in ("alice", "bob", "carol"):
+            gb.add_student(student)
+            gb.add_submission(A, student)
+            for g in gb.find_submission_notebook(A, A, student).grades:
+                g.auto_score = 0
+    exercise = tests[0][0].removeprefix("test_")
+    most = len(shipped(A)[exercise])
+    for student in ("alice", "bob", "carol"):
+        folder = state / "submitted" / student / A
+        folder.mkdir(parents=True)
+        nb = json.loads(released_notebook(A).read_text())
+        if student == "bob":
+            cell = next(c for c in nb["cells"] if c["cell_type"] == "code")
+            cell["outputs"] = [{"output_type": "display_data", "data": {"text/plain": "x"},
+                                "metadata": {"autograder": "a string"}}]
+        (folder / f"{A}.ipynb").write_text(json.dumps(nb))
+        (folder / ".hints.json").write_text(json.dumps({exercise: 99999 if student == "carol" else 1}))
+        out = state / "autograded" / student / A
+        out.mkdir(parents=True)
+        result = zero_result(str(folder / f"{A}.ipynb"), A, solution_notebook(A), "not answered").as_dict()
+        del result["error"]  # graded: every test failed
+        (out / "result.json").write_text("{ truncated" if student == "carol" else json.dumps(result))
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "autograder", *args, "--state", str(state)],
+                              capture_output=True, text=True, cwd=ROOT, timeout=600)
+
+    exported = cli("export")
+    assert exported.returncode == 0 and "Traceback" not in exported.stderr, exported.stderr[-3000:]
+    assert f"wrote {state / 'grades.csv'} and {state / 'grades-summary.csv'}" in exported.stderr, exported.stderr
+    rows = list(csv.DictReader((state / "grades.csv").open()))
+    assert {r["student"] for r in rows} == {"alice", "bob", "carol"}
+    seen = {r["student"]: r["hints_seen"] for r in rows if r["exercise"] == exercise}
+    assert seen == {"alice": "1", "bob": "1", "carol": str(most)}, seen
+    assert {r["hints_from"] for r in rows} == {"learner"}
+    report = cli("report")
+    assert report.returncode == 1 and "Traceback" not in report.stderr, report.stderr[-3000:]
+    assert re.search(rf"report: carol/{A}: its result cannot be read", report.stderr), report.stderr
+    page = (state / "class-report.html").read_text()
+    full = sum(points for _, points in tests)
+    assert "3 learner(s) graded" in page and f"<td>alice</td><td>0 / {full:g}</td>" in page, page[:600]
+    fed = cli("feedback")
+    assert fed.returncode == 1 and f"carol/{A}: no feedback page" in fed.stderr, fed.stderr[-3000:]
+    assert {p.parent.parent.name for p in (state / "feedback").glob(f"*/{A}/{A}.html")} == {"alice", "bob"}
+
+
+def test_the_hint_command_finds_the_notebook_from_any_folder(tmp_path):
+    """`python -m autograder hint 01_phases.ipynb EXERCISE`, typed in a folder that is not the
+    notebook's (a hub terminal opens in the home): the notebook nbgrader fetched into
+    ~/<course>/01_phases/ is found and its hint recorded beside it; with a second copy elsewhere
+    in the home the command names both and asks for a path."""
+    from autograder.hints import shipped
+
+    exercise = next(iter(shipped(A)))
+    home, elsewhere = tmp_path / "home", tmp_path / "elsewhere"
+    fetched = home / "jax-mental-model" / A
+    fetched.mkdir(parents=True)
+    elsewhere.mkdir()
+    shutil.copy(released_notebook(A), fetched)
+
+    def hint(name):
+        return subprocess.run([sys.executable, "-m", "autograder", "hint", name, exercise], capture_output=True,
+                              text=True, cwd=elsewhere, timeout=300, env=dict(os.environ, HOME=str(home)))
+
+    found = hint(f"{A}.ipynb")
+    assert found.returncode == 0 and "Hint 1 of" in found.stdout, found.stderr
+    assert json.loads((fetched / ".hints.json").read_text()) == {exercise: 1}
+    assert hint(A).returncode == 0 and json.loads((fetched / ".hints.json").read_text()) == {exercise: 2}
+    (home / "copy" / A).mkdir(parents=True)
+    shutil.copy(released_notebook(A), home / "copy" / A)
+    both = hint(f"{A}.ipynb")
+    assert both.returncode == 2 and "several notebooks" in both.stderr and str(fetched) in both.stderr, both.stderr
+
+
 def test_report_files_each_failure_under_the_idea_its_judge_names(monkeypatch):
     """The class report: a learner's own ValueError is "raised an error" (not the classifier's
     fallback idea), a traced value in an `if` the idea its feedback names, a stub "unanswered";
@@ -823,8 +916,12 @@ def test_export_and_report_go_where_the_instructor_opens_them(course, tmp_path):
                               text=True, cwd=ROOT, timeout=600, env=env)
         assert proc.returncode == 0, proc.stderr[-3000:]
     assert sorted(p.name for p in reports.iterdir()) == ["class-report.html", "grades-summary.csv", "grades.csv"]
-    rows = list(csv.DictReader((reports / "grades.csv").open()))
+    ungradable = {p.parent.parent.name for p in state.glob(f"autograded/*/{A}/result.json")
+                  if json.loads(p.read_text()).get("error")}
+    assert ungradable == {"carol"}, ungradable  # her file is no notebook: listed apart in the report
+    rows = [r for r in csv.DictReader((reports / "grades.csv").open()) if r["student"] not in ungradable]
     page = html.unescape((reports / "class-report.html").read_text())
+    assert re.search(rf"<td>carol</td><td>{A}</td><td>[^<]+</td>", page), page[-2000:]
     students = {r["student"] for r in rows}
     for exercise in {r["exercise"] for r in rows}:
         mine = [r for r in rows if r["exercise"] == exercise]

@@ -9,7 +9,7 @@ from ..common.errors import GradingError
 from ..common.settings import Settings, without_password
 from .collecting import collect
 from .course import Course
-from .export import class_report, export
+from .export import class_report, export, summary_path
 from .feedback_pages import feedback
 from .gradebook import GradebookError, one_line
 from .grading import autograde
@@ -89,10 +89,26 @@ def _run(args, course: Course) -> int:
         if problems:
             return 1
     elif args.command == "export":
-        out = export(course, Path(args.out) if args.out else course.reports / "grades.csv",
-                     Path(args.summary) if args.summary else None)
-        print(f"wrote {out}", file=sys.stderr)  # stdout may be the CSV itself (--out /dev/stdout)
+        out = Path(args.out) if args.out else course.reports / "grades.csv"
+        summary = Path(args.summary) if args.summary else summary_path(out)
+        problems = []
+        export(course, out, summary, problems)
+        # on stderr: stdout may be the CSV itself (--out /dev/stdout)
+        print(f"wrote {out}" + (f" and {summary}" if summary else ""), file=sys.stderr)
+        return _named(args.command, problems)
     elif args.command == "report":
-        out = class_report(course, Path(args.out) if args.out else course.reports / "class-report.html")
+        out, problems = class_report(course, Path(args.out) if args.out else course.reports / "class-report.html")
         print(f"wrote {out}")
+        return _named(args.command, problems)
     return 0
+
+
+def _named(command: str, problems: list) -> int:
+    """Name every submission ``command`` went on past (``(student, assignment, why)``): 1 when
+    there is one, else 0."""
+    for student, assignment, why in problems:
+        print(f"{command}: {student}/{assignment}: {why}", file=sys.stderr)
+    if problems:
+        print(f"{command}: {len(problems)} submission(s) left out or incomplete (named above); "
+              "everyone else's is written", file=sys.stderr)
+    return 1 if problems else 0

@@ -11,31 +11,37 @@ from .course import Course
 from .files import special, write_atomic
 from .gradebook import check_gradebook, course_gradebook
 
-def export(course: Course, out: Path, summary: Path | None = None) -> Path:
-    """Write ``student,assignment,exercise,points,max_points,hints_seen`` rows from the gradebook
-    (hints seen: :func:`autograder.hints.seen` of the submitted notebook) to ``out`` and, to
-    ``summary`` (default: ``<out's name>-summary.csv`` beside a regular ``out``; none beside
-    ``/dev/stdout``), one row per student: a column per assignment (its points; empty
-    where nothing was recorded) and their total."""
-    from ..hints import seen
+def export(course: Course, out: Path, summary: Path | None = None, problems: list | None = None) -> Path:
+    """Write ``student,assignment,exercise,points,max_points,hints_seen,hints_from`` rows from the
+    gradebook to ``out`` and, to ``summary`` (default: ``<out's name>-summary.csv`` beside a
+    regular ``out``; none beside ``/dev/stdout``), one row per student: a column per assignment
+    (its points; empty where nothing was recorded) and their total.
 
+    Hints seen are what the learner's own files report (:func:`submitted_hints`; the grader
+    records none): ``hints_from`` says so (``learner``), and a count is at most the exercise's
+    number of hints. A submission whose hints cannot be read gets empty counts, is appended to
+    ``problems`` as ``(student, assignment, why)``, and stops nothing."""
     check_gradebook(course.db_url)
     out = Path(out)
-    if summary is None and not special(out):
-        summary = out.with_name(f"{out.stem}-summary{out.suffix or '.csv'}")
+    summary = summary if summary is not None else summary_path(out)
     fh = io.StringIO(newline="")
     points: dict[str, dict[str, float]] = {}
     with course_gradebook(course.db_url) as gb:  # a consistent view: no write is half seen
         writer = csv.writer(fh)
-        writer.writerow(["student", "assignment", "exercise", "points", "max_points", "hints_seen"])
+        writer.writerow(["student", "assignment", "exercise", "points", "max_points", "hints_seen", "hints_from"])
         names = sorted(a.name for a in gb.assignments)
         students = sorted(s.id for s in gb.students)
         for assignment, student, notebook, sub in _graded_notebooks(gb):
-            hints = seen(course.submitted / student / assignment / f"{notebook}.ipynb")
+            try:
+                hints = submitted_hints(course, student, assignment, notebook)
+            except Exception as exc:  # noqa: BLE001 - one learner's files never stop the class's export
+                hints = None
+                if problems is not None:
+                    problems.append((student, assignment, f"its hints cannot be read ({type(exc).__name__}: {exc})"))
             for g in sorted(sub.grades, key=lambda g: g.name):
                 exercise = g.name.removeprefix("test_")
                 writer.writerow([student, assignment, exercise, f"{g.score:g}", f"{g.max_score:g}",
-                                 hints.get(exercise, 0)])
+                                 "" if hints is None else hints.get(exercise, 0), "learner"])
                 got = points.setdefault(student, {})
                 got[assignment] = got.get(assignment, 0.0) + g.score
     write_atomic(out, fh.getvalue().encode())
@@ -49,6 +55,22 @@ def export(course: Course, out: Path, summary: Path | None = None) -> Path:
                              f"{sum(got.values()):g}"])
         write_atomic(Path(summary), fh.getvalue().encode())
     return out
+
+
+def summary_path(out: Path) -> Path | None:
+    """Where :func:`export` writes the summary beside ``out`` by default (None beside a special file)."""
+    out = Path(out)
+    return None if special(out) else out.with_name(f"{out.stem}-summary{out.suffix or '.csv'}")
+
+
+def submitted_hints(course: Course, student: str, assignment: str, notebook: str) -> dict[str, int]:
+    """``{exercise: hints seen}`` as the submitted notebook and the ``.hints.json`` beside it
+    report (:func:`autograder.hints.seen`), each at most the exercise's number of hints."""
+    from ..hints import seen, shipped
+
+    most = {exercise: len(hints) for exercise, hints in shipped(assignment).items()}
+    reported = seen(course.submitted / student / assignment / f"{notebook}.ipynb")
+    return {e: min(n, most[e]) if e in most else n for e, n in reported.items()}
 
 
 def gradebook_points(course: Course) -> dict:
@@ -79,10 +101,23 @@ def _graded_notebooks(gb):
                     continue
 
 
-def class_report(course: Course, out: Path) -> Path:
-    """Write the class report (:mod:`autograder.instructor.report`) to ``out``; returns it."""
-    from .report import render, tripped
+def class_report(course: Course, out: Path) -> tuple[Path, list]:
+    """Write the class report (:mod:`autograder.instructor.report`) to ``out``; returns it and the
+    submissions it could not use, ``(student, assignment, why)`` (a result that cannot be read,
+    hints that cannot be read), each left out of the page without stopping it."""
+    from .report import render, tripped, ungradable, unreadable
 
-    page = render(gradebook_points(course), tripped(course.autograded), without_password(course.db_url))
+    points = gradebook_points(course)
+    problems = [(s, a, f"its result cannot be read: {why}") for s, a, why in unreadable(course.autograded)]
+    hints = {}
+    with course_gradebook(course.db_url) as gb:
+        notebooks = [(s, a, nb) for a, s, nb, _ in _graded_notebooks(gb)]
+    for student, assignment, notebook in notebooks:
+        try:
+            hints[student, assignment] = submitted_hints(course, student, assignment, notebook)
+        except Exception as exc:  # noqa: BLE001 - one learner's files never stop the class's report
+            problems.append((student, assignment, f"its hints cannot be read ({type(exc).__name__}: {exc})"))
+    page = render(points, tripped(course.autograded), without_password(course.db_url),
+                  not_graded=ungradable(course.autograded), hints=hints)
     write_atomic(Path(out), page.encode("utf-8"))
-    return Path(out)
+    return Path(out), problems

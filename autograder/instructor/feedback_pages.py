@@ -20,7 +20,7 @@ def feedback(course: Course) -> tuple[list[Path], list[NotGraded]]:
         student, assignment = result_path.parent.parent.name, result_path.parent.name
         try:
             pages.append(_feedback_page(course, student, assignment, json.loads(result_path.read_text())))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
             problems.append(NotGraded(student=student, assignment=assignment,
                                       reason=f"no feedback page: {result_path} cannot be used "
                                              f"({type(exc).__name__}: {exc})"))

@@ -51,14 +51,27 @@ def idea_of(test: dict) -> str:
 
 
 def _results(autograded: Path):
-    """``(student, assignment, result)`` of every readable ``result.json``."""
+    """``(student, assignment, result)`` of every ``result.json`` that can be used (a dict whose
+    ``tests`` is a list): see :func:`unreadable` for the others."""
+    for student, assignment, result in _read(autograded):
+        if isinstance(result, dict) and isinstance(result.get("tests", []), list):
+            yield student, assignment, result
+
+
+def _read(autograded: Path):
     for path in sorted(Path(autograded).glob("*/*/result.json")):
         try:
             result = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(result, dict):
-            yield path.parent.parent.name, path.parent.name, result
+        except (OSError, ValueError, RecursionError) as exc:
+            result = exc
+        yield path.parent.parent.name, path.parent.name, result
+
+
+def unreadable(autograded: Path) -> list[tuple[str, str, str]]:
+    """``(student, assignment, why)`` of every ``result.json`` that cannot be used."""
+    return [(s, a, f"{type(r).__name__}: {r}" if isinstance(r, Exception) else "not a grader's result")
+            for s, a, r in _read(autograded)
+            if not (isinstance(r, dict) and isinstance(r.get("tests", []), list))]
 
 
 def tripped(autograded: Path) -> dict[str, set[str]]:
