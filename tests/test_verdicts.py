@@ -95,3 +95,47 @@ def test_learner_text_loses_terminal_control_and_keeps_its_words():
     assert learner_text("  \n\t ") == ""
     assert learner_text("over\rwritten") == "over\\rwritten"
     assert len(learner_text("x" * 10_000, 100)) == 100
+
+
+# --------------------------------------------------------------------------- "not graded" is never the learner's choice
+
+class AnsweringChannel:
+    """A kernel that answers every call with ``value`` (whatever a learner's function returns)."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def request(self, payload):
+        return {"value": self.value}
+
+
+def test_an_error_checking_what_the_learner_gave_fails_naming_it():
+    """Issue 43, item 3: a value of another type or shape that makes the judge's own check raise
+    is the learner's zero, with the exception named, never "not graded"."""
+    def test(k):
+        got = k.call("f", 1)
+        return got["rows"] + 1  # the judge expects a dict; the learner returned a list
+
+    v = judge.verdict(test, judge.Kernel(channel=AnsweringChannel([1, 2])), "test_f")
+    assert not v.passed and v.graded
+    assert "could not check what the code under test gave" in v.feedback and "TypeError" in v.feedback
+
+
+def test_a_judge_that_fails_before_asking_the_kernel_anything_is_not_graded():
+    v = judge.verdict(lambda k: {}["missing"], judge.Kernel(channel=AnsweringChannel(1)), "test_f")
+    assert not v.passed and not v.graded and v.feedback.startswith("Not graded: the grader's own check")
+
+
+def test_a_program_that_takes_other_inputs_fails_naming_it():
+    """A patched export that adds an input: the program's signature is not the exercise's."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax import export
+
+    exp = export.export(jax.jit(lambda x, unused: x * 2), platforms=("cpu",))(
+        *[jax.ShapeDtypeStruct((3,), jnp.float32)] * 2)
+    prog = judge.Exported(exp, runner=object(), name="`f`")  # refused before any runner runs it
+    v = judge.verdict(lambda k: prog.call(np.zeros(3, np.float32)), judge.Kernel(channel=AnsweringChannel(1)),
+                      "test_f")
+    assert not v.passed and v.graded and "takes other inputs than the exercise's function" in v.feedback

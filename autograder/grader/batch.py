@@ -6,7 +6,8 @@ imported once), each grading one notebook at a time. A submission that crashes i
 times out or cannot be read still gets a row (with the reason and zero for what could not be
 graded); in a batch, one that kills its grading process is graded once more in a fresh one, and
 after a second death gets a row saying so: it never costs another notebook its grade, and no
-submission is silently missing.
+submission is silently missing. One whose tests a starved machine left not graded is graded once
+more alone, where starved again is its own doing (a zero with the reason).
 """
 from __future__ import annotations
 
@@ -122,8 +123,24 @@ def grade_many(paths, settings: Settings, *, workers: int | None = None, progres
     options = Options(settings, **{"hide": tuple(sorted(map(str, folders))), **options})  # out of every kernel's sight
     jobs = [(p, replace(options, **per_job(p)) if per_job else options) for p in paths]
     if len(jobs) == 1:
-        return [grade_here(jobs[0], progress)]
-    return _grade_in_processes(jobs, min(workers or default_workers(len(jobs)), len(jobs)), progress)
+        results = [grade_here(jobs[0], progress)]
+    else:
+        results = _grade_in_processes(jobs, min(workers or default_workers(len(jobs)), len(jobs)), progress)
+    return _starved_graded_alone(jobs, results)
+
+
+def _starved_graded_alone(jobs, results: list) -> list:
+    """``results`` with each notebook a starved machine left not graded graded once more, alone
+    (one at a time, nothing else graded beside it, ``Options.alone``): a test starved again then
+    was starved by the submission's own work, and scores zero with that reason
+    (:mod:`autograder.judge.starvation`). "Not graded" is never the submission's choice."""
+    from ..judge.starvation import is_starved
+
+    for i, r in enumerate(results):
+        if any(is_starved(str(t.get("feedback", ""))) for t in r.tests if isinstance(t, dict)):
+            job = (jobs[i][0], replace(jobs[i][1], alone=True))
+            results[i] = grade_here(job) if len(jobs) == 1 else _grade_in_processes([job], 1, False)[0]
+    return results
 
 
 def grade_here(job, progress: bool = False) -> Result:

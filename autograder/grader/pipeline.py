@@ -65,6 +65,7 @@ class Grading:
     """One submission on its way through :data:`STEPS`: each step reads what earlier ones left."""
 
     given: str                      # the path as given (the result's ``notebook``)
+    alone: bool = False  # graded again alone after a starved grading: starved again is a zero (batch)
     path: Path
     options: Options
     assignment: str = ""
@@ -148,7 +149,11 @@ def prepare_judge(g: Grading) -> None:
     from ..judge import JudgeStep
 
     # solutions/<a>/judge.py decides
-    g.judge = JudgeStep.for_source(g.source, g.options.cell_timeout, g.options.settings)
+    from ..judge.seeding import learner_of
+
+    # the learner (the folder above the assignment's) fixes the hidden inputs: a regrade draws the same
+    g.judge = JudgeStep.for_source(g.source, g.options.cell_timeout, g.options.settings,
+                                   learner=learner_of(g.path), alone=g.options.alone)
     if g.judge is None:
         raise GradingError(f"the course has no judge for {g.assignment} (solutions/{g.assignment}/judge.py), "
                      "so it cannot be graded: ask your instructor")

@@ -7,7 +7,9 @@ StableHLO operations, CHLO's, the function and Shardy dialects' structure); a
 ``stablehlo.custom_call`` only for a target of :data:`VETTED` (the sharding annotations JAX
 writes for ``jax.sharding``, ``shard_map`` and Shardy), with its shapes checked. Host callbacks,
 LAPACK or any other native call, infeed, outfeed, send and recv are refused, and so is a program
-exported for another platform than the judge's.
+exported for any platform but the judge's, CPU, alone: exported for ``("cpu",)`` exactly, code
+written with ``lax.platform_dependent`` holds only CPU's branch (JAX picks it when it lowers for
+one platform), so every fact is read from the code that runs.
 
 Must import on JAX 0.7.2 too.
 """
@@ -72,9 +74,9 @@ def refusal(exported, program=None) -> str:
     """'' when the program may run; else why not, in words for the learner. ``program``: its
     :class:`autograder.judge.mlir.Program`, when already read."""
     platforms = tuple(getattr(exported, "platforms", ()) or ())
-    if JUDGE_PLATFORM not in platforms:
+    if platforms != (JUDGE_PLATFORM,):  # one platform: a platform_dependent branch is CPU's, chosen when lowered
         return (f"it was exported for {', '.join(platforms) or 'no platform'}, not for the grader's "
-                f"platform ({JUDGE_PLATFORM}); the grader runs every program it grades")
+                f"platform alone ({JUDGE_PLATFORM}); the grader runs every program it grades, on CPU")
     if getattr(exported, "ordered_effects", ()) or getattr(exported, "unordered_effects", ()):
         return "it has side effects (a host callback such as jax.debug.print or io_callback)"
     from . import mlir

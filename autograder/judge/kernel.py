@@ -143,8 +143,10 @@ class Exported:
         self.check()
         exp = self.exported
         leaves, tree = jax.tree_util.tree_flatten((tuple(args), dict(kwargs or {})))
-        if tree != exp.in_tree:
-            raise TypeError(f"the program of {self.name} takes {exp.in_tree}, not {tree}")
+        if tree != exp.in_tree or len(leaves) != len(exp.in_avals):
+            raise runner_mod.ProgramFailure(
+                f"The program of {self.name} takes other inputs than the exercise's function ({exp.in_tree}, "
+                f"not {tree}): was jax.export or the function's signature changed?")
         flat = [np.asarray(leaf) if hasattr(leaf, "__array__") else np.asarray(leaf, dtype=aval.dtype)
                 for leaf, aval in zip(leaves, exp.in_avals)]  # a Python number: the program's dtype
         run = self.runner or runner_mod.current()
@@ -173,28 +175,45 @@ class Exported:
 class Kernel:
     """The judge's proxy to the learner's kernel (see the module's docstring).
 
-    ``rng``: a NumPy Generator seeded from :mod:`secrets` per grading run, for fresh inputs;
-    ``seed()``: a fresh integer seed from it (for ``ag.check_matches_reference(seed=...)``).
+    ``rng``: a NumPy Generator for the hidden inputs; ``seed()``: an integer seed from it (for
+    ``ag.check_matches_reference(seed=...)``). With ``key`` (a submission's key,
+    :func:`autograder.judge.seeding.submission_key`) each test's view (:meth:`for_test`) draws
+    from a seed fixed by the key and the test: a regrade draws the same inputs. Without one
+    (a judge run outside a grading), from :mod:`secrets`.
     """
 
     def __init__(self, client=None, *, channel: Channel | None = None, seed: int | None = None, runner=None,
-                 **channel_kw):
+                 key: bytes | None = None, **channel_kw):
         self.channel = channel or Channel(client, **channel_kw)
+        self.key = key
         self.rng = np.random.default_rng(secrets.randbits(128) if seed is None else seed)
         self.runner = runner  # the ProgramRunner of this grading (None: autograder.judge.runner.current())
         self._programs: dict = {}
         self._programs_lock = threading.Lock()
         self.failed_claims: list = []  # the current test's failed claims (Verdicts), see claim
+        self.asked = 0  # requests this test made to the kernel: after one, what the judge holds is the learner's
 
-    def for_test(self) -> "Kernel":
-        """A view of this kernel for one test judged beside others: the same channel, runner and
-        programs (one export per signature still), and a generator of its own, seeded from this
-        one's (drawn in test order)."""
+    def for_test(self, grade_id: str | None = None) -> "Kernel":
+        """A view of this kernel for one test: the same channel, runner and programs (one export
+        per signature still), and a generator of its own: seeded from :attr:`key` and
+        ``grade_id`` where both are known (the same on every regrade, whatever other tests
+        drew), else from this one's (drawn in test order)."""
+        from .seeding import seed_for
+
         view = object.__new__(Kernel)
         view.__dict__.update(self.__dict__)
-        view.rng = np.random.default_rng(int(self.rng.integers(0, 2**63 - 1)))
+        seed = (seed_for(self.key, grade_id) if self.key is not None and grade_id is not None
+                else int(self.rng.integers(0, 2**63 - 1)))
+        view.rng = np.random.default_rng(seed)
         view.failed_claims = []
+        view.asked = 0
         return view
+
+    def cases(self, draw, n: int, *, always=()) -> list:
+        """The inputs of a hidden test: ``always`` first (the visible test's inputs and the edges
+        the exercise's contract names, never drawn: they are in every learner's hidden set), then
+        ``n`` drawn by ``draw(rng)`` from this test's generator."""
+        return [*always, *(draw(self.rng) for _ in range(n))]
 
     def seed(self) -> int:
         return int(self.rng.integers(0, 2**63 - 1))
@@ -229,6 +248,7 @@ class Kernel:
                               static_argnames=static_argnames)
 
     def _reply(self, payload, label):
+        self.asked += 1
         reply = self.channel.request(payload)
         if "error" in reply:
             err = reply["error"] if isinstance(reply["error"], dict) else {}

@@ -515,8 +515,8 @@ def serve() -> int:
             exp = cache.get(key)
             if exp is None:
                 exp = export.deserialize(bytearray(blob))
-                if "cpu" not in tuple(exp.platforms):
-                    raise _Refused(f"it was exported for {', '.join(exp.platforms)}, not for cpu")
+                if tuple(exp.platforms) != ("cpu",):
+                    raise _Refused(f"it was exported for {', '.join(exp.platforms)}, not for cpu alone")
                 cache[key] = exp
             flat, types, found = _run_one(jax, exp, list(req["args"]), req.get("placements"),
                                           bool(req.get("facts")))

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from ..common.course import CHECK_TAG, JUDGE, is_judge_file, is_test_cell
 from .channel import REQUEST_TIMEOUT, Channel, ChannelError, LearnerError, answered
 from .outcome import PASSED, Verdict, failed, learner_text, not_graded
-from .starvation import Starved
+from .starvation import Starved, starved_alone
 from .runner import RUN_TIMEOUT, ProgramFailure, ProgramRunner, ensure_judge_devices, use
 from .runner import extend as runner_extend
 
@@ -65,16 +65,19 @@ def load_judge(path: Path):
     return _LOADED[key]
 
 
-def verdict(test, k: Kernel, grade_id: str) -> Verdict:
+def verdict(test, k: Kernel, grade_id: str, *, alone: bool = False) -> Verdict:
     """Run one judge test: :data:`~.outcome.PASSED` only when ``test(k)`` returned normally
     (having checked all its evidence) and no claim of the kernel failed; claims are applied
     after the evidence (:meth:`Kernel.claim` keeps a failing one in ``k.failed_claims``): a test
     that fails on its evidence says so first, then what a failed claim saw. Every failure
     carries a fixed message of the judge's, the learner's text after it made safe
-    (:mod:`.outcome`)."""
+    (:mod:`.outcome`). ``alone``: the notebook is graded alone, after a starved first grading:
+    a test starved again scores zero (the submission's own doing, :mod:`.starvation`)."""
     if hasattr(k, "failed_claims"):
         k.failed_claims = []  # this test's own (a serial judge passes one Kernel to every test)
-    v = _evidence(test, k, grade_id)
+    if hasattr(k, "asked"):
+        k.asked = 0  # ... and so are its requests
+    v = _evidence(test, k, grade_id, alone)
     claims = getattr(k, "failed_claims", None) or []
     if not claims or not v.graded:
         return v
@@ -83,14 +86,20 @@ def verdict(test, k: Kernel, grade_id: str) -> Verdict:
     return Verdict(False, f"{v.feedback} Also, {claims[0].feedback[0].lower()}{claims[0].feedback[1:]}")
 
 
-def _evidence(test, k: Kernel, grade_id: str) -> Verdict:
-    """The verdict of ``test(k)``'s own evidence (claims aside)."""
+def _evidence(test, k: Kernel, grade_id: str, alone: bool = False) -> Verdict:
+    """The verdict of ``test(k)``'s own evidence (claims aside). "Not graded" is never the
+    learner's choice: it is left for the machine (a starved one, the first time) and for a
+    judge that fails before it asked the kernel anything (its own bug, whatever the learner
+    wrote); an exception raised once the judge holds what the learner's code gave (a value, a
+    program) fails the test, naming it."""
     from .. import wire
     from ..feedback import ExerciseFailure, explain_error
 
     try:
         test(k)
     except Starved as exc:  # the machine's fault, not the learner's: an error, never a zero
+        if alone:  # ... unless it happens again with nothing else graded: the submission's own
+            return failed(starved_alone("The code under test"), str(exc).removeprefix("Not graded: "))
         return not_graded(str(exc))
     except ExerciseFailure as exc:
         return _failed(str(exc), "This test's check failed.")
@@ -106,7 +115,11 @@ def _evidence(test, k: Kernel, grade_id: str) -> Verdict:
                        "The code under test raised an error.")
     except wire.WireError as exc:
         return failed("The value could not be sent to the kernel", str(exc))
-    except Exception as exc:  # noqa: BLE001 - a bug in the judge: not graded, said plainly
+    except Exception as exc:  # noqa: BLE001 - what the learner's code gave, or a bug of the judge
+        if getattr(k, "asked", 0):
+            return failed(f"The grader could not check what the code under test gave: it raised {type(exc).__name__} "
+                          "while checking it (a value or program of another type, shape or signature than the "
+                          "exercise asks for?)", str(exc)[:300])
         return not_graded(f"Not graded: the grader's own check for {grade_id} failed ({type(exc).__name__}: "
                           f"{str(exc)[:300]}); please tell the course staff.")
     return PASSED
@@ -122,19 +135,22 @@ JUDGE_THREADS = 2  # tests judged side by side (see run_judge)
 
 
 def run_judge(assignment_dir, kernel_client=None, *, grade_ids=None, kernel: Kernel | None = None,
-              runner: ProgramRunner | None = None, threads: int | None = None, **channel_kw) -> dict:
+              runner: ProgramRunner | None = None, threads: int | None = None, key: bytes | None = None,
+              alone: bool = False, **channel_kw) -> dict:
     """``{grade_id: Verdict}`` (:mod:`.outcome`) for the judge file of ``assignment_dir`` (the trusted
     ``solutions/<assignment>/``), run against a live kernel.
 
     ``grade_ids`` (default: the file's ``test_*`` functions) are the test cells to judge; one
     the file has no function is not graded, with a message. ``runner``: the program runner of
-    this grading (default: :func:`autograder.judge.runner.current`).
+    this grading (default: :func:`autograder.judge.runner.current`). ``key``: the submission's
+    key (:mod:`.seeding`), which fixes every test's hidden inputs (default: drawn afresh).
+    ``alone``: the notebook is graded alone after a starved grading (see :func:`verdict`).
 
     Tests are judged ``threads`` at a time (default :data:`JUDGE_THREADS`; 1 where a judge file
     of the assignment sets ``SERIAL_TESTS = True``, as one that times the kernel's work must):
     while one test's program runs in the program runner (another process) or its reference is
     computed here, another test's requests keep the kernel busy. Each test has its own time
-    limit and its own random draws (:meth:`Kernel.for_test`); the kernel answers one request
+    limit and its own random draws (:meth:`Kernel.for_test`), whatever order they run in; the kernel answers one request
     at a time, whichever test sent it, so a request sees the kernel as a lone test would.
     """
     from .. import feedback
@@ -146,7 +162,7 @@ def run_judge(assignment_dir, kernel_client=None, *, grade_ids=None, kernel: Ker
     except Exception as exc:  # noqa: BLE001
         msg = not_graded(f"Not graded: the grader's judge file cannot be loaded ({type(exc).__name__}: {exc}).")
         return {g: msg for g in (grade_ids or [])}
-    k = kernel or Kernel(kernel_client, runner=runner, **channel_kw)
+    k = kernel or Kernel(kernel_client, runner=runner, key=key, **channel_kw)
     ids = list(grade_ids if grade_ids is not None else tests)
     width = 1 if serial or not hasattr(k, "for_test") else max(1, min(threads or JUDGE_THREADS, len(ids)))
 
@@ -160,17 +176,17 @@ def run_judge(assignment_dir, kernel_client=None, *, grade_ids=None, kernel: Ker
                 # time spent waiting for another test's request or run is not this test's
                 channel.on_wait = functools.partial(runner_extend, runner)
                 runner.on_wait = channel.extend
-        return (verdict(test, kk, gid) if test is not None else
+        return (verdict(test, kk, gid, alone=alone) if test is not None else
                 not_graded(f"Not graded: the grader's judge has no check for {gid}; please tell the course staff."))
 
     # learner errors are explained for this assignment's chapter, wherever they surface
+    views = [k.for_test(gid) if hasattr(k, "for_test") else k for gid in ids]  # each test's own draws
     with feedback.chapter(Path(assignment_dir).name):
         if width == 1:
-            return {gid: judge_one(gid, k) for gid in ids}
+            return {gid: judge_one(gid, view) for gid, view in zip(ids, views)}
         import contextvars
         from concurrent.futures import ThreadPoolExecutor
 
-        views = [k.for_test() for _ in ids]  # drawn here, in test order
         with ThreadPoolExecutor(width, thread_name_prefix="judge") as pool:
             futures = [pool.submit(contextvars.copy_context().run, judge_one, gid, view)
                        for gid, view in zip(ids, views)]
@@ -196,8 +212,11 @@ class JudgeStep:
     :meth:`write_verdicts` writes them into the test cells (an error output when failing,
     nothing when passing) for nbgrader's ``SaveAutoGrades`` and the gradebook."""
 
-    def __init__(self, assignment_dir: Path, cell_timeout: float = REQUEST_TIMEOUT, settings=None):
+    def __init__(self, assignment_dir: Path, cell_timeout: float = REQUEST_TIMEOUT, settings=None,
+                 learner: str | None = None, alone: bool = False):
         self.assignment_dir = Path(assignment_dir)
+        self.alone = alone  # graded alone after a starved grading: starved again is a zero
+        self.learner = learner  # whose submission (its hidden inputs' seed, :mod:`.seeding`); None: fresh draws
         self.cell_timeout = cell_timeout
         self.settings = settings  # the command's (Settings), for the program runner's sandbox
         self.verdicts: dict | None = None  # {grade_id: Verdict}; None: the judge did not run
@@ -207,10 +226,22 @@ class JudgeStep:
         self.runner: ProgramRunner | None = None  # this notebook's program runner (see prepare)
 
     @classmethod
-    def for_source(cls, source_notebook: Path, cell_timeout: float = REQUEST_TIMEOUT, settings=None):
+    def for_source(cls, source_notebook: Path, cell_timeout: float = REQUEST_TIMEOUT, settings=None,
+                   learner: str | None = None, alone: bool = False):
         """The step for an assignment that has a judge file, else ``None`` (it cannot be graded)."""
         folder = Path(source_notebook).parent
-        return cls(folder, cell_timeout, settings) if judge_path(folder).is_file() else None
+        return cls(folder, cell_timeout, settings, learner, alone) if judge_path(folder).is_file() else None
+
+    def key(self) -> bytes | None:
+        """The submission's key (:func:`.seeding.submission_key`) under the course's grading
+        secret, or None where no learner is named. Raises OSError/ValueError where the secret
+        can be neither read nor made."""
+        from .seeding import course_secret, secret_path, submission_key
+
+        if self.learner is None:
+            return None
+        path = secret_path(self.assignment_dir.parent.parent, getattr(self.settings, "course_state", "") or "")
+        return submission_key(course_secret(path), self.assignment_dir.name, self.learner)
 
     @staticmethod
     def skips(cell) -> bool:
@@ -262,13 +293,20 @@ class JudgeStep:
                 return asyncio.run_coroutine_threadsafe(coro_fn(), loop).result(10)
             return run
 
+        try:
+            key = self.key()
+        except (OSError, ValueError) as exc:  # the course's fault: no test can be drawn for
+            msg = not_graded(f"Not graded: the course's grading secret cannot be read or made ({exc}).")
+            self.verdicts = {g: msg for g in self.grade_ids}
+            return
+
         def judge():
             kc = live.blocking_client()
             try:
                 _iopub_ready(kc, time.monotonic() + 30)
                 ensure_judge_devices()  # before JAX starts (a no-op where it has)
                 use(self.runner)  # judges' own Exported objects run in it too
-                return run_judge(self.assignment_dir, kc, grade_ids=self.grade_ids, runner=self.runner,
+                return run_judge(self.assignment_dir, kc, grade_ids=self.grade_ids, runner=self.runner, key=key, alone=self.alone,
                                  timeout=self.cell_timeout, deadline=live.deadline,
                                  alive=on_loop(manager.is_alive), interrupt=on_loop(manager.interrupt_kernel),
                                  pid=lambda: getattr(getattr(manager, "provisioner", None), "pid", None))

@@ -163,6 +163,15 @@ def test_collatz_steps(k):
                                  "number of iterations depends on the value of n, so the loop's condition "
                                  "must be traced.")
             raise
+    # The trips it runs, observed (whatever its condition is written as): n = 1 takes no step, so
+    # a loop that runs as long as n's sequence says runs its body no time at all there.
+    from autograder.judge import effect
+
+    if effect.runs_a_loop(program.exported, (_i32(1),)):
+        fail("loops", "the loop of collatz_steps runs its body for n = 1, whose sequence takes no step: it runs "
+                         "a number of times fixed in advance (a bound, with a flag that stops the work), not as "
+                         "long as n's sequence says, and a longer sequence would fall short. Make reaching 1 the "
+                         "loop's condition.")
     k.claim("check_compiles", Fixture("jit_call"), _jit_calls("collatz_steps", [(_i32(n),) for n in (1, 6, 27, 871)]), 1,
             what="jax.jit(collatz_steps)",
             why="The number of steps is data: it must not be part of the compiled program.")
@@ -213,6 +222,27 @@ def test_ema(k):
         shown = ", ".join(f"{s} operations at length {n}" for n, s in sizes.items())
         fail("loops", f"the program of ema grows with the length of xs ({shown}): a Python loop is "
                          "being unrolled, one copy of the body per element: the loop must run inside the program.")
+    # ... and at a length beyond every size written in those programs (a length padded to, a bound):
+    # a loop unrolled over a padded input is flat at every length below its padding.
+    from autograder.judge import effect
+
+    written = max(effect.largest_size(programs.trace(k, "ema", np.zeros((n, 2), np.float32), np.float32(0.5),
+                                                     loops=True, label="jax.jit(ema)").exported) for n in lengths)
+    far = 2 * max(written, *lengths) + int(k.rng.integers(1, 9))
+    x, a = k.rng.normal(size=(far, 2)).astype(np.float32), float(np.float32(k.rng.uniform(0.05, 0.95)))
+    beyond = (f"at length {far}, beyond every size written in its programs at lengths {lengths[0]} to "
+              f"{lengths[-1]} (up to {written})")
+    try:
+        far_program = programs.trace(k, "ema", x, np.float32(a), loops=True, label="jax.jit(ema)")
+        check_close(far_program(x, np.float32(a)), _ema_reference(x, a), what=f"jax.jit(ema) on xs of shape {(far, 2)}",
+                    idea="loops", dtype=F32)
+    except ExerciseFailure as exc:
+        fail("loops", f"jax.jit(ema) fails {beyond}: it is written for the lengths it was tried at (a loop "
+                         f"unrolled over xs padded to a fixed length?): {exc.detail}")
+    if far_program.total != sizes[lengths[0]]:
+        fail("loops", f"the program of ema grows with the length of xs ({sizes[lengths[0]]} operations at length "
+                         f"{lengths[0]}, {far_program.total} {beyond}): a loop is unrolled, one copy of the body "
+                         "per element of the padded input: the loop must run inside the program.")
 
 
 # --------------------------------------------------------------------------- piecewise
@@ -337,6 +367,17 @@ def collatz_steps(n):
     # 600 fixed steps with a done flag: right for every n the tests draw, but not a loop on n
     return lax.scan(step, (n, jnp.int32(0)), None, length=600)[0][1]
 ''', "runs a fixed number of times whatever n is", "loops"),
+        ('''
+def collatz_steps(n):
+    # 1000 steps whatever n is, a flag stopping the work; the bound is written to read n, so the
+    # condition "depends on the input" while the trip count never does
+    def body(state):
+        v, steps, i = state
+        done = v == 1
+        return (jnp.where(done, v, jnp.where(v % 2 == 0, v // 2, 3 * v + 1)), jnp.where(done, steps, steps + 1),
+                i + 1)
+    return jax.lax.while_loop(lambda s: s[2] < 1000 + (n < 0), body, (n, jnp.int32(0), jnp.int32(0)))[1]
+''', "runs its body for n = 1, whose sequence takes no step", "loops"),
     ],
     "ema": [
         ('''
@@ -361,6 +402,15 @@ def ema(xs, alpha):
     _, rest = lax.scan(step, xs[0], xs[1:])
     return jnp.concatenate([xs[:1], rest])
 ''', "y[t] = alpha * xs[t] + (1 - alpha) * y[t-1]) is wrong", "loops"),
+        ('''
+def ema(xs, alpha):
+    # a Python loop unrolled 48 times over xs zero-padded to 48: the same program at every length tried
+    padded = jnp.pad(xs, ((0, 48 - xs.shape[0]),) + ((0, 0),) * (xs.ndim - 1))
+    ys = [padded[0]]
+    for t in range(1, 48):
+        ys.append(alpha * padded[t] + (1 - alpha) * ys[-1])
+    return jnp.stack(ys)[:xs.shape[0]]
+''', "beyond every size written in its programs", "loops"),
     ],
     "piecewise": [
         ('''

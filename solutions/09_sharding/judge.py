@@ -247,10 +247,13 @@ def _exported(data, what, idea="explicit_sharding"):
         raise ChannelError(f"The exported program of {what} is missing.")
     try:
         exp = export.deserialize(bytearray(base64.b64decode(data, validate=True)))
-        program = Exported(exp)
+        program = Exported(exp, name=what)
         program.facts = mlir.read(exp)
     except Exception as exc:  # noqa: BLE001 - a forged or broken module
         raise ChannelError(f"The exported program of {what} cannot be read ({type(exc).__name__}).") from None
+    refused = program.refusal()  # exported for CPU alone (a platform_dependent branch is CPU's), allowed ops
+    if refused and "into Python" not in refused and "side effects" not in refused:  # callbacks: below
+        fail(idea, f"the program of {what} cannot be graded: {refused}.")
     if (program.facts.callbacks or getattr(exp, "ordered_effects", ())
             or getattr(exp, "unordered_effects", ())):
         fail("purity", f"{what} calls back into Python from the compiled program; the grader only runs "
@@ -283,7 +286,12 @@ def _check_mean(k, rows_per_device, cols, jit=False, exported=False):
         jax = _judge_devices()
         from jax.sharding import NamedSharding, PartitionSpec as P
 
+        from autograder.judge import effect
+
         xh2 = (k.rng.normal(size=shape) * 3 + 1).astype(np.float32)  # new values, the same shape
+        # by its effect: a collective on every path, and the result changes when it is perturbed
+        effect.require(program, mlir.COLLECTIVES, (xh2,), what="global_mean(x, mesh)", idea="shard_map",
+                       needs="combine the devices' partial results with a collective")
         try:
             out = program.call(jax.device_put(xh2, NamedSharding(_judge_mesh(jax), P("data"))))
         except Exception as exc:  # noqa: BLE001
@@ -540,6 +548,40 @@ def global_mean(x, mesh):
         return jax.lax.psum(total, "data") / x.size
     return shard_map_fn()(per_device, mesh=mesh, in_specs=P("data"), out_specs=P())(x)
 ''', "has a loop (`while`)", "shard_map"),
+        ('''
+def global_mean(x, mesh):
+    # a live shard_map that the result never needs: a decoy beside the compiler's mean
+    decoy = shard_map_fn()(lambda b: jax.lax.psum(jnp.sum(b), "data"), mesh=mesh, in_specs=P("data"),
+                           out_specs=P())(x)
+    return jnp.mean(x) + 0.0 * decoy
+''', "does not depend on the operations that combine the devices' partial results", "shard_map"),
+        ('''
+def global_mean(x, mesh):
+    # the shard_map in a branch that no input the grader draws takes
+    sharded = shard_map_fn()(lambda b: jax.lax.psum(jnp.sum(b), "data") / x.size, mesh=mesh,
+                             in_specs=P("data"), out_specs=P())
+    return jax.lax.cond(jnp.abs(x[0, 0]) > 1e30, sharded, jnp.mean, x)
+''', "on every path it can take", "shard_map"),
+        ('''
+import jax.export as _jax_export
+
+_export = _jax_export.export
+
+
+def _for_every_platform(fun, *args, **kwargs):  # the kernel's export patched: CPU and CUDA asked for
+    kwargs["platforms"] = ("cpu", "cuda")
+    return _export(fun, *args, **kwargs)
+
+
+_jax_export.export = _for_every_platform
+
+
+def global_mean(x, mesh):
+    # CPU's branch is the compiler's mean; the shard_map is the branch no CPU run enters
+    sharded = shard_map_fn()(lambda b: jax.lax.psum(jnp.sum(b), "data") / x.size, mesh=mesh,
+                             in_specs=P("data"), out_specs=P())
+    return jax.lax.platform_dependent(x, cpu=jnp.mean, default=sharded)
+''', "not for the grader's platform alone (cpu)", "shard_map"),
     ],
     "signature_key": [
         ('''

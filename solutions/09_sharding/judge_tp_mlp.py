@@ -154,6 +154,22 @@ def test_tp_mlp(k):
         fail("shard_map", f"{label} has {counts['all-reduce']} all-reduce(s), expected exactly one: the partial "
                              "products of the devices along \"model\" are combined once, at the end.")
     _check_values(np.asarray(out), new, "the program of tp_mlp(x, w1, w2, mesh), run by the grader on new values")
+    # What crosses the mesh, in bytes per device (the collectives' operands in the per-device
+    # code), not by opcode: the partial products of a device's rows of the output, and no more
+    # than half as much again (a reduce-scatter and an all-gather of them).
+    from autograder.judge import effect
+
+    rows, d_out = args[0].shape[0] // res["mesh_shape"][0], args[2].shape[1]
+    partial, crossed = rows * d_out * 4, effect.collective_bytes(program)
+    if crossed > 1.5 * partial:
+        fail("shard_map", f"the program of tp_mlp(x, w1, w2, mesh) moves {crossed} bytes per device across the "
+                             f"mesh, where the partial products of its {rows} row(s) of the output are {partial} "
+                             "bytes: a weight is gathered, even through a psum of zero-padded shards. In the "
+                             "Megatron layout each device keeps its own columns of w1 and rows of w2, and only the "
+                             "partial products of the second layer are combined.")
+    effect.require(program, mlir.COLLECTIVES, new, what="tp_mlp(x, w1, w2, mesh)", idea="shard_map",
+                   needs="combine the partial products across \"model\" with a collective",
+                   placements=[["data", None], [None, "model"], ["model", None]])
 
     # A second shape, called directly (it may jit inside).
     batch, d, h, d_out = _sizes(k.rng)
@@ -206,5 +222,20 @@ def tp_mlp(x, w1, w2, mesh):
     return shard_map_fn()(per_device, mesh=mesh, in_specs=(P("data", None), P(None, "model"), P()),
                           out_specs=P("data", None))(x, w1, w2)
 ''', "a weight or an activation is gathered or redistributed", "shard_map"),
+        ('''
+def tp_mlp(x, w1, w2, mesh):
+    def per_device(x, w1, w2):
+        # the whole of w1 and w2 on every device, through ONE psum of zero-padded shards: one
+        # all-reduce and no all-gather, yet every device holds the full weights
+        n, i = mesh.shape["model"], jax.lax.axis_index("model")
+        pad1 = jax.lax.dynamic_update_slice_in_dim(jnp.zeros((w1.shape[0], w1.shape[1] * n), w1.dtype), w1,
+                                                   i * w1.shape[1], axis=1)
+        pad2 = jax.lax.dynamic_update_slice_in_dim(jnp.zeros((w2.shape[0] * n, w2.shape[1]), w2.dtype), w2,
+                                                   i * w2.shape[0], axis=0)
+        full1, full2 = jax.lax.psum((pad1, pad2), "model")
+        return jax.nn.relu(x @ full1) @ full2
+    return shard_map_fn()(per_device, mesh=mesh, in_specs=(P("data", None), P(None, "model"), P("model", None)),
+                          out_specs=P("data", None))(x, w1, w2)
+''', "a weight is gathered, even through a psum of zero-padded shards", "shard_map"),
     ],
 }

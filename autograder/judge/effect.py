@@ -1,0 +1,281 @@
+"""A requirement holds by its effect, not by the presence of a form.
+
+A structural requirement of an exercise ("combines the shards with a collective") is met only
+when, in the program the runner executes (the normalized module of
+:class:`autograder.judge.Exported`):
+
+- **it is on every path** (:func:`on_every_path`): an operation of the kind asked for runs
+  whatever branch the program takes; one inside a ``lax.cond``/``lax.switch`` branch counts only
+  when every branch of that conditional has one (a branch the judge's inputs never take is
+  still a path some input takes);
+- **the result depends on it** (:func:`depends_on`): the judge perturbs every such operation
+  in the module it holds (:func:`perturbed`: each operand of the operation multiplied by
+  :data:`FACTOR`, so a sum across devices becomes ``FACTOR`` times the sum, a gathered or
+  permuted array ``FACTOR`` times the array) and runs both programs, on the same inputs, in the
+  program runner: an unchanged result means the operation is a decoy (``0.0 * psum(...)``,
+  ``jnp.mean(x) + 0 * shard_map(...)``) or code no input reaches;
+- **data movement is counted in bytes** (:func:`collective_bytes`): the operands of the
+  collectives, per device (their types inside a ``shard_map`` region are a device's shard), not
+  the number of collective operations.
+
+Everything is read and rewritten with JAX's own MLIR bindings (never printed text), in
+:func:`autograder.judge.mlir`'s context.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from . import mlir
+
+MAX_SIZE = 2**16  # integer constants above this are read as values, not as sizes (see largest_size)
+FACTOR = -3.0  # exact in every float type; negative, so a result that only keeps a sign changes too
+CONDITIONAL = frozenset({"stablehlo.case", "stablehlo.if"})
+_ELEMENT_BYTES = {"f64": 8, "f32": 4, "f16": 2, "bf16": 2, "i64": 8, "i32": 4, "i16": 2, "i8": 1, "i1": 1,
+                  "ui64": 8, "ui32": 4, "ui16": 2, "ui8": 1, "complex<f32>": 8, "complex<f64>": 16}
+
+
+def _module(exported):
+    """The normalized module of ``exported`` (a ``jax.export.Exported``), parsed in the current
+    context (the caller holds ``mlir._context()``)."""
+    from jax._src.lib.mlir import ir
+
+    module = ir.Module.parse(exported.mlir_module())
+    mlir.normalize(module)
+    return module
+
+
+def _entry_block(module):
+    return mlir._functions(module)[mlir._entry(module)].regions[0].blocks[0]
+
+
+def _block_meets(block, names) -> bool:
+    """Whether every path through ``block`` runs an operation named in ``names``."""
+    for op in block.operations:
+        op = op.operation
+        if op.name in names:
+            return True
+        if op.name in CONDITIONAL:
+            if op.regions and all(_block_meets(r.blocks[0], names) for r in op.regions if len(r.blocks)):
+                return True
+            continue
+        if op.name == mlir.LOOP:  # a loop's body may run no time at all: only its condition always runs
+            if op.regions and _block_meets(op.regions[0].blocks[0], names):
+                return True
+            continue
+        for region in op.regions:  # a shard_map's region, a reduction's body: run where the op runs
+            if len(region.blocks) and _block_meets(region.blocks[0], names):
+                return True
+    return False
+
+
+def on_every_path(exported, names) -> bool:
+    """Whether every path of ``exported``'s normalized program runs an operation of ``names``."""
+    with mlir._context():
+        module = _module(exported)  # held: its blocks live as long as it does
+        return _block_meets(_entry_block(module), frozenset(names))
+
+
+def perturbed(exported, names, factor: float = FACTOR):
+    """``exported`` with every operation of ``names`` fed ``factor`` times its operands (see the
+    module's docstring), or None where it has none that can be (an operand of a type that is not
+    a ranked tensor of numbers)."""
+    from jax._src.interpreters import mlir as jax_mlir
+    from jax._src.lib.mlir import ir
+
+    changed = 0
+    with mlir._context():
+        module = _module(exported)
+        for op in [o for o in mlir._walk(module.operation) if o.name in names]:
+            for i, operand in enumerate(list(op.operands)):
+                try:
+                    kind = ir.RankedTensorType(operand.type)
+                except (ValueError, TypeError):
+                    continue
+                element = kind.element_type
+                with op.location:
+                    if mlir._is(element, ir.FloatType):
+                        value = ir.FloatAttr.get(element, factor)
+                    elif mlir._is(element, ir.IntegerType) and ir.IntegerType(element).width > 1:
+                        value = ir.IntegerAttr.get(element, int(factor))
+                    else:
+                        continue
+                with ir.InsertionPoint(op), op.location:
+                    scale = ir.Operation.create("stablehlo.constant", results=[kind], attributes={
+                        "value": ir.DenseElementsAttr.get_splat(kind, value)})
+                    product = ir.Operation.create("stablehlo.multiply", results=[kind],
+                                                  operands=[operand, scale.results[0]])
+                op.operands[i] = product.results[0]
+                changed += 1
+        if not changed:
+            return None
+        blob = jax_mlir.module_to_bytecode(module)
+    return dataclasses.replace(exported, mlir_module_serialized=blob)
+
+
+def depends_on(program, names, args=(), kwargs=None, **run) -> bool | None:
+    """Whether the result of ``program`` (an :class:`autograder.judge.Exported`) on ``args``
+    changes when its operations of ``names`` are perturbed (:func:`perturbed`); both are run in
+    the program runner (``run``: :meth:`~autograder.judge.Exported.run`'s options). None where
+    it has no such operation to perturb."""
+    import numpy as np
+    import jax
+
+    from .kernel import Exported
+
+    variant = perturbed(program.exported, names)
+    if variant is None:
+        return None
+    other = Exported(variant, runner=program.runner, name=program.name)
+    first = jax.tree_util.tree_leaves(program.run(args, kwargs, **run)[0])
+    second = jax.tree_util.tree_leaves(other.run(args, kwargs, **run)[0])
+    return any(not np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True) for a, b in zip(first, second))
+
+
+def require(program, names, args=(), kwargs=None, *, what: str, idea: str, needs: str, **run) -> None:
+    """Fail (``idea``, learner-facing) unless ``program`` meets the requirement ``needs`` (in
+    words: "combine the shards with a collective") by its operations of ``names``, on every path
+    and by its effect on the result for ``args`` (see the module's docstring)."""
+    from ..feedback import fail
+
+    names = frozenset(names)
+    if not on_every_path(program.exported, names):
+        fail(idea, f"the program of {what} does not {needs} on every path it can take: a branch "
+                   "(`lax.cond`, `lax.switch`, `lax.platform_dependent`) computes the result without it, "
+                   "so inputs that take that branch never use it.")
+    if not depends_on(program, names, args, kwargs, **run):
+        fail(idea, f"the result of {what} does not depend on the operations that {needs}: the grader changed "
+                   "what they compute and the result stayed the same. They are a decoy (such as "
+                   "`0.0 * psum(...)` added to a result computed without them), or no input reaches them.")
+
+
+def _bytes(type_text: str) -> int | None:
+    """Bytes of a ranked tensor type's text (``tensor<4x8xf32>``); None when not static."""
+    body = type_text[len("tensor<"):-1].split(",")[0].strip() if type_text.startswith("tensor<") else ""
+    if not body or "?" in body or "*" in body:
+        return None
+    parts = body.split("x")
+    element = _ELEMENT_BYTES.get(parts[-1])
+    if element is None:
+        return None
+    n = 1
+    for d in parts[:-1]:
+        n *= int(d)
+    return n * element
+
+
+def collective_bytes(program) -> int:
+    """Bytes the collectives of ``program``'s normalized module take as operands, per device (a
+    collective inside a ``shard_map`` region sees a device's shard), every path counted (a
+    conditional's branches summed: an upper bound). A type that is not static counts as
+    unbounded (``2**62``)."""
+    total = 0
+    for op in mlir.read(program).ops:
+        if op.name in mlir.COLLECTIVES:
+            for t in op.operands:
+                b = _bytes(t)
+                total += 2**62 if b is None else b
+    return total
+
+
+def _bumped(op, ir, value):
+    """``value`` (a loop's carried value, before ``op``) plus one, where it is a ranked tensor of
+    numbers; else None."""
+    try:
+        kind = ir.RankedTensorType(value.type)
+    except (ValueError, TypeError):
+        return None
+    element = kind.element_type
+    with op.location:
+        if mlir._is(element, ir.FloatType):
+            one = ir.FloatAttr.get(element, 1.0)
+        elif mlir._is(element, ir.IntegerType) and ir.IntegerType(element).width > 1:
+            one = ir.IntegerAttr.get(element, 1)
+        else:
+            return None
+    with ir.InsertionPoint(op), op.location:
+        c = ir.Operation.create("stablehlo.constant", results=[kind],
+                                attributes={"value": ir.DenseElementsAttr.get_splat(kind, one)})
+        return ir.Operation.create("stablehlo.add", results=[kind], operands=[value, c.results[0]]).results[0]
+
+
+def loops_bumped(exported):
+    """``exported`` with every loop's body changed to add one to each value it carries on (a
+    program that runs a loop's body at all computes something else), or None where it has no
+    loop whose body can be."""
+    from jax._src.interpreters import mlir as jax_mlir
+    from jax._src.lib.mlir import ir
+
+    changed = 0
+    with mlir._context():
+        module = _module(exported)
+        for loop in [o for o in mlir._walk(module.operation) if o.name == mlir.LOOP]:
+            body = loop.regions[1].blocks[0]
+            ret = list(body.operations)[-1].operation
+            for i, v in enumerate(list(ret.operands)):
+                new = _bumped(ret, ir, v)
+                if new is not None:
+                    ret.operands[i] = new
+                    changed += 1
+        if not changed:
+            return None
+        blob = jax_mlir.module_to_bytecode(module)
+    return dataclasses.replace(exported, mlir_module_serialized=blob)
+
+
+def runs_a_loop(program, args=(), kwargs=None, *, timeout: float = 20.0, **run) -> bool:
+    """Whether ``program`` (an :class:`autograder.judge.Exported`) runs the body of a loop on
+    ``args``: its result changes (or it fails, or runs out of time) when every loop body is
+    changed (:func:`loops_bumped`). The trip count observed, for an input that needs none,
+    whatever the loop's condition is written as."""
+    import numpy as np
+    import jax
+
+    from .kernel import Exported
+    from .runner import ProgramFailure
+
+    variant = loops_bumped(program.exported)
+    if variant is None:
+        return False
+    first = jax.tree_util.tree_leaves(program.run(args, kwargs, **run)[0])
+    try:
+        second = jax.tree_util.tree_leaves(Exported(variant, runner=program.runner, name=program.name).run(
+            args, kwargs, timeout=timeout, **run)[0])
+    except ProgramFailure as exc:
+        from .starvation import Starved
+
+        if isinstance(exc, Starved):
+            raise
+        return True
+    return any(not np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True) for a, b in zip(first, second))
+
+
+def largest_size(program) -> int:
+    """The largest size written in ``program``'s normalized module: every dimension of every
+    operand and result type, and every integer constant (a bound, a padded length). A length
+    beyond it is beyond anything the program was written or padded for."""
+    import re
+
+    from jax._src.lib.mlir import ir
+
+    largest = 0
+    for op in mlir.read(program).ops:
+        for t in (*op.operands, *op.results):
+            for d in re.findall(r"(\d+)x", t):
+                largest = max(largest, int(d))
+    with mlir._context():
+        module = _module(program.exported if hasattr(program, "structure") else program)
+        for op in mlir._walk(module.operation):
+            if op.name != "stablehlo.constant":
+                continue
+            try:
+                attr = ir.DenseIntElementsAttr(op.attributes["value"])
+            except (ValueError, TypeError, KeyError):
+                continue
+            for i in range(min(len(attr), 4096)):
+                try:
+                    value = abs(int(attr[i]))
+                except (OverflowError, ValueError, TypeError):
+                    continue
+                if value <= MAX_SIZE:  # larger: an integer's range (argmax's start), not a length
+                    largest = max(largest, value)
+    return largest
