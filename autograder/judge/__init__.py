@@ -4,12 +4,14 @@ After the notebook's own cells have run in the learner's kernel, the judge reach
 learner's functions through a narrow data channel (the kernel's Jupyter messaging,
 :mod:`autograder.wire` data only). Where an answer can be traced, it takes the learner's
 *program*: ``k.program(name, *specs)`` is one ``jax.export`` per function and input signature
-(exported for the judge's platform, CPU, and checked against :mod:`.allowlist`),
+(exported for CPU alone, and checked against :mod:`.allowlist`),
 whose structure is read as a parsed module (:mod:`.mlir`) and whose values come
 from running that same program on the judge's inputs in the contained program runner
-(:mod:`.runner`: no learner program runs in the grading process). Otherwise it calls
-the functions in the kernel on inputs it draws afresh each run. Either way it compares what
-comes back with references it computes itself. Kernel-side observations (globals touched,
+(:mod:`.runner`: no learner program runs in the grading process); a structural requirement
+holds by its effect on that program (:mod:`.effect`). Otherwise it calls the functions in the
+kernel. Either way its inputs come from a seed fixed per course secret, learner and test
+(:mod:`.seeding`: a regrade draws the same), and it compares what comes back with references it
+computes itself. Kernel-side observations (globals touched,
 compile counts, key reuse...) are *claims*: a failing claim fails a test, a passing one never
 earns points alone.
 
