@@ -58,6 +58,7 @@ class Options:
     notebook_timeout: int = DEFAULT_NOTEBOOK_TIMEOUT
     save_graded: Path | None = None
     hide: tuple = ()   # more folders its kernel must not see (a batch's other submissions)
+    alone: bool = False  # graded again alone after a starved grading: starved again is a zero (batch)
 
 
 @dataclass
@@ -65,7 +66,6 @@ class Grading:
     """One submission on its way through :data:`STEPS`: each step reads what earlier ones left."""
 
     given: str                      # the path as given (the result's ``notebook``)
-    alone: bool = False  # graded again alone after a starved grading: starved again is a zero (batch)
     path: Path
     options: Options
     assignment: str = ""
