@@ -45,7 +45,7 @@ def _ensure_listener():
 
 class CompileCounter:
     """Counts XLA compilations (and jit traces, and lowerings) while active, on this thread: the
-    ``jax.monitoring`` events of :data:`_EVENTS`, one per compile, trace or lowering.
+    ``jax.monitoring`` duration events JAX records for each trace, lowering and compile.
 
     Use as a context manager::
 

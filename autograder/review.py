@@ -482,7 +482,7 @@ def review(f, *args, static_argnames=(), static_argnums=(), calls=None, eager=Tr
     ``static_argnames``/``static_argnums`` name the arguments that ``jax.jit`` should
     treat as static (as you would pass them to ``jax.jit``). ``calls`` is the sequence
     of calls whose traces and compilations are counted, items as for ``count_compiles``
-    (argument tuples, ``((args...), {kwargs})`` pairs, ``Call``s); by default the example
+    (argument tuples, ``((args...), {kwargs})`` pairs, :class:`Call` objects); by default the example
     call twice. With ``eager`` (default), ``f`` is also called as written, without jit, to
     count its host reads and dispatches, and to check that the same inputs give the same
     outputs (eagerly and under jit; twice eagerly, counting compilations, when it cannot be

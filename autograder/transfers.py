@@ -36,7 +36,7 @@ def check_traceable(f, args, *, what=None, static_argnums=(), static_argnames=()
 
     ``float(x)``, ``x.item()``, ``np.asarray(x)`` and ``if x > 0`` all need the
     concrete value, which does not exist while tracing. The learner sees which
-    conversion failed and the idea it breaks (``feedback.call``'s translation).
+    conversion failed and the idea it breaks (as :func:`autograder.call` translates it).
     """
     import jax
 

@@ -58,7 +58,6 @@ codeautolink_custom_blocks = {"python": "sphinx_codeautolink.clean_ipython"}
 # The reference page (api_reference): docstrings are reStructuredText; `name` is a cross-reference.
 default_role = "py:obj"
 autodoc_member_order = "bysource"
-autodoc_typehints = "description"
 add_module_names = True
 
 html_theme = "sphinx_book_theme"
