@@ -173,7 +173,7 @@ def _grade_in_processes(jobs, workers: int, progress: bool) -> list[Result]:
     results: list[Result | None] = [None] * len(jobs)
     bar = _progress(len(jobs)) if progress else None
     # Before the processes fork, once: the imports. Each grading process probes the sandbox
-    # beside its first kernel's start (pipeline's check_box and box_checked).
+    # while its first kernel boots (pipeline's check_box).
     startup.before_fork(parallel=workers > 1)
     # What the parent holds now is shared with every grading process, page for page, until one
     # writes to it, and a collection of the cyclic garbage collector writes to every object it

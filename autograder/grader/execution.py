@@ -1,21 +1,22 @@
-"""Executing a sanitized submission in a fresh, contained kernel, with nbclient's own loop.
+"""Executing a sanitized submission in a fresh, contained kernel, with nbclient's own API.
 
-:class:`GradingExecute` is nbgrader's ``Execute`` (an nbclient ``NotebookClient``) run through
-``NotebookClient.execute`` and its hooks: a per-notebook deadline (``timeout_func`` and
-``on_cell_start``), huge outputs cut (``on_cell_executed``), a watchdog that kills the kernel
-past the deadline, and the kernel's stdout/stderr sent to ``/dev/null``. After the notebook's
-own cells have run, while the kernel is still alive, every callback of ``after_cells``
-receives a :class:`LiveKernel` (the trusted judge plugs in there); then the sandbox's
-processes are killed. Nothing the kernel replies about its own cells decides a grade: the
-judge does, from data.
+:class:`GradingClient` is nbgrader's ``Execute`` (an nbclient ``NotebookClient``).
+:meth:`~GradingClient.kernel_open` holds the kernel open with nbclient's own
+``setup_kernel`` while the pipeline runs its steps on it: :meth:`~GradingClient.run_cells`
+(the notebook's own cells, nbclient's ``execute_cell`` each, under a per-notebook deadline:
+``timeout_func`` and ``on_cell_start``; huge outputs cut: ``on_cell_executed``), then the judge
+on the :class:`LiveKernel` it yields. A watchdog kills the kernel past the deadline; the
+kernel's stdout/stderr go to ``/dev/null``; when the block ends, every process of the sandbox
+is killed. Nothing the kernel replies about its own cells decides a grade: the judge does,
+from data.
 """
 from __future__ import annotations
 
-import inspect
 import os
 import signal
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ..sandbox.environment import kernel_env
@@ -23,7 +24,6 @@ from ..sandbox.kernel_manager import kernel_manager_class
 from ..sandbox.launch import DEFAULT_CPU_LIMIT
 
 DEFAULT_OUTPUT_LIMIT = 1_000_000  # characters of output kept per cell
-_END_MARK = "autograder-end-of-notebook"  # metadata of the cell appended to run after-cell hooks
 
 
 class OutOfTime(Exception):
@@ -49,9 +49,9 @@ class LiveKernel:
 
 
 def early_kernel(home, box, box_dir, cwd):
-    """A fresh kernel for one notebook, started now (the manager :func:`make_executor`'s executor
-    will use): it boots while the grading prepares the rest. ``None`` when it cannot start: the
-    executor then starts one itself, and reports its failure as for any kernel."""
+    """A fresh kernel for one notebook, started now (the manager :func:`make_client`'s client
+    holds open later): it boots while the grading prepares the rest. ``None`` when it cannot
+    start: the client then starts one itself, and reports its failure as for any kernel."""
     from jupyter_core.utils import run_sync
 
     contained = box is not None and box.uid is not None
@@ -100,30 +100,29 @@ def kill_kernel(km) -> None:
 KERNEL_NAME = "python3"
 
 
-def make_executor(cell_timeout: int, deadline: float, home=None, box=None, box_dir=None, after_cells=()):
-    """The executor of one submission (see the module's docstring); ``after_cells``: callables
-    ``f(live: LiveKernel)`` (or coroutine functions), run in order after the notebook's cells."""
+def make_client(cell_timeout: int, deadline: float, home=None, box=None, box_dir=None):
+    """The client of one submission's kernel (see the module's docstring)."""
+    from jupyter_core.utils import ensure_async, run_sync
     from nbclient import NotebookClient
     from nbclient.exceptions import DeadKernelError
-    from nbformat.v4 import new_output, new_raw_cell
+    from nbformat.v4 import new_output
     from nbgrader.preprocessors import Execute
 
     contained = box is not None and box.uid is not None
 
-    class GradingExecute(Execute):
-        """nbgrader's Execute with a notebook deadline, a watchdog, and the replies recorded."""
+    class GradingClient(Execute):
+        """nbgrader's Execute, held open by :meth:`kernel_open`, with a notebook deadline and a
+        watchdog."""
 
         def __init__(self, **kw):
             super().__init__(**kw)
-            self.died_at = None     # index of the cell during which the kernel died
-            self.after_cells_error = None
+            self.died_at = None     # index of the cell during which the kernel died (-1: it never started)
+            self.finished = False   # every cell ran, before the deadline
             self.current = -1
             self.sandbox_ended = False  # every process of the sandbox killed once the replies were in
 
         # -- nbclient hooks
         def _cell_start(self, cell, cell_index):
-            if cell.cell_type == "raw" and cell.metadata.get(_END_MARK):
-                return self._run_after_cells()
             self.current = cell_index
             if cell.cell_type == "code" and deadline - time.monotonic() <= 1:
                 raise OutOfTime
@@ -139,18 +138,64 @@ def make_executor(cell_timeout: int, deadline: float, home=None, box=None, box_d
                 cell.outputs = [new_output(
                     "stream", name="stdout", text=f"[{size} characters of output removed by the grader]")]
 
-        async def _run_after_cells(self):
-            live = LiveKernel(self.km, deadline)
+        # -- the kernel, held open
+        @contextmanager
+        def kernel_open(self, nb, resources=None, km=None):
+            """nbclient's ``setup_kernel`` on ``km`` (a kernel started early, or None: one is
+            started here): yields the :class:`LiveKernel` (None when the kernel could not start,
+            :attr:`died_at` -1) while the caller runs the notebook and judges it; then kills
+            every process of the sandbox."""
+            NotebookClient.__init__(self, nb, km)  # as nbconvert's ExecutePreprocessor does
+            self._check_assign_resources(resources)
+            self.on_cell_start = self._cell_start
+            self.timeout_func = self._cell_timeout
+            devnull = open(os.devnull, "wb")  # noqa: SIM115 - closed below
+            watchdog = threading.Timer(max(1.0, deadline - time.monotonic() + 5), self._kill)
+            watchdog.daemon = True
+            watchdog.start()
+            started = False
             try:
-                for callback in after_cells:
-                    if time.monotonic() >= deadline:
-                        break
-                    out = callback(live)
-                    if inspect.isawaitable(out):
-                        await out
-            except Exception as exc:  # noqa: BLE001 - reported by the caller
-                self.after_cells_error = exc
-            self._end_sandbox()
+                with self.setup_kernel(stdout=devnull, stderr=devnull, stdin=devnull,
+                                       env=kernel_env(home, contained)):
+                    started = True
+                    yield LiveKernel(self.km, deadline)
+                    self._end_sandbox()  # every reply is in
+            except Exception:  # the kernel died while starting (re-raised: any later error)
+                if started:
+                    raise
+                self.died_at = -1
+                yield None
+            finally:
+                watchdog.cancel()
+                devnull.close()
+                self._kill()
+                if not self.owns_km and self.kc is not None:  # an early kernel's: nbclient leaves it open
+                    try:
+                        self.kc.stop_channels()
+                    except Exception:  # noqa: BLE001
+                        pass
+
+        def run_cells(self) -> None:
+            """The notebook's own cells, as nbclient's ``execute`` runs them in its kernel; a
+            kernel that dies or a deadline that passes ends the run (:attr:`died_at`)."""
+            try:
+                run_sync(self._run_cells)()
+            except OutOfTime:
+                pass
+            except DeadKernelError:
+                self.died_at = self.current
+            except Exception:  # noqa: BLE001 - the kernel died while running or stopping
+                if self.died_at is None:
+                    self.died_at = self.current
+
+        async def _run_cells(self):
+            info = await self.async_wait_for_reply(await ensure_async(self.kc.kernel_info()))
+            if info is not None and "language_info" in info["content"]:
+                self.nb.metadata["language_info"] = info["content"]["language_info"]
+            for index, cell in enumerate(self.nb.cells):
+                await self.async_execute_cell(cell, index, execution_count=self.code_cells_executed + 1)
+            self.set_widgets_metadata()
+            self.finished = True
 
         # -- the kernel's end
         def _kill(self):
@@ -169,43 +214,11 @@ def make_executor(cell_timeout: int, deadline: float, home=None, box=None, box_d
             self.sandbox_ended = True
             _reap(self.km)
 
-        def preprocess(self, nb, resources=None, km=None):
-            NotebookClient.__init__(self, nb, km)  # as nbconvert's ExecutePreprocessor does
-            self._check_assign_resources(resources)
-            self.on_cell_start = self._cell_start
-            self.timeout_func = self._cell_timeout
-            nb.cells.append(new_raw_cell("", metadata={_END_MARK: True}))
-            devnull = open(os.devnull, "wb")  # noqa: SIM115 - closed below
-            watchdog = threading.Timer(max(1.0, deadline - time.monotonic() + 5), self._kill)
-            watchdog.daemon = True
-            watchdog.start()
-            try:
-                self.execute(stdout=devnull, stderr=devnull, stdin=devnull, env=kernel_env(home, contained))
-            except OutOfTime:
-                pass
-            except DeadKernelError:
-                self.died_at = self.current
-            except Exception:  # noqa: BLE001 - the kernel died while starting, running or stopping
-                if self.died_at is None:
-                    self.died_at = self.current
-            finally:
-                watchdog.cancel()
-                devnull.close()
-                self._kill()
-                if not self.owns_km and self.kc is not None:  # an early kernel's: nbclient leaves it open
-                    try:
-                        self.kc.stop_channels()
-                    except Exception:  # noqa: BLE001
-                        pass
-                nb.cells = [c for c in nb.cells if not c.metadata.get(_END_MARK)]
-                self.nb = nb
-            return self.nb, self.resources
-
     # "immediate": every reply is in, and whatever the kernel's atexit hooks would do is of no
     # use to grading (a graceful shutdown of a JAX kernel costs a second of wall time).
-    return GradingExecute(timeout=cell_timeout, interrupt_on_timeout=True, allow_errors=True,
-                          error_on_timeout={"ename": "CellTimeoutError",
-                                            "evalue": "the cell ran past its time limit"},
-                          kernel_name=KERNEL_NAME, record_timing=False, startup_timeout=120,
-                          shutdown_kernel="immediate",
-                          kernel_manager_class=kernel_manager_class(box, box_dir, DEFAULT_CPU_LIMIT))
+    return GradingClient(timeout=cell_timeout, interrupt_on_timeout=True, allow_errors=True,
+                         error_on_timeout={"ename": "CellTimeoutError",
+                                           "evalue": "the cell ran past its time limit"},
+                         kernel_name=KERNEL_NAME, record_timing=False, startup_timeout=120,
+                         shutdown_kernel="immediate",
+                         kernel_manager_class=kernel_manager_class(box, box_dir, DEFAULT_CPU_LIMIT))

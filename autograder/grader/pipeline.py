@@ -1,23 +1,26 @@
 """Grade one learner notebook the way an instructor's ``nbgrader autograde`` would, with stricter rules.
 
-:func:`grade_notebook` runs :data:`BEFORE_RUN`, then :data:`STEPS` in a temporary folder of
-its own (nothing is written into the checkout), as nbgrader's ``converters/autograde.py`` runs
-its preprocessors, on one :class:`Grading` (everything known about this submission so far). A
-step ends the grading early by raising :class:`~autograder.common.errors.GradingError`: every
-test at zero, with its reason (a notebook that cannot be read, a refused sandbox...).
+:func:`grade_notebook` is the whole grading, read top to bottom in :func:`_grade`: plain steps
+on one :class:`Grading` (everything known about this submission so far), called one after
+another, as nbgrader's Autograde converter lists its preprocessors. A step ends the grading
+early by raising :class:`~autograder.common.errors.GradingError`: every test at zero, with its
+reason (a notebook that cannot be read, a refused sandbox...).
 
 The steps, in order (docs/architecture.md walks through them):
 
 1. ``find_assignment``: the assignment (the notebook's folder name) and its source notebook;
-2. ``read_json``: the file's size and JSON (:mod:`.submission`);
+2. ``read_json``: the file's size and JSON (:mod:`.submission`); then, in a temporary folder:
 3. ``open_box``: the kernel's containment (:mod:`autograder.sandbox`), its box and data files;
-4. ``check_box``: the sandbox's probe, run beside the next steps (``box_checked``: its verdict);
-5. ``start_kernel``: the kernel boots while the next steps run (:mod:`.execution`);
+4. ``start_kernel``: the kernel's process starts, and boots while the next steps run (:mod:`.execution`);
+5. ``check_box``: the sandbox's probe (once per grading process): a refusal ends here, before any cell;
 6. ``read_notebook``: the JSON read as a notebook by nbformat (old formats upgraded);
 7. ``make_gradebook``: a scratch gradebook holding the source's cells (:mod:`.gradebook`);
 8. ``sanitize_submission``: test cells restored from the source, as ``autograde`` does;
-9. ``prepare_judge``: the trusted judge (:mod:`autograder.judge`); test cells are not run;
-10. ``execute``: the notebook's own cells under time limits, then the judge, the kernel alive;
+9. ``prepare_judge``: the trusted judge (:mod:`autograder.judge`) and its program runner; test
+   cells are not run;
+10. with the kernel held open (``open_kernel``: nbclient's ``setup_kernel``): ``execute``, the
+    notebook's own cells under time limits, then ``judge``, each test decided on the live
+    kernel; the sandbox's processes are killed when the block ends;
 11. ``score``: points from the judge's verdicts alone, through nbgrader's ``SaveAutoGrades``;
 12. ``save_graded_copy``: the executed notebook, sanitized, for the formgrader.
 
@@ -26,17 +29,21 @@ The result (the JSON contract) and its human forms are :mod:`.result`'s.
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
-import threading
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from jupyter_core.utils import run_sync
 
 from .gradebook import nbgrader_resources, save_autogrades, scratch_gradebook
 from ..common.course import GradingError, data_files, find_course_root, read_source, source_notebook
 from ..common.settings import Settings
-from .execution import early_kernel, kill_kernel, make_executor
+from .execution import early_kernel, kill_kernel, make_client
 from .result import Result, zero_result
 from ..sandbox.containment import Sandbox, chown_tree, open_sandbox
 from ..sandbox.kernel_manager import run_dir_base
@@ -63,7 +70,7 @@ class Options:
 
 @dataclass
 class Grading:
-    """One submission on its way through :data:`STEPS`: each step reads what earlier ones left."""
+    """One submission on its way through the steps of :func:`_grade`: each reads what earlier ones left."""
 
     given: str                      # the path as given (the result's ``notebook``)
     path: Path
@@ -80,10 +87,9 @@ class Grading:
     box_limit: str = ""
     workdir: Path | None = None
     judge: object = None            # autograder.judge.JudgeStep
-    executor: object = None
-    kernel: object = None           # the kernel manager of a kernel started early (start_kernel)
-    box_check: object = None        # the sandbox's probe, running beside the kernel's start (check_box)
-    box_problem: list = field(default_factory=list)  # its verdict ('' when the kernel may run)
+    kernel: object = None           # the kernel manager of the kernel started early (start_kernel)
+    client: object = None           # the nbclient client that holds it open (execution.make_client)
+    judge_error: Exception | None = None  # the grader's own failure while judging
     result: Result | None = None
 
     @property
@@ -118,6 +124,18 @@ def start_kernel(g: Grading) -> None:
     g.kernel = early_kernel(g.home, g.box, g.box_dir, g.workdir)
 
 
+def check_box(g: Grading) -> None:
+    if not g.box.contained:
+        return
+    # The verdict (known at once where this process probed before), else a probe that runs while
+    # the kernel boots: no cell reaches the kernel before it. Its secrets exist now (the gradebook
+    # does not yet): the source folder, the submitted file.
+    secrets = [str(g.source.parent), str(g.path.resolve())]
+    problem = check_sandbox(g.box, g.home, g.workdir, secrets)
+    if problem:
+        raise GradingError(probe_refusal(problem))
+
+
 def make_gradebook(g: Grading) -> None:
     warnings.filterwarnings("ignore", module="nbgrader")
     warnings.filterwarnings("ignore", category=Warning, message=".*not in session.*")
@@ -139,6 +157,13 @@ def open_box(g: Grading) -> None:
     for item in data_files(g.source):
         (shutil.copytree if item.is_dir() else shutil.copy)(item, g.workdir / item.name)
     (g.home / "tmp").mkdir(parents=True)
+    if g.box.contained:
+        # Only the box is the sandbox uid's, and only the box (with the interpreter and the package)
+        # is in the kernel's view: the gradebook beside it, the course and other submissions are not.
+        chown_tree(g.box_dir, g.box.uid)
+        os.chmod(g.box_dir, 0o700)
+        os.chmod(g.home, 0o700)
+        g.box.keep_rw = [str(g.box_dir)]
 
 
 def sanitize_submission(g: Grading) -> None:
@@ -160,60 +185,39 @@ def prepare_judge(g: Grading) -> None:
     g.judge.prepare(g.nb)  # test cells and "Check my answers" are not run in the kernel
 
 
-def check_box(g: Grading) -> None:
-    if not g.box.contained:
+def open_kernel(g: Grading):
+    """The kernel held open (nbclient's ``setup_kernel``) for :func:`execute` and :func:`judge`:
+    the context manager yields the live kernel (None: it could not start)."""
+    g.client = make_client(g.options.cell_timeout, g.deadline, g.home, g.box, g.box_dir)
+    kernel, g.kernel = g.kernel, None  # the client's now: killed by it
+    return g.client.kernel_open(g.nb, g.res, km=kernel)
+
+
+def execute(g: Grading, live) -> None:
+    if live is None:
         return
-    # Only the box is the sandbox uid's, and only the box (with the interpreter and the package)
-    # is in the kernel's view: the gradebook beside it, the course and other submissions are not.
-    chown_tree(g.box_dir, g.box.uid)
-    os.chmod(g.box_dir, 0o700)
-    os.chmod(g.home, 0o700)
-    g.box.keep_rw = [str(g.box_dir)]
-    # The verdict (known at once where this process probed before), else
-    # the probe runs beside the kernel's start: no cell is sent to the kernel before box_checked.
-    # Its secrets exist now (the gradebook does not yet): the source folder, the submitted file.
-    secrets = [str(g.source.parent), str(g.path.resolve())]
-    g.box_check = threading.Thread(target=lambda: g.box_problem.append(
-        check_sandbox(g.box, g.home, g.workdir, secrets)), name="sandbox-probe", daemon=True)
-    g.box_check.start()
+    # The judge's JAX is imported beside the kernel running the notebook (a thread that ends with
+    # this step; nothing to do where it is imported already, as in a forked grading process).
+    with ThreadPoolExecutor(1, thread_name_prefix="judge-side-import") as imports:
+        if "jax" not in sys.modules:
+            imports.submit(startup.judge_side_niced)
+        g.client.run_cells()
 
 
-def box_checked(g: Grading) -> None:
-    if g.box_check is None:
-        return
-    g.box_check.join()
-    g.box_check = None
-    problem = g.box_problem[0] if g.box_problem else "the sandbox's probe gave no verdict"
-    if problem:
-        raise GradingError(probe_refusal(problem))
-
-
-def execute(g: Grading) -> None:
-    startup.judge_side_in_background()  # the judge's JAX while the kernel runs (unless imported already)
-    g.executor = make_executor(g.options.cell_timeout, g.deadline, g.home, g.box, g.box_dir,
-                               after_cells=[_once_imported(g.judge)])
-    g.nb, g.res = g.executor.preprocess(g.nb, g.res, km=g.kernel)
-    g.kernel = None  # the executor's now: killed by it
-    g.box.close()  # every process of its uid killed, its box unmounted
-
-
-def _once_imported(judge):
-    """``judge`` (called with the live kernel, :class:`~autograder.grader.execution.LiveKernel`),
-    called once the judge's JAX, imported in the background while the kernel ran the notebook
-    (:func:`~autograder.grader.startup.judge_side_in_background`), is in."""
-    async def call(live):
-        import asyncio
-
-        await asyncio.get_running_loop().run_in_executor(None, startup.judge_side_ready)
-        await judge(live)
-    return call
+def judge(g: Grading, live) -> None:
+    if live is None or not g.client.finished or time.monotonic() >= g.deadline:
+        return  # the kernel died or the time ran out: score says so for every test
+    try:
+        run_sync(g.judge.__call__)(live)
+    except Exception as exc:  # noqa: BLE001 - the grader's fault: every test not graded, said so
+        g.judge_error = exc
 
 
 def score(g: Grading) -> None:
     # Scores come from the judge's verdicts alone: outputs are replaced, and nothing the kernel
     # printed or replied counts.
     g.judge.restore(g.nb)
-    feedback = g.judge.write_verdicts(g.nb, _not_judged(g.executor))
+    feedback = g.judge.write_verdicts(g.nb, _not_judged(g))
     g.result = Result(g.given, g.assignment, containment=g.box.mode,
                       containment_reason="; ".join(r for r in (g.box.reason, g.box_limit) if r))
     g.result.tests = save_autogrades(g.nb, g.res, g.source, feedback)
@@ -239,11 +243,6 @@ def save_graded_copy(g: Grading) -> None:
     nbformat.write(SanitizeHTML().preprocess(g.nb, {})[0], str(save_graded))
 
 
-BEFORE_RUN = [find_assignment, read_json]               # no temporary folder yet
-STEPS = [open_box, check_box, start_kernel, read_notebook, make_gradebook, sanitize_submission, prepare_judge,
-         box_checked, execute, score, save_graded_copy]  # in this grading's temporary folder
-
-
 def grade_notebook(path, options: Options) -> Result:
     """Grade one submitted notebook as ``options`` say. Never raises for a bad submission: the
     result says why."""
@@ -252,32 +251,36 @@ def grade_notebook(path, options: Options) -> Result:
 
 def _grade(g: Grading) -> Result:
     try:
-        for step in BEFORE_RUN:
-            step(g)
-        with tempfile.TemporaryDirectory(prefix="run-", dir=run_dir_base()) as tmp:
-            g.tmp = Path(tmp)
-            try:
-                for step in STEPS:
-                    step(g)
-            finally:
-                if g.box_check is not None:  # a step ended the grading before its verdict was read
-                    g.box_check.join()
-                if g.kernel is not None:  # started, never handed to the executor
-                    kill_kernel(g.kernel)
-                if g.judge is not None:
-                    g.judge.close()  # the runner is freed for the next notebook, however this one ended
-                if g.box is not None:
-                    g.box.close()
+        find_assignment(g)
+        read_json(g)
+        with tempfile.TemporaryDirectory(prefix="run-", dir=run_dir_base()) as tmp, ExitStack() as ends:
+            g.tmp = Path(tmp)  # nothing is written into the checkout
+            ends.callback(lambda: g.box and g.box.close())  # however the grading ends
+            open_box(g)
+            ends.callback(lambda: g.kernel and kill_kernel(g.kernel))  # started, never held open
+            start_kernel(g)
+            check_box(g)
+            read_notebook(g)
+            make_gradebook(g)
+            sanitize_submission(g)
+            ends.callback(lambda: g.judge and g.judge.close())  # its runner freed for the next notebook
+            prepare_judge(g)
+            with open_kernel(g) as live:
+                execute(g, live)
+                judge(g, live)
+            g.box.close()  # every process of its uid killed, its box unmounted
+            score(g)
+            save_graded_copy(g)
     except GradingError as exc:
         return zero_result(g.given, g.assignment, g.source, str(exc))
     return g.result
 
 
-def _not_judged(executor) -> str:
+def _not_judged(g: Grading) -> str:
     """Why the judge decided nothing (the kernel died or the time ran out before it ran)."""
-    if executor.died_at is not None:
+    if g.client.died_at is not None:
         return ("Not run to completion: the kernel died or was stopped (an exit, a crash, too much "
                 "memory, or the time limit) before this test.")
-    if executor.after_cells_error is not None:
-        return f"Not graded: internal grading error ({type(executor.after_cells_error).__name__})."
+    if g.judge_error is not None:
+        return f"Not graded: internal grading error ({type(g.judge_error).__name__})."
     return "Not run: the notebook's time limit was used up before this test."

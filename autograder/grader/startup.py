@@ -16,20 +16,16 @@ A parallel batch imports them all in the parent before its grading processes for
 inherits them, and their pages stay shared). With one grading process (a learner's
 one-notebook command, ``--jobs 1``) the parent imports only the kernel's side; the grading
 process imports nbformat and nbgrader while its kernel boots (:mod:`~autograder.grader.pipeline`
-starts the kernel first), and JAX in a thread while the kernel runs the notebook
-(:func:`judge_side_in_background`; the judge waits for it, :func:`judge_side_ready`): none is
-then added to the notebook's time.
+starts the kernel first), and JAX in a thread of the pipeline's ``execute`` step while the kernel
+runs the notebook (:func:`judge_side_niced`; the step ends when both are done): none is then
+added to the notebook's time.
 
 Neither side starts a thread of its own or a JAX backend (a process may still fork after it).
 Best effort: what fails here is done (or reported) by the grading itself.
 """
 from __future__ import annotations
 
-import sys
 import threading
-
-_background: threading.Thread | None = None
-
 
 def kernel_side() -> None:
     """What starting a kernel needs (jupyter_client, the kernelspec)."""
@@ -95,34 +91,17 @@ def package_side() -> None:
             getattr(package, name)
 
 
-def judge_side_in_background() -> None:
-    """Start importing :func:`judge_side` in a daemon thread of this process (once; nothing to
-    do where JAX is imported already). Never call it in a process that will fork."""
-    global _background
-    if _background is not None or "jax" in sys.modules:
-        return
-    _background = threading.Thread(target=_quietly, args=(_judge_side_niced,), name="judge-side-import",
-                                   daemon=True)
-    _background.start()
-
-
-def _judge_side_niced() -> None:
-    """:func:`judge_side` at a lower priority: on Linux a thread's nice value is its own, and
-    the kernel running the notebook, whose time the learner waits for, comes first."""
+def judge_side_niced() -> None:
+    """:func:`judge_side` at a lower priority (the pipeline's ``execute`` runs it in a thread
+    beside the kernel running the notebook): on Linux a thread's nice value is its own, and the
+    kernel, whose time the learner waits for, comes first."""
     import os
 
     try:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
     except (AttributeError, OSError):
         pass
-    judge_side()
-
-
-def judge_side_ready() -> None:
-    """Wait for :func:`judge_side_in_background`, if it was started (the judge calls this, and
-    then asks JAX for its devices, before its first use of JAX)."""
-    if _background is not None:
-        _background.join()
+    _quietly(judge_side)
 
 
 def _quietly(step) -> None:

@@ -207,8 +207,8 @@ def _iopub_ready(kc, end: float) -> None:
 class JudgeStep:
     """Grading with a judge: the notebook's test cells and its "Check my answers" cell are not
     run (:meth:`prepare` makes them raw cells while the kernel runs the others, :meth:`restore`
-    puts them back); after the other cells, as an ``after_cells`` callback of
-    :mod:`autograder.grader.execution`, :func:`run_judge` decides each test on the live kernel;
+    puts them back); after the other cells, as the grading pipeline's ``judge`` step (the kernel
+    held open, :mod:`autograder.grader.execution`), :func:`run_judge` decides each test on it;
     :meth:`write_verdicts` writes them into the test cells (an error output when failing,
     nothing when passing) for nbgrader's ``SaveAutoGrades`` and the gradebook."""
 
