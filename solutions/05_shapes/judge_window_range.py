@@ -9,7 +9,7 @@ and compared with NumPy's ranges of ``x[i:i + width]``. Windows one entry short 
 import numpy as np
 
 from autograder.judge import check_close, ExerciseFailure, fail
-from autograder.judge import programs
+from autograder.judge import effect, programs
 from autograder.judge import AsJax, Fixture, Ref, Spec
 
 
@@ -49,6 +49,21 @@ def test_window_range(k):
         x = rng.normal(size=n).astype(np.float32)
         got = _program(k, n, w)(x)
         _check(got, x, w, f"jax.jit(window_range)(x, {w}) on random input #{trial + 1} of length {n}")
+    # ... and at a length beyond every size written in those programs (a length padded to, a
+    # bound): a loop unrolled over a padded x is flat at every length below its padding.
+    written = max(effect.largest_size(_program(k, n, width).exported) for n in (16, 48))
+    far = 2 * max(written, 48) + int(rng.integers(1, 9))
+    beyond = f"at n={far}, beyond every size written in its programs at n=16 and n=48 (up to {written})"
+    try:
+        program = _program(k, far, width)
+        x = rng.normal(size=far).astype(np.float32)
+        _check(program(x), x, width, f"jax.jit(window_range)(x, {width}) on random input of length {far}")
+    except ExerciseFailure as exc:
+        fail("loops", f"jax.jit(window_range) fails {beyond}: it is written for the lengths it was tried at (a "
+                         f"loop unrolled over x padded to a fixed length?): {exc.detail}")
+    if program.total > 1.1 * sizes[16]:
+        fail("loops", f"the program of window_range grows with the length of x ({sizes[16]} operations at n=16, "
+                         f"{program.total} {beyond}): a loop is unrolled over the positions of a padded x.")
     calls = [((Ref("window_range"), AsJax(rng.normal(size=16).astype(np.float32))), {"width": width})
              for _ in range(4)]
     k.claim("check_compiles", Fixture("jit_call"), calls, 1,  # keyword arguments static: width
@@ -84,5 +99,12 @@ def window_range(x, width):
 
     return jax.lax.scan(one, None, jnp.arange(x.shape[0] - width + 1))[1]
 ''', "on random input #1 of length 16", "shapes"),
+        ('''
+def window_range(x, width):
+    # a Python loop over the positions of x padded to 64: the same program at every length tried
+    padded = jnp.pad(x, (0, 64 - x.shape[0]))
+    ranges = [jnp.max(padded[i:i + width]) - jnp.min(padded[i:i + width]) for i in range(64 - width + 1)]
+    return jnp.stack(ranges)[:x.shape[0] - width + 1]
+''', "beyond every size written in its programs", "loops"),
     ],
 }
