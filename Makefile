@@ -81,9 +81,10 @@ clean-outputs: env
 bench: env
 	$(BIN)/python scripts/bench.py
 
-## check: your progress on every exercise notebook in exercises/ (hidden tests included)
+## check: your progress on every exercise notebook in exercises/ (hidden tests included; without bubblewrap
+##      your own notebooks run uncontained, said once)
 check: env
-	$(BIN)/python -m autograder grade exercises/*/*.ipynb
+	$(BIN)/python -m autograder grade --mine exercises/*/*.ipynb
 
 # Instructor workflow (see README). ASSIGNMENT=01_phases FOLDER=path/to/downloads
 ASSIGNMENT ?=

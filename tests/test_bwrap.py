@@ -288,3 +288,114 @@ def test_a_kernel_contained_by_bubblewrap_has_a_thread_cap_of_its_own(nobody):
     assert mode == "user-namespace"
     assert control == str(int(cap) + 50), "uncontained, every thread should start: the test proves nothing"
     assert int(contained) < int(cap), f"a contained kernel started {contained} threads, over the cap of {cap}"
+
+
+_CAPS_CHILD = """\
+import json, os, sys
+tag, box = sys.argv[1], sys.argv[2]
+got = {}
+def fill(name, folder, files, mib):
+    done = 0
+    try:
+        for i in range(files):
+            with open(os.path.join(folder, f"{tag}-{name}-{i}"), "wb") as f:
+                for _ in range(mib):
+                    f.write(b"x" * 2**20)
+                    done += 1
+    except OSError:
+        pass
+    got[name] = done
+fill("shm", "/dev/shm", 24, 1)  # many small files in memory
+fill("tmp", "/tmp", 24, 1)
+fill("box", box, 1, 24)  # one large file on disk
+try:
+    os.unshare(os.CLONE_NEWUSER | os.CLONE_NEWNS)
+    got["userns"] = True
+except OSError:
+    got["userns"] = False
+for folder in ("/dev/shm", "/tmp", box):
+    for name in os.listdir(folder):
+        if name.startswith(tag):
+            os.unlink(os.path.join(folder, name))
+print(json.dumps(got))
+"""
+
+_CAPS = """\
+import json, subprocess, sys
+from pathlib import Path
+from autograder.common.settings import Settings
+from autograder.sandbox.containment import open_sandbox
+from autograder.sandbox.environment import kernel_env
+from autograder.sandbox.launch import limited
+child, box_dir, tag = sys.argv[1:4]
+box = open_sandbox(0, Settings.load())
+box.keep_rw = [box_dir]
+for contained in (True, False):
+    cmd = [sys.executable, "-c", child, tag, box_dir]
+    cmd = limited(box.wrap(cmd), 60, box) if contained else cmd
+    ran = subprocess.run(cmd, env=kernel_env(Path("/tmp"), True), capture_output=True, text=True,
+                         cwd="/", timeout=300)
+    print(json.dumps([box.mode if contained else "none", ran.stdout.strip() or ran.stderr[-300:]]))
+box.close()
+"""
+
+
+def test_an_ordinary_users_sandbox_caps_memory_files_and_user_namespaces(nobody):
+    """Graded by an ordinary user (no cgroup, no root), a contained process with a box of 8 MiB
+    (AUTOGRADER_BOX_MB) writes at most a quarter of it in /dev/shm and half in /tmp (tmpfs pages
+    that no memory limit counts), no file larger than the box into the box on disk
+    (RLIMIT_FSIZE), and cannot make a user namespace of its own (bubblewrap's
+    --disable-userns). The same code uncontained, as the same user, does all of it."""
+    python, base = nobody
+    box = base / "caps-box"
+    box.mkdir()
+    os.chown(box, NOBODY, NOBODY)
+    tag = f"caps-{secrets.token_hex(4)}"
+    try:
+        ran = _as_nobody([python, "-c", _CAPS, _CAPS_CHILD, box, tag], base / "home", {"AUTOGRADER_BOX_MB": "8"})
+    finally:
+        for folder in ("/dev/shm", "/tmp", str(box)):
+            for leftover in Path(folder).glob(f"{tag}-*"):
+                leftover.unlink()
+    lines = [json.loads(line) for line in ran.stdout.splitlines()]
+    assert len(lines) == 2, ran.stdout + ran.stderr[-2000:]
+    (mode, contained), (_, control) = lines
+    assert mode == "user-namespace"
+    contained, control = json.loads(contained), json.loads(control)
+    assert control == {"shm": 24, "tmp": 24, "box": 24, "userns": True}, (
+        f"uncontained, every write and the user namespace should succeed: the test proves nothing ({control})")
+    assert contained["shm"] <= 2 and contained["tmp"] <= 4, contained
+    assert contained["box"] <= 8, contained
+    assert contained["userns"] is False, contained
+
+
+def test_make_check_of_ones_own_exercises_runs_without_bubblewrap_and_no_one_elses(tmp_path, monkeypatch):
+    """`make check` (grade --mine): where bubblewrap is missing, a learner's own notebooks in the
+    course's exercises/ run uncontained, said in one line; a notebook another user owns, one
+    outside exercises/ or a link there does not (its grading refuses as before), and where
+    bubblewrap works nothing changes."""
+    from autograder.sandbox import containment
+
+    root = tmp_path / "course"
+    (root / "solutions" / A).mkdir(parents=True)
+    mine = root / "exercises" / A / f"{A}.ipynb"
+    mine.parent.mkdir(parents=True)
+    mine.write_text("{}")
+    outside = tmp_path / f"{A}.ipynb"
+    outside.write_text("{}")
+    link = root / "exercises" / A / "link.ipynb"
+    link.symlink_to(outside)
+    monkeypatch.setattr(containment, "find_bwrap", lambda: None)
+    notice = containment.own_exercises_uncontained([mine], root)
+    assert notice and "bubblewrap is not installed" in notice and "uncontained" in notice, notice
+    assert containment.own_exercises_uncontained([mine, outside], root) is None
+    assert containment.own_exercises_uncontained([link], root) is None
+    if os.geteuid() == 0:
+        theirs = root / "exercises" / A / "theirs.ipynb"
+        theirs.write_text("{}")
+        os.chown(theirs, NOBODY, NOBODY)
+        assert containment.own_exercises_uncontained([mine, theirs], root) is None
+    if shutil.which("bwrap"):
+        monkeypatch.undo()
+        if not containment.bwrap_problem(containment.find_bwrap(), os.geteuid() == 0)[0]:
+            assert containment.own_exercises_uncontained([mine], root) is None

@@ -28,7 +28,8 @@ from ..common.settings import Settings
 from . import mounts
 from .cgroups import memory_cgroup, share_cgroups, thread_cap
 from .launch import LAUNCHER, with_package
-from .view import bwrap_command, bwrap_problem, find_bwrap, hidden_paths, kernel_paths, kill_bwrap
+from .view import (bwrap_command, bwrap_problem, find_bwrap, hidden_paths, kernel_paths, kill_bwrap,
+                   nested_userns_refused)
 
 NAMESPACE = "namespaces+uid"    # ``containment``: bubblewrap as root: own namespaces, uid and cgroups
 
@@ -86,9 +87,11 @@ class Sandbox:
         # RLIMIT_NPROC, set inside: without root it counts the sandbox's own processes only, in
         # its user namespace (Linux 5.14 and later), not all of the grader's uid
         inside = [*LAUNCHER, "limits", f"--nproc={self.threads}"]
+        if self.box_mb:  # no file larger than the box (RLIMIT_FSIZE): on disk where the box is, without root
+            inside.append(f"--fsize={self.box_mb << 20}")
         if self.as_root:
             inside += [f"--uid={self.uid}", *[f"--readable={p}" for p in [*kernel_paths(), *self.keep_rw]]]
-        return [*bwrap_command(self.bwrap, self.token, self.keep_rw, self.hide, self.as_root), "--",
+        return [*bwrap_command(self.bwrap, self.token, self.keep_rw, self.hide, self.as_root, self.box_mb), "--",
                 *inside, "--", *cmd]
 
     def kill_all(self) -> None:
@@ -175,6 +178,33 @@ def refusal(cause: str, fix: str) -> str:
             "(only for code you trust), pass --no-sandbox or set AUTOGRADER_SANDBOX=off.")
 
 
+def own_exercises_uncontained(notebooks, root: Path | None) -> str | None:
+    """For a learner checking their own work (``make check``: ``grade --mine``): the one line
+    saying their notebooks run uncontained, when no kernel can be contained here (bubblewrap
+    missing or unable: a laptop, macOS) and every notebook is theirs, a file they own in the
+    course's ``exercises/``. None otherwise: containment works, or a notebook is someone else's
+    (grading it still refuses)."""
+    from ..common.course import find_course_root
+
+    cause, _ = bwrap_problem(find_bwrap(), os.geteuid() == 0)
+    if not cause:
+        return None
+    try:
+        exercises = (Path(root) if root else find_course_root()).resolve() / "exercises"
+    except GradingError:
+        return None
+    for nb in notebooks:
+        path = Path(nb)
+        try:
+            mine = path.stat().st_uid == os.getuid() and not path.is_symlink()
+        except OSError:
+            return None
+        if not mine or exercises not in path.resolve().parents:
+            return None
+    return (f"{cause}: your own exercises in {exercises} run uncontained, as you (grading anyone "
+            "else's notebook needs containment and refuses here)")
+
+
 def open_sandbox(deadline: float, settings: Settings, root: Path | None = None,
                  submission: Path | None = None, hide=()) -> Sandbox:
     """The sandbox of one submission (as root, with a sandbox uid locked for it), or say why its
@@ -195,10 +225,14 @@ def open_sandbox(deadline: float, settings: Settings, root: Path | None = None,
         return Sandbox(REFUSED, refusal(cause, fix))
     token, hidden = f"autograder-{random_names.token_hex(8)}", hidden_paths(settings, root, submission, hide)
     if not as_root:
+        nested = ("no user namespace of its own" if nested_userns_refused(bwrap)
+                  else "user namespaces of its own possible (bubblewrap older than 0.8)")
         return Sandbox(USER_NAMESPACE, f"bubblewrap: user, mount, PID and network namespaces of its own, "
                                        f"the grader's uid; memory limit {settings.memory_mb} MiB per process "
-                                       f"(RLIMIT_DATA); {limits['threads']} threads at most (RLIMIT_NPROC in "
-                                       f"its user namespace); no CPU share without root",
+                                       f"(RLIMIT_DATA); temporary folders {settings.box_mb} MiB in all, files "
+                                       f"{settings.box_mb} MiB at most (RLIMIT_FSIZE); {nested}; "
+                                       f"{limits['threads']} threads at most (RLIMIT_NPROC in its user "
+                                       f"namespace); no CPU share without root",
                        os.getuid(), bwrap=bwrap, token=token, hide=hidden, **limits)
     locks = _lock_dir()
     if locks is None:

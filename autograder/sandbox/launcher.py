@@ -126,6 +126,8 @@ def limits(args) -> None:
         os.nice(args.nice)  # kept across execve; raised back by root only (see the runner's start)
     if args.nproc:
         resource.setrlimit(resource.RLIMIT_NPROC, (args.nproc, args.nproc))
+    if args.fsize:  # a larger write fails with EFBIG (Python ignores SIGXFSZ)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (args.fsize, args.fsize))
     for folder in args.join:  # a CPU share and a thread cap (best effort: RLIMIT_NPROC stays)
         try:
             with open(os.path.join(folder, "cgroup.procs"), "w") as f:
@@ -158,6 +160,7 @@ def main(argv=None) -> int:
     lim.add_argument("--parent", type=int, default=0, help="the pid that must still be the parent")
     lim.add_argument("--nproc", type=int, default=0)
     lim.add_argument("--nice", type=int, default=0, help="added to the nice value (a lower priority)")
+    lim.add_argument("--fsize", type=int, default=0, help="bytes: the largest file it may write")
     lim.add_argument("--memory", type=int, default=0, help="bytes")
     lim.add_argument("--cgroup", default="")
     lim.add_argument("--join", action="append", default=[], help="more cgroups to join (CPU share, threads)")

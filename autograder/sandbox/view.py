@@ -43,6 +43,30 @@ ACCELERATORS = ("nvidia", "nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia
 # As root bubblewrap needs no user namespace (with one, no other uid could be mapped in it)
 NAMESPACES = {True: ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"],
               False: ["--unshare-all"]}
+# Without root: a user namespace that its processes cannot leave for one of their own (whose
+# capabilities would let them mount, or unshare again); bubblewrap 0.8 and later.
+NO_NESTED_USERNS = ["--unshare-user", "--disable-userns"]
+
+
+def namespaces(bwrap: str, as_root: bool) -> list[str]:
+    """bubblewrap's namespace options for a sandbox (:data:`NAMESPACES`), without root with
+    :data:`NO_NESTED_USERNS` where this bubblewrap has them."""
+    return NAMESPACES[as_root] + (NO_NESTED_USERNS if not as_root and nested_userns_refused(bwrap) else [])
+
+
+_HELP: dict = {}
+
+
+def nested_userns_refused(bwrap: str) -> bool:
+    """Whether ``bwrap`` can refuse nested user namespaces (``--disable-userns``, bubblewrap 0.8)."""
+    if bwrap not in _HELP:
+        import subprocess
+
+        try:
+            _HELP[bwrap] = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=60).stdout
+        except (OSError, subprocess.SubprocessError):
+            _HELP[bwrap] = ""
+    return "--disable-userns" in _HELP[bwrap]
 
 
 def find_bwrap() -> str | None:
@@ -62,7 +86,7 @@ def bwrap_problem(bwrap: str | None, as_root: bool = False) -> tuple[str, str]:
         import subprocess
 
         try:
-            proc = subprocess.run([bwrap, *NAMESPACES[as_root], "--die-with-parent", "--ro-bind", "/", "/",
+            proc = subprocess.run([bwrap, *namespaces(bwrap, as_root), "--die-with-parent", "--ro-bind", "/", "/",
                                    "true"], stdin=subprocess.DEVNULL, capture_output=True, timeout=60,
                                   cwd="/")
             err = proc.stderr.decode(errors="replace").strip().splitlines()
@@ -96,13 +120,16 @@ def _resolve(path: str) -> tuple[list[tuple[str, str]], str]:
     return links, os.path.realpath(path)
 
 
-def bwrap_command(bwrap: str, token: str, keep_rw=(), hide=(), as_root: bool = False) -> list[str]:
+def bwrap_command(bwrap: str, token: str, keep_rw=(), hide=(), as_root: bool = False, scratch_mb: int = 0) -> list[str]:
     """bubblewrap's command line for a kernel or program runner (the command follows, after
     ``--``; the view is described in docs/security.md): namespaces of its own (a user namespace
-    too unless ``as_root``), a root built empty with the allow-list (:data:`SYSTEM`, :data:`ETC`,
-    an accelerator's devices, :func:`kernel_paths`) read-only and ``keep_rw`` (the box)
-    read-write, each with the links on the way to it made again; a folder of ``hide`` that lies
-    inside a kept one is emptied. ``token`` names its processes for :meth:`Sandbox.kill_all`."""
+    too unless ``as_root``, one its processes cannot leave for another: :func:`namespaces`), a
+    root built empty with the allow-list (:data:`SYSTEM`, :data:`ETC`, an accelerator's devices,
+    :func:`kernel_paths`) read-only and ``keep_rw`` (the box) read-write, each with the links on
+    the way to it made again; a folder of ``hide`` that lies inside a kept one is emptied.
+    ``/tmp``, ``/var/tmp`` and ``/dev/shm`` are tmpfs of their own, together at most
+    ``scratch_mb`` MiB when it is given (their pages are memory no memory limit counts: half for
+    ``/tmp``, a quarter for each other). ``token`` names its processes for :meth:`Sandbox.kill_all`."""
     cmd = []
     devices = [f"/dev/{n}" for n in sorted(os.listdir("/dev"))
                if n in ACCELERATORS or n.startswith(("nvidia", "accel"))]
@@ -137,9 +164,12 @@ def bwrap_command(bwrap: str, token: str, keep_rw=(), hide=(), as_root: bool = F
     # process, and the whole PID namespace with it (the dropped uid's own death signal would be
     # refused, sent from a bwrap without capabilities). jupyter_client's JPY_PARENT_PID is unset:
     # the grader's pid means nothing there, and ipykernel would take init for a sign it is orphaned.
-    return [bwrap, *NAMESPACES[as_root], "--die-with-parent", "--new-session", "--unsetenv", "JPY_PARENT_PID",
-            "--hostname", token, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp",
-            "--tmpfs", "/dev/shm", *[a for d in sorted(folders - {"/"}) for a in ("--dir", d)], *cmd]
+    scratch = []
+    for path, share in (("/tmp", 2), ("/var/tmp", 4), ("/dev/shm", 4)):
+        scratch += [*(["--size", str((scratch_mb << 20) // share)] if scratch_mb else []), "--tmpfs", path]
+    return [bwrap, *namespaces(bwrap, as_root), "--die-with-parent", "--new-session", "--unsetenv", "JPY_PARENT_PID",
+            "--hostname", token, "--proc", "/proc", "--dev", "/dev", *scratch,
+            *[a for d in sorted(folders - {"/"}) for a in ("--dir", d)], *cmd]
 
 
 def kill_bwrap(token: str) -> None:
