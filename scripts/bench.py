@@ -43,7 +43,9 @@ sys.path.insert(0, str(ROOT))
 
 # Targets the report is judged against.
 TARGET_COURSE_S = 120.0      # every notebook of the course, one after another, on 2 CPU cores
-TARGET_NOTEBOOK_S = 15.0     # each notebook, alone, above its backend's floor (kernel + JAX), on 2 CPU cores
+# each notebook, alone, above its backend's floor (a kernel with JAX and one op): 15 s on 2 CPU cores; 30 s on
+# an accelerator, where a compile costs several times a CPU's (0.19 s a program on a TPU v5e, 0.12 s on an H200)
+TARGET_NOTEBOOK_S = {"cpu": 15.0, "gpu": 30.0, "tpu": 30.0}
 TARGET_CPU_VS_NUMPY = 0.8    # jitted CPU kernels: at least 0.8x NumPy's throughput
 TARGET_GPU_MATMUL = 0.70     # GPU or TPU matmul: at least 70% of the measured peak
 
@@ -732,6 +734,7 @@ def write_report(out: Path, *, info, floors, runs, kernels, peaks, dispatch, gra
                   "process used, all threads) depends much less on the load: on an idle machine a "
                   "notebook's wall time is close to it (most of a notebook is one Python thread).", ""]
     cpu_of = lambda r: r.stats.get("cpu_s")  # noqa: E731
+    target_nb = TARGET_NOTEBOOK_S.get(backend, TARGET_NOTEBOOK_S["cpu"])
 
     # --- targets
     ok_runs = [r for r in runs if r.ok]
@@ -757,8 +760,8 @@ def write_report(out: Path, *, info, floors, runs, kernels, peaks, dispatch, gra
                      f"{total:.1f} s", verdict,
                      (f"{abs(by):.1f} s {'under' if by >= 0 else 'over'}; " + why)))
         floor_cpu = floors.get("kernel_jax_cpu", 0.0)
-        slow = [r for r in runs if r.wall_s - floor > TARGET_NOTEBOOK_S]
-        slow_cpu = [r for r in runs if (cpu_of(r) or 0.0) - floor_cpu > TARGET_NOTEBOOK_S]
+        slow = [r for r in runs if r.wall_s - floor > target_nb]
+        slow_cpu = [r for r in runs if (cpu_of(r) or 0.0) - floor_cpu > target_nb]
         worst = max(runs, key=lambda r: r.wall_s)
         detail = (f"slowest: `{worst.path}` {worst.wall_s:.1f} s "
                   f"({worst.stats.get('compile_s', 0):.1f} s compiling, slowest cell {worst.slowest[0]:.1f} s: "
@@ -767,9 +770,9 @@ def write_report(out: Path, *, info, floors, runs, kernels, peaks, dispatch, gra
             detail += (f"; by kernel CPU time above its floor {len(runs) - len(slow_cpu)}/{len(runs)} are within"
                        + (f" (over: {', '.join(f'`{r.path}` {cpu_of(r) - floor_cpu:.1f} s' for r in slow_cpu)})"
                           if slow_cpu else ""))
-        rows.append(("each notebook, above the floor", f"<= {TARGET_NOTEBOOK_S:.0f} s + {floor:.1f} s floor",
+        rows.append(("each notebook, above the floor", f"<= {target_nb:.0f} s + {floor:.1f} s floor",
                      f"{len(runs) - len(slow)}/{len(runs)} within", "met" if not slow else "**missed**",
-                     (f"over: {', '.join(f'`{r.path}` +{r.wall_s - floor - TARGET_NOTEBOOK_S:.1f} s' for r in slow)}; "
+                     (f"over: {', '.join(f'`{r.path}` +{r.wall_s - floor - target_nb:.1f} s' for r in slow)}; "
                       if slow else "") + detail))
         failed = [r for r in runs if not r.ok]
         if failed:
@@ -823,7 +826,7 @@ def write_report(out: Path, *, info, floors, runs, kernels, peaks, dispatch, gra
                   "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
         for r in runs:
             st = r.stats
-            flag = f" (over {TARGET_NOTEBOOK_S:.0f} s above floor)" if r.wall_s - floor > TARGET_NOTEBOOK_S else ""
+            flag = f" (over {target_nb:.0f} s above floor)" if r.wall_s - floor > target_nb else ""
             lines.append(
                 f"| `{r.path}` | {r.wall_s:.2f}{flag} | {_s(cpu_of(r))} | {r.wall_s - floor:.2f} "
                 f"| {st.get('compile', '—')} "

@@ -19,8 +19,8 @@
 # the released exercises with their starting code); BENCH_ARGS: more arguments for bench.py
 # (e.g. --no-kernels); BENCH_LIMIT (seconds, default 540) stops the benchmark in time to pack
 # what it did; CELL_TIMEOUT (default 90) is the most one cell may take; WHEELS (default .whl) the
-# folder of wheels; GRADE_HELD=1 grades the solutions (GRADE_PATTERN: a regex over their paths)
-# while another process holds the device.
+# folder of wheels; GRADE_HELD=1 grades the solutions (GRADE_PATTERN: a regex over their paths;
+# GRADE_JOBS grading processes, default 4) while another process holds the device.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 : "${OUT:?set OUT to the folder for the results}"
@@ -82,26 +82,32 @@ bench() {
 }
 
 grade_held() {
-    # every solution graded from the command line while another process holds the device, as a
-    # Colab cell grades while the notebook holds the chip: grading must compute on CPU
+    # every solution graded from the command line (one batch, GRADE_JOBS grading processes) while
+    # another process holds the device, as a Colab cell grades while the notebook holds the chip:
+    # grading must compute on the CPU
     rm -f /tmp/held
-    "$PY" -c 'import jax, time, sys; print("holder:", jax.devices(), flush=True); open("/tmp/held", "w").close(); time.sleep(900)' &
+    "$PY" -c 'import jax, time; print("holder:", jax.devices(), flush=True); open("/tmp/held", "w").close(); time.sleep(900)' &
     local holder=$!
     for _ in $(seq 120); do [ -e /tmp/held ] && break; sleep 1; done
+    local notebooks=()
     for nb in solutions/*/*.ipynb; do
-        case $nb in */.ipynb_checkpoints/*) continue;; esac
-        [[ $nb =~ ${GRADE_PATTERN:-.} ]] || continue
-        "$PY" -m autograder grade "$nb" --json --no-sandbox > /tmp/grade.json 2>/tmp/grade.err
-        "$PY" - "$nb" <<'PY'
-import json, sys
-try:
-    d = json.load(open("/tmp/grade.json"))
-    bad = [t["exercise"] + ": " + t["feedback"][:300] for t in d["tests"] if not t["passed"]]
-    print(f"{sys.argv[1]}: {d['score']:g}/{d['max_score']:g}" + "".join(f"\n    {b}" for b in bad))
-except Exception as exc:
-    print(f"{sys.argv[1]}: no result ({exc}): " + open("/tmp/grade.err").read()[-800:])
-PY
+        [[ $nb =~ ${GRADE_PATTERN:-.} && $nb != */.ipynb_checkpoints/* ]] && notebooks+=("$nb")
     done
+    local t0=$SECONDS
+    timeout "${GRADE_LIMIT:-300}" "$PY" -m autograder grade "${notebooks[@]}" --json --no-sandbox \
+        --jobs "${GRADE_JOBS:-4}" > /tmp/grade.json 2>/tmp/grade.err
+    echo "graded ${#notebooks[@]} notebook(s) in $((SECONDS - t0)) s (exit $?), the device held by another process"
+    "$PY" - <<'PY'
+import json
+try:
+    results = json.load(open("/tmp/grade.json"))
+except Exception as exc:
+    raise SystemExit(f"no result ({exc}): " + open("/tmp/grade.err").read()[-2000:])
+for r in results if isinstance(results, list) else [results]:
+    bad = [f"{t['exercise']}: {t['feedback'][:300]}" for t in r.get("tests", []) if not t["passed"]]
+    print(f"{r.get('notebook', '?')}: {r.get('score', 0):g}/{r.get('max_score', 0):g}"
+          + (f" error: {r['error']}" if r.get("error") else "") + "".join(f"\n    {b}" for b in bad))
+PY
     kill "$holder"; wait "$holder" 2>/dev/null
 }
 
