@@ -950,6 +950,9 @@ def main(argv=None) -> int:
                         help="seconds to wait before each kernel starts, not timed (a TPU can refuse a process "
                              "that opens it just after another closed it)")
     parser.add_argument("--floor-repeats", type=int, default=2, help="kernel starts per floor (the best counts)")
+    parser.add_argument("--floors", type=json.loads, default=None,
+                        help="floors measured by an earlier run on the same machine (JSON, as this script prints "
+                             "them), instead of measuring them again")
     parser.add_argument("--measure-device", action="store_true",
                         help="(the child's part) print the device's description and kernels as JSON, and exit")
     args = parser.parse_args(argv)
@@ -980,8 +983,8 @@ def main(argv=None) -> int:
     report()
 
     if not args.no_notebooks:
-        floors = measure_floors(args.floor_repeats, args.gap)
-        print(f"bench: floors {floors}", file=sys.stderr)
+        floors = args.floors or measure_floors(args.floor_repeats, args.gap)
+        print(f"bench: floors {json.dumps(floors)}", file=sys.stderr)
         for path in find_notebooks(args.only, args.notebooks):
             time.sleep(args.gap)
             runs.append(run := execute_notebook(path, timeout=args.cell_timeout, keep=args.executed))

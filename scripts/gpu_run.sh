@@ -18,7 +18,9 @@
 # NOTEBOOKS: regex over the notebooks' paths (default: course/ and solutions/; '^exercises/' for
 # the released exercises with their starting code); BENCH_ARGS: more arguments for bench.py
 # (e.g. --no-kernels); BENCH_LIMIT (seconds, default 540) stops the benchmark in time to pack
-# what it did; CELL_TIMEOUT (default 90) is the most one cell may take; WHEELS (default .whl) the
+# what it did; CELL_TIMEOUT (default 90) is the most one cell may take; GAP (default 3) the seconds
+# between two programs that open the device (a TPU can refuse one that opens it just after
+# another closed it), not timed; WHEELS (default .whl) the
 # folder of wheels; GRADE_HELD=1 grades the solutions (GRADE_PATTERN: a regex over their paths;
 # GRADE_JOBS grading processes, default 4) while another process holds the device.
 set -uo pipefail
@@ -77,7 +79,7 @@ bench() {
     echo "gpu_run: backend $backend"
     sleep 3   # a TPU can refuse a process that opens it just after another closed it
     timeout "${BENCH_LIMIT:-540}" "$PY" scripts/bench.py --out "$OUT/bench-$backend.md" \
-        --executed "$OUT/executed" --cell-timeout "${CELL_TIMEOUT:-90}" --gap 3 \
+        --executed "$OUT/executed" --cell-timeout "${CELL_TIMEOUT:-90}" --gap "${GAP:-3}" \
         ${NOTEBOOKS:+--notebooks "$NOTEBOOKS"} ${BENCH_ARGS:-}
 }
 
