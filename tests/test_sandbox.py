@@ -798,3 +798,21 @@ def test_the_probe_refuses_a_secret_the_kernel_can_see_and_keeps_no_failure(tmp_
         assert list(probe._CHECKED.values()) == [""]
     finally:
         box.close()
+
+
+def test_the_interpreter_path_is_resolved_folder_by_folder_and_keeps_its_own_name(tmp_path):
+    """A grader started as ``../../.venv/bin/python`` (Python keeps the ``..`` in
+    ``sys.executable``) names its interpreter by folders the kernel's view has: the folders are
+    resolved, links included, and the interpreter's own name, a venv's link, is kept."""
+    from autograder.sandbox import launch
+
+    real = tmp_path / "base" / "bin"
+    real.mkdir(parents=True)
+    (real / "python3").write_text("")
+    (tmp_path / "venv").mkdir()
+    (tmp_path / "venv" / "bin").symlink_to(real)
+    (real / "python").symlink_to(real / "python3")
+    typed = str(tmp_path / "venv" / "sub" / ".." / "bin" / "python")
+    (tmp_path / "venv" / "sub").mkdir()
+    assert launch.interpreter(typed) == str(real / "python")  # the link itself, not python3
+    assert ".." not in launch.package_module("autograder.sandbox.launcher")[0]

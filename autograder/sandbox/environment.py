@@ -2,10 +2,9 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
-from .launch import with_package
+from .launch import interpreter, with_package
 
 # The kernel's environment is an allow-list: these, where the grader has them, and nothing else
 # (no cloud credentials, no pip index, no grader's paths). HOME, TMPDIR and PATH are the kernel's own.
@@ -42,7 +41,7 @@ def _kernel_env(home: Path, contained: bool) -> dict:
         env.setdefault("LANG", "C.UTF-8")
         env["HOME"] = str(home)
         env["TMPDIR"] = str(home / "tmp")
-        env["PATH"] = os.path.dirname(sys.executable) + ":/usr/local/bin:/usr/bin:/bin"
+        env["PATH"] = os.path.dirname(interpreter()) + ":/usr/local/bin:/usr/bin:/bin"
         return with_package(env)
     env = dict(os.environ)
     for name in ("NBGRADER_EXECUTION", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME",

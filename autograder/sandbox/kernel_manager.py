@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..common.course import GradingError
 from .containment import Sandbox, chown_tree
-from .launch import limited
+from .launch import interpreter, limited
 
 SOCKET_PATH_MAX = 100  # bytes of a Unix socket's path (sun_path holds 108, with its NUL)
 
@@ -76,6 +76,8 @@ def kernel_manager_class(box: Sandbox | None, box_dir: Path, cpu_seconds: int):
 
         def format_kernel_cmd(self, extra_arguments=None):
             cmd = without_debugger(super().format_kernel_cmd(extra_arguments))
+            if os.path.isabs(cmd[0]):  # the interpreter, its folders resolved (launch.interpreter)
+                cmd[0] = interpreter(cmd[0])
             return limited(box.wrap(cmd) if contained else cmd, cpu_seconds, box)
 
         def write_connection_file(self, **kw):

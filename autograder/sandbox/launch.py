@@ -11,11 +11,19 @@ from ..common.course import package_root
 DEFAULT_CPU_LIMIT = 1800      # CPU seconds for one kernel (all its threads)
 
 
+def interpreter(path: str | None = None) -> str:
+    """This interpreter's path (or ``path``), its folders resolved and its own name kept: a path
+    typed with ``..`` (``../../.venv/bin/python``) names folders the kernel's view does not
+    have, and a venv's ``python``, a link, must stay itself (the venv is found beside it)."""
+    path = path or sys.executable
+    return os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+
+
 def package_module(module: str) -> list:
     """The command that runs ``module``, a module of this package, as root or in a sandbox:
     ``python -s -P -m MODULE`` (no user site, not the current folder: nothing a submission
     wrote can stand in for a module), with an environment of :func:`with_package`."""
-    return [sys.executable, "-s", "-P", "-m", module]
+    return [interpreter(), "-s", "-P", "-m", module]
 
 
 def with_package(env: dict) -> dict:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..common.course import package_root
 from ..common.settings import Settings
+from .launch import interpreter
 
 BWRAP_INSTALL = ("install bubblewrap (Debian and Ubuntu: apt-get install bubblewrap; Fedora: dnf "
                  "install bubblewrap; Arch: pacman -S bubblewrap)")
@@ -202,7 +203,7 @@ def kernel_paths() -> list[str]:
 
     paths = []
     for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
-              os.path.dirname(sys.executable), os.path.dirname(os.path.realpath(sys.executable))):
+              os.path.dirname(interpreter()), os.path.dirname(os.path.realpath(sys.executable))):
         if p and p not in paths:
             paths.append(p)
     inside = [os.path.realpath(p) for p in paths] + ["/usr", "/lib", "/lib64", "/lib32", "/bin"]
