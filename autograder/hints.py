@@ -1,8 +1,11 @@
 """Progressive hints: three per exercise, offered one at a time after failed attempts.
 
 The hints are written beside their exercise, in the answer cell's metadata of the source
-notebook (``solutions/NN_slug/NN_slug.ipynb``, ``metadata.course.hints``): 1. the idea, 2. where
-the chapter teaches it (its section), 3. the approach, in words, never the code of a fix.
+notebook (``solutions/NN_slug/NN_slug.ipynb``, ``metadata.course.hints``): 1. the idea and where
+the chapter teaches it (its section), 2. what to look at in one's own program (a jaxpr, a compile
+count, an error, a trace), 3. the approach, in words; never the code of a fix, an argument value or
+the function to call (tests/test_hints.py refuses a code token of the solution the learner was
+not shown).
 ``make release`` keeps them in the released answer cell and ships them with the package
 (``autograder/visible_tests/NN_slug.hints.json``, beside the visible tests), because a learner's
 kernel cannot read its own notebook (on Colab there is no file to read).

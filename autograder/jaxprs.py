@@ -93,3 +93,24 @@ def check_jaxpr_size_constant(f, make_args, lengths, *, what=None, why="", idea=
         shown = ", ".join(f"length {n}: {s} equations" for n, s in sizes.items())
         fail(idea, f"the jaxpr of {label} grows with the length ({shown}): a Python loop is "
                    f"being unrolled. {why}".strip())
+
+
+def check_jaxpr_not_in_proportion(f, make_args, length, *, what=None, why="", idea="loops", static_argnums=()):
+    """Check that the jaxpr of ``f(*make_args(n))`` does not grow in proportion to ``n``, at
+    ``n`` = ``length``, 4 ``length`` and 16 ``length``.
+
+    A Python loop over the elements unrolls one copy of its body per element: from the second
+    length to the third it grows about 4 times as much as from the first to the second. A loop
+    in the program does not grow at all, and a tree of fixed-size steps, such as
+    ``lax.associative_scan``'s, by the same amount for every 4x (one level per doubling): both
+    pass. The learner sees the sizes per length.
+    """
+    label = what or f"`{getattr(f, '__name__', 'f')}`"
+    lengths = (length, 4 * length, 16 * length)
+    sizes = {n: jaxpr_size(make_jaxpr(f, *make_args(n), what=label, static_argnums=static_argnums))
+             for n in lengths}
+    (n1, s1), (n2, s2), (n3, s3) = sizes.items()
+    if s3 - s2 > 2 * max(s2 - s1, 0):
+        shown = ", ".join(f"length {n}: {s} equations" for n, s in sizes.items())
+        fail(idea, f"the jaxpr of {label} grows in proportion to the length ({shown}): a Python loop is "
+                   f"being unrolled. {why}".strip())

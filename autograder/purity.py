@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 import pickle
+import re
 import types
 
 import numpy as np
@@ -30,10 +31,15 @@ def _fingerprint(value):
         return ("id", id(value))
 
 
+# IPython's own bookkeeping in a notebook's namespace: the output and input history (`_`, `__`,
+# `___`, `_7`, `_i`, `_ii`, `_i7`, `_oh`, `_ih`, `_dh`) and its helpers. A learner's global, even
+# one whose name starts with an underscore (`_SEEN`), is watched like any other.
+_IPYTHON_NAMES = re.compile(r"_{1,3}|_\d+|_i{1,3}|_i\d+|_oh|_ih|_dh|__\w+__|In|Out|exit|quit|get_ipython")
+
+
 def snapshot_globals(namespace: dict) -> dict:
-    """Fingerprints of the user-visible globals in ``namespace``."""
-    return {k: _fingerprint(v) for k, v in list(namespace.items())
-            if not k.startswith("_") and k not in {"In", "Out", "exit", "quit", "get_ipython"}}
+    """Fingerprints of the globals in ``namespace`` that the notebook's code defined."""
+    return {k: _fingerprint(v) for k, v in list(namespace.items()) if not _IPYTHON_NAMES.fullmatch(k)}
 
 
 def changed_globals(before: dict, after: dict) -> list[str]:

@@ -22,7 +22,9 @@ class SimulatedResult:
     """The "array" a :class:`SimulatedDevice` returns: ready only at ``done_at``.
 
     Every way of waiting for it (``block_until_ready``, ``jax.block_until_ready``,
-    ``np.asarray``, ``float``, ``.item()``) sleeps until then and is recorded.
+    ``np.asarray``, ``float``, ``.item()``, ``.tolist()``, printing or formatting it, or using
+    it in a ``jnp`` function) sleeps until then and is recorded, as each waits for a jax.Array;
+    ``copy_to_host_async()`` starts the copy and waits for nothing, as it does on a jax.Array.
     """
 
     shape = ()
@@ -58,8 +60,23 @@ class SimulatedResult:
     def tolist(self):
         return self.item()
 
+    def __jax_array__(self):  # jnp.stack, jnp.asarray...: the value, once it is ready
+        import jax.numpy as jnp
+
+        self.block_until_ready()
+        return jnp.asarray(float(self.index), self.dtype)
+
+    def copy_to_host_async(self):
+        """Starts the copy to the host and returns at once: not a wait."""
+
+    def __format__(self, spec):  # an f-string or format() of a result reads its value
+        return format(self.item(), spec)
+
+    def __str__(self):  # print() of a result reads its value
+        return str(self.item())
+
     def __repr__(self):
-        return f"SimulatedResult(call #{self.index})"
+        return repr(self.item())
 
 
 class SimulatedDevice:

@@ -269,6 +269,9 @@ class _Encoder(_Budget):
         return {"$": "opaque", "type": str(getattr(type(x), "__qualname__", "object"))[:200]}
 
     def jax_array(self, x, depth, jax):
+        if x.is_deleted():  # donated to a call: its buffer is gone, and saying so is the answer
+            self.count(depth)
+            return {"$": "opaque", "type": "deleted jax.Array"}
         dt = x.dtype
         if jax.dtypes.issubdtype(dt, jax.dtypes.prng_key):
             data = np.asarray(jax.random.key_data(x))

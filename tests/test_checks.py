@@ -646,10 +646,13 @@ def scaled(x):
                 "inplace", "argument #1")
 
     def test_globals_snapshot(self):
-        before = purity.snapshot_globals({"a": [1], "_private": [2], "arr": np.ones(2), "f": len})
-        assert set(before) == {"a", "arr", "f"}
-        after = purity.snapshot_globals({"a": [1, 2], "_private": [], "arr": np.ones(2), "f": len, "b": 1})
-        assert purity.changed_globals(before, after) == ["a", "b"]
+        """A learner's global is watched whatever its name (``_private`` too: issue 45); IPython's
+        own history names (``_``, ``_7``, ``_i``, ``_oh``...) and dunders are not."""
+        before = purity.snapshot_globals({"a": [1], "_private": [2], "arr": np.ones(2), "f": len, "_": 1,
+                                          "_7": 2, "_i": "x", "__name__": "m"})
+        assert set(before) == {"a", "_private", "arr", "f"}
+        after = purity.snapshot_globals({"a": [1, 2], "_private": [], "arr": np.ones(2), "f": len, "b": 1, "_": 5})
+        assert purity.changed_globals(before, after) == ["_private", "a", "b"]
 
 
 # --------------------------------------------------------------------------- transfers

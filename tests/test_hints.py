@@ -1,7 +1,8 @@
 """Progressive hints (autograder.hints): three per exercise, beside it in the source notebook,
 carried by `make release`, offered one at a time after failed attempts (in the kernel and in
 JupyterLab), shown in order from the terminal, counted in the instructor's export, and never
-the code of a solution."""
+the code of a solution: hint 1 the idea and where its chapter teaches it, hint 2 what to look at in
+one's own program, hint 3 the approach in words (issue 45)."""
 from __future__ import annotations
 
 import asyncio
@@ -44,21 +45,6 @@ def _solution_lines(cell):
         elif inside and text and not text.startswith(("#", '"""')):
             out.append(text.split("  #")[0].strip())
     return out
-
-
-@pytest.mark.parametrize("assignment", ASSIGNMENTS)
-def test_every_exercise_has_three_hints_and_the_second_names_a_section(assignment):
-    """Three non-empty hints per answer cell; the second names (in curly quotes) a section that a
-    chapter has, at least one of the exercise's own chapter."""
-    for cell in _answer_cells(solution_notebook(assignment)):
-        gid = cell.metadata["nbgrader"]["grade_id"]
-        mine = cell.metadata.get("course", {}).get("hints")
-        assert isinstance(mine, list) and len(mine) == 3 and all(isinstance(h, str) and h.strip() for h in mine), \
-            f"{assignment}/{gid}: metadata.course.hints must hold three hints (idea, section, approach)"
-        titles = re.findall("\u201c(.*?)\u201d", mine[1])
-        assert titles and all(t in COURSE_HEADINGS for t in titles), \
-            f"{assignment}/{gid}: hint 2 names {titles}, not sections of the chapters"
-        assert f"course/{assignment}.ipynb" in mine[1], f"{assignment}/{gid}: hint 2 must point to its chapter"
 
 
 def test_no_hint_holds_code_of_a_solution_or_a_hidden_test():
@@ -270,3 +256,157 @@ def test_in_jupyterlab_a_failing_check_offers_a_hint_and_its_button_shows_it(pag
     saved = _saved_after_run(page, lab, path)  # elsewhere than beside its .hints.json:
     (copy / "saved.ipynb").write_text(json.dumps(saved))  # only its outputs can tell
     assert hints.seen(copy / "saved.ipynb") == {"step": 1}, "the saved notebook records the hint it shows"
+
+
+# --------------------------------------------------------------------------- no hint or message gives the fix
+# Issue 45, item 4: a hint teaches the idea (hint 1: the idea and where the chapter teaches it;
+# hint 2: what to look at in one's own program; hint 3: the approach in words), and a failing
+# test names the idea and what it observed. Neither gives a code token of the solution that the
+# learner was not already shown: an API name, a keyword, an argument value.
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _solution_source(cell) -> str:
+    return "\n".join(line for line in cell.source.splitlines() if "### BEGIN SOLUTION" not in line
+                     and "### END SOLUTION" not in line)
+
+
+def _api_tokens(code: str) -> set[str]:
+    """What a solution asks of an API: attribute names, names it calls, keyword argument names,
+    and the constants (strings, numbers) it passes as arguments. Its own local names are not
+    tokens: a learner chooses those."""
+    import ast
+
+    tokens = set()
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Attribute):
+            tokens.add(node.attr)
+        elif isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Name):
+                tokens.add(node.func.id)
+            tokens |= {kw.arg for kw in node.keywords if kw.arg}
+            for arg in [*node.args, *(kw.value for kw in node.keywords)]:
+                for const in ast.walk(arg):
+                    if isinstance(const, ast.Constant) and isinstance(const.value, (str, int, float)) \
+                            and not isinstance(const.value, bool) and " " not in str(const.value):
+                        tokens.add(repr(const.value) if isinstance(const.value, str) else str(const.value))
+    return tokens
+
+
+def _shown_to_the_learner(text: str) -> set[str]:
+    """Every identifier, number and quoted string of a text the learner already has."""
+    return (set(_IDENT.findall(text)) | set(re.findall(r"-?\d+(?:\.\d+)?(?:e-?\d+)?", text))
+            | {repr(s) for s in re.findall(r"[\"']([^\"'\s]+)[\"']", text)})
+
+
+def _code_spans(text: str) -> list[str]:
+    """The parts of a text that are code: backticked spans, and outside them identifiers that
+    only code writes (with an underscore, a dot, a call's parenthesis or a keyword's `=`).
+    A chapter section named in curly quotes is a pointer to the chapter, not code."""
+    text = re.sub("\u201c.*?\u201d", " ", text)
+    spans = re.findall(r"`([^`]*)`", text)
+    prose = re.sub(r"`[^`]*`", " ", text)
+    spans += re.findall(r"\b[A-Za-z0-9]*_[A-Za-z0-9_]*\b", prose)
+    spans += re.findall(r"\.([A-Za-z_]\w*)\b", prose)
+    spans += re.findall(r"\b([A-Za-z_]\w*)\(", prose) + re.findall(r"\b([A-Za-z_]\w*)=", prose)
+    return spans
+
+
+def _leaks(text: str, forbidden: set[str]) -> list[str]:
+    found = []
+    for span in _code_spans(text):
+        words = _shown_to_the_learner(span)
+        found += sorted(words & forbidden)
+    return found
+
+
+def _exercises():
+    """(assignment, grade_id, forbidden tokens, hints, prompt) of every exercise."""
+    for a in ASSIGNMENTS:
+        cells = nbformat.read(str(solution_notebook(a)), as_version=4).cells
+        for i, cell in enumerate(cells):
+            if not (cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution")):
+                continue
+            course = cell.metadata.get("course", {})
+            prompt = "\n".join(c.source for c in cells[max(0, i - 2):i])  # its heading and given code
+            shown = _shown_to_the_learner(course.get("starting_code", "") + "\n" + prompt)
+            forbidden = _api_tokens(_solution_source(cell)) - shown
+            yield a, cell.metadata["nbgrader"]["grade_id"], forbidden, course.get("hints", [])
+
+
+def _messages(assignment: str) -> dict[str, list[str]]:
+    """{exercise: the fixed text of every failure message its tests can give}: the string parts
+    of each `fail(...)`, `ExerciseFailure(...)` and `why=` in its test cell and in the judge's
+    functions that its `test_<name>` reaches."""
+    import ast
+
+    def texts(node):
+        return [n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+
+    def message_nodes(tree):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+                if name in ("fail", "ExerciseFailure"):
+                    yield from node.args[1:]
+                yield from (kw.value for kw in node.keywords if kw.arg in ("why", "detail"))
+
+    out: dict[str, list[str]] = {}
+    for cell in nbformat.read(str(solution_notebook(assignment)), as_version=4).cells:
+        gid = cell.metadata.get("nbgrader", {}).get("grade_id", "")
+        if gid.startswith("test_"):
+            source = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith("%"))
+            out.setdefault(gid[5:], []).extend(t for n in message_nodes(ast.parse(source)) for t in texts(n))
+    for judge in sorted((ROOT / "solutions" / assignment).glob("judge*.py")):
+        module = ast.parse(judge.read_text())
+        functions = {f.name: f for f in module.body if isinstance(f, ast.FunctionDef)}
+        for name, fn in functions.items():
+            if not name.startswith("test_"):
+                continue
+            reached, todo = set(), [name]
+            while todo:
+                here = todo.pop()
+                if here in reached:
+                    continue
+                reached.add(here)
+                todo += [n.id for n in ast.walk(functions[here]) if isinstance(n, ast.Name) and n.id in functions]
+            out.setdefault(name[5:], []).extend(t for f in reached for n in message_nodes(functions[f]) for t in texts(n))
+    return out
+
+
+def test_no_hint_gives_a_code_token_of_the_solution():
+    """Hints teach the idea: none holds, as code, an API name, keyword or argument value that the
+    solution uses and that neither the starting code nor the prompt shows."""
+    leaks = [(a, gid, n + 1, _leaks(h, forbidden)) for a, gid, forbidden, mine in _exercises()
+             for n, h in enumerate(mine)]
+    assert not [leak for leak in leaks if leak[3]], [leak for leak in leaks if leak[3]]
+
+
+def test_hints_go_idea_and_section_then_what_to_look_at_then_the_approach():
+    """Hint 1 names the idea and where its chapter teaches it (a section of the exercise's own
+    chapter, in curly quotes); hints 2 and 3 add no new chapter pointer but say what to look at
+    and how to proceed."""
+    for a, gid, _, mine in _exercises():
+        assert len(mine) == 3, f"{a}/{gid}"
+        titles = re.findall("\u201c(.*?)\u201d", mine[0])
+        assert titles and all(t in COURSE_HEADINGS for t in titles), f"{a}/{gid}: hint 1 names {titles}"
+        assert f"course/{a}.ipynb" in mine[0], f"{a}/{gid}: hint 1 must point to its own chapter"
+        for later in mine[1:]:
+            assert "course/" not in later, f"{a}/{gid}: only hint 1 points to the chapter"
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_no_failure_message_gives_a_code_token_of_the_solution(assignment):
+    """A failing test names the idea and what it observed, never the fix: no fixed text of a
+    message that an exercise's tests can give holds, as code, a token that its solution uses and
+    that neither its starting code nor its prompt shows."""
+    forbidden = {gid: tokens for a, gid, tokens, _ in _exercises() if a == assignment}
+    messages = _messages(assignment)
+    assert set(forbidden) <= set(messages), f"{assignment}: exercises with no message found: " \
+                                            f"{set(forbidden) - set(messages)}"
+    leaks = [(gid, text, _leaks(text, tokens)) for gid, tokens in forbidden.items()
+             for text in messages[gid] if _leaks(text, tokens)]
+    assert not leaks, leaks
+    orders = [(gid, text) for gid in forbidden for text in messages[gid] if re.search(r"\b[Uu]se `", text)]
+    assert not orders, f"a message that tells the learner which code to use: {orders}"

@@ -120,6 +120,7 @@ def test_count_primitives(k):
          "a while_loop holding a fori_loop (traced bound) holding a jit"),
         ("cp_shared_branches", (vec(), sign()), "one jitted function called in both branches of a cond and once outside"),
         ("cp_custom_jvp_in_cond_in_scan", (rows(), sign()), "a lax.scan holding a cond holding a jit and a custom_jvp"),
+        ("cp_jit_checkpoint_cond", (vec(),), "a jit holding a jax.checkpoint (an open jaxpr) holding a cond"),
         ("with_constants", (vec(3),), "an f with a captured NumPy constant"),
     ]
     for i in rng.permutation(len(cases)):

@@ -17,7 +17,7 @@ import numpy as np
 from autograder.judge import call, check_close, ExerciseFailure, fail
 from autograder.judge import programs
 from autograder.judge import LearnerError
-from autograder.judge import AsJax, Fixture, Ref
+from autograder.judge import AsJax, Fixture, Opaque, Ref
 
 
 def _f32(x):
@@ -104,6 +104,12 @@ def test_scale_by(k):
     draw = lambda: k.rng.normal(size=shape).astype(np.float32)  # noqa: E731
     x, f = draw(), _factor(k.rng)
     check_close(call(scale_by, _f32(x), f), x * np.float32(f), what=f"scale_by(x, {f:.4g})")
+    # The caller keeps its `x`: a call that donates the buffer deletes the caller's array.
+    _, after = k.call_keep_args("scale_by", _f32(x), f)
+    if isinstance(after[0], Opaque):
+        fail("purity", f"after scale_by(x, {f:.4g}) the caller's `x` was deleted: the call gave its "
+                          "input buffer to the output (donation), a side effect on the caller, whose "
+                          "array is gone although the prompt's caller uses it again.")
     # From outside: with `factor` traced, a JAX array is a valid factor; a static `factor` must
     # be hashed into the compile signature, and a JAX array cannot be.
     x2, f2 = draw(), _factor(k.rng)
@@ -212,6 +218,11 @@ def scale_by(x, factor):
 def scale_by(x, factor):
     return x * float(factor)  # needs a concrete value of a traced input
 ''', "`scale_by` needed the concrete value of a traced array", "static"),
+        ('''
+@partial(jax.jit, donate_argnums=0)
+def scale_by(x, factor):
+    return x * factor  # one compile for every factor, but the caller's x is given away
+''', "the caller's `x` was deleted", "purity"),
     ],
     "reduce_along": [
         ('''

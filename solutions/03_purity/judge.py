@@ -261,6 +261,15 @@ def step(state, x):
     return {"count": count, "total": total}, total / count
 ''', "changed the global(s) ['STEPS_TAKEN']", "purity"),
         ('''
+_SEEN = []
+
+def step(state, x):
+    _SEEN.append(x)  # a "private" global: still a global written on every call
+    count = state["count"] + 1
+    total = state["total"] + x
+    return {"count": count, "total": total}, total / count
+''', "changed the global(s) ['_SEEN']", "purity"),
+        ('''
 def step(state, x, _seen=[]):
     # the history hides in a mutable default argument instead of a global
     _seen.append(x)

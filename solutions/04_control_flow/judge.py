@@ -106,8 +106,8 @@ def _traced_n(exc, label):
     if isinstance(exc, (jax.errors.ConcretizationTypeError, jax.errors.TracerIntegerConversionError)):
         return ExerciseFailure(
             "control_flow", f"{label} needed the Python value of the traced `n` (such as `int(n)`); "
-                            "under jit `n` has no value while tracing: loop with `lax.while_loop`, "
-                            "whose condition is traced too.")
+                            "under jit `n` has no value while tracing, so a loop whose end depends on `n` has to be "
+                            "decided by the program, not by Python.")
     return None
 
 
@@ -147,7 +147,7 @@ def test_collatz_steps(k):
                                  label=what)
         if not program.has_loops:
             fail("loops", "the program of collatz_steps has no loop: the number of steps depends on n, "
-                             "so the loop must run on the device (`lax.while_loop`).")
+                             "so the loop has to run in the program, on the device.")
         if program.fixed_loops == program.count("stablehlo.while"):
             fail("loops", "the loop of collatz_steps runs a fixed number of times whatever n is (its condition "
                              "reads only a counter with fixed bounds): a loop with a fixed trip count falls short "
@@ -209,19 +209,22 @@ def test_ema(k):
                        what=f"jax.jit(ema)'s result on random input #{trial + 1} (alpha={a:.3f}; "
                             "y[t] = alpha * xs[t] + (1 - alpha) * y[t-1])",
                        idea="loops", dtype=F32)
-    # The program at two lengths of xs (each also run): the same number of operations.
+    # The program at three lengths of xs, each 4 times the last, read before any is run: a loop
+    # unrolled while tracing grows in proportion to the length (the second growth 4 times the
+    # first), a loop in the program not at all, an associative scan by one level per doubling
+    # (the same growth each time). Then each is run.
     short = int(k.rng.integers(3, 7))
-    lengths = (short, short + int(k.rng.integers(9, 30)))
-    sizes = {}
+    lengths = (short, 4 * short, 16 * short)
+    sizes = {n: programs.trace(k, "ema", np.zeros((n, 2), np.float32), np.float32(0.5), loops=True,
+                               label="jax.jit(ema)").total for n in lengths}
+    _check_not_in_proportion(sizes)
     for n in lengths:
         x, a = k.rng.normal(size=(n, 2)).astype(np.float32), float(np.float32(k.rng.uniform(0.05, 0.95)))
         check_close(_ema(k, x, a), _ema_reference(x, a), what=f"jax.jit(ema) on xs of shape {(n, 2)}",
                        idea="loops", dtype=F32)
-        sizes[n] = programs.trace(k, "ema", x, np.float32(a), loops=True, label="jax.jit(ema)").total
-    if len(set(sizes.values())) > 1:
-        shown = ", ".join(f"{s} operations at length {n}" for n, s in sizes.items())
-        fail("loops", f"the program of ema grows with the length of xs ({shown}): a Python loop is "
-                         "being unrolled, one copy of the body per element: the loop must run inside the program.")
+    # Long sequences, where a closed form in powers of (1 - alpha) overflows float32: 0.1**40 is
+    # below its smallest normal number; 0.7**300 below every float32.
+    _check_long(k, 40, 0.9)
     # ... and at a length beyond every size written in those programs (a length padded to, a bound):
     # a loop unrolled over a padded input is flat at every length below its padding.
     from autograder.judge import effect
@@ -239,10 +242,30 @@ def test_ema(k):
     except ExerciseFailure as exc:
         fail("loops", f"jax.jit(ema) fails {beyond}: it is written for the lengths it was tried at (a loop "
                          f"unrolled over xs padded to a fixed length?): {exc.detail}")
-    if far_program.total != sizes[lengths[0]]:
-        fail("loops", f"the program of ema grows with the length of xs ({sizes[lengths[0]]} operations at length "
-                         f"{lengths[0]}, {far_program.total} {beyond}): a loop is unrolled, one copy of the body "
-                         "per element of the padded input: the loop must run inside the program.")
+    # ... and how it grows from there (an input padded to a length beyond the first three).
+    grown = {far: far_program.total, **{m: programs.trace(k, "ema", np.zeros((m, 2), np.float32), np.float32(0.5),
+                                                          loops=True, label="jax.jit(ema)").total
+                                        for m in (4 * far, 16 * far)}}
+    _check_not_in_proportion(grown)
+    _check_long(k, 300, 0.3)
+
+
+def _check_long(k, n, alpha):
+    x = k.rng.normal(size=(n, 2)).astype(np.float32)
+    check_close(_ema(k, x, alpha), _ema_reference(x, alpha),
+                what=f"jax.jit(ema) on xs of shape {(n, 2)} with alpha={alpha} (a long sequence, where "
+                     "(1 - alpha)**t falls far below float32's range)", idea="loops", dtype=F32)
+
+
+def _check_not_in_proportion(sizes):
+    """``sizes``: ``{length: operations}`` at three lengths, each 4 times the last. The growth
+    from the second to the third more than twice the growth from the first to the second is a
+    program that grows in proportion to the length: a copy of the body per element."""
+    (n1, s1), (n2, s2), (n3, s3) = sorted(sizes.items())
+    if s3 - s2 > 2 * max(s2 - s1, 0):
+        fail("loops", f"the program of ema grows with the length of xs ({s1} operations at length {n1}, {s2} "
+                         f"at {n2}, {s3} at {n3}): in proportion to the length, one copy of the body per "
+                         "element, a loop unrolled while tracing instead of running inside the program.")
 
 
 # --------------------------------------------------------------------------- piecewise
@@ -404,13 +427,22 @@ def ema(xs, alpha):
 ''', "y[t] = alpha * xs[t] + (1 - alpha) * y[t-1]) is wrong", "loops"),
         ('''
 def ema(xs, alpha):
-    # a Python loop unrolled 48 times over xs zero-padded to 48: the same program at every length tried
-    padded = jnp.pad(xs, ((0, 48 - xs.shape[0]),) + ((0, 0),) * (xs.ndim - 1))
+    # a Python loop unrolled 128 times over xs zero-padded to 128: the same program at every length tried
+    padded = jnp.pad(xs, ((0, 128 - xs.shape[0]),) + ((0, 0),) * (xs.ndim - 1))
     ys = [padded[0]]
-    for t in range(1, 48):
+    for t in range(1, 128):
         ys.append(alpha * padded[t] + (1 - alpha) * ys[-1])
     return jnp.stack(ys)[:xs.shape[0]]
 ''', "beyond every size written in its programs", "loops"),
+        ('''
+def ema(xs, alpha):
+    # the closed form y[t] = (1-a)**t * (xs[0] + sum_s a * xs[s] / (1-a)**s): no loop at all, but
+    # (1-a)**-t overflows float32 on a long sequence (t = 300 at a = 0.3, t = 40 at a = 0.9)
+    t = jnp.arange(xs.shape[0], dtype=xs.dtype).reshape((-1,) + (1,) * (xs.ndim - 1))
+    decay = (1 - alpha) ** t
+    terms = jnp.where(t == 0, xs, alpha * xs) / decay
+    return decay * jnp.cumsum(terms, axis=0)
+''', "a long sequence, where (1 - alpha)**t falls far below float32's range", "loops"),
     ],
     "piecewise": [
         ('''
@@ -425,5 +457,24 @@ def piecewise(x, k):
 def piecewise(x, k):
     return lax.switch(k - 1, BRANCHES, x)  # off by one (lax.switch clamps the index)
 ''', "jax.jit(piecewise)(x, 1), which must apply BRANCHES[1], is wrong", "branches"),
+    ],
+}
+
+
+RIGHT = {
+    "ema": [
+        '''
+def ema(xs, alpha):
+    # y[t] = a[t] * y[t-1] + b[t] composes associatively: (a1, b1) then (a2, b2) is (a1 a2, a2 b1 + b2);
+    # an associative scan has about log2(T) levels, so its program grows by one level per doubling
+    a = jnp.where(jnp.arange(xs.shape[0]) == 0, 0.0, 1 - alpha).astype(xs.dtype)
+    a = jnp.broadcast_to(a.reshape((-1,) + (1,) * (xs.ndim - 1)), xs.shape)
+    b = jnp.where(a == 0, xs, alpha * xs)
+
+    def combine(left, right):
+        return left[0] * right[0], right[0] * left[1] + right[1]
+
+    return lax.associative_scan(combine, (a, b))[1]
+''',
     ],
 }

@@ -38,8 +38,7 @@ def _fixed_shapes(k, name, specs, out_shape, static_argnames=(), kwargs=None):
                 "dynamic_shapes",
                 f"under jax.jit, {name} asked for a shape that depends on the values of its inputs "
                 f"({type(exc).__name__}: {first_line}); every shape must follow from the input shapes "
-                "alone: keep the full shape and mask with `jnp.where`, or use "
-                "`jnp.nonzero(..., size=..., fill_value=...)`.")
+                "alone, never from the data.")
         return None
 
     program = programs.trace(k, name, *specs, static_argnames=static_argnames, translate=dynamic,
@@ -69,12 +68,14 @@ def _check_mean(got, x, what):
             flat = x.ravel()
             idx = np.concatenate([np.flatnonzero(flat > 0), np.zeros(int(np.sum(flat <= 0)), np.int64)])
             if np.isclose(g, np.sum(np.where(x > 0, x, 0.0)) / x.size, rtol=1e-4):
-                fail("shapes", f"{exc.detail} It divides by the number of all entries: a masked mean "
-                                  "divides by the number of entries the mask keeps (`jnp.sum(mask)`).")
+                fail("shapes", f"{exc.detail} It divides by the number of all entries: a mean of the "
+                                  "positive entries divides by how many entries are positive.")
+            if (flat == 0).any() and np.isclose(g, flat[flat >= 0].mean(), rtol=1e-4):
+                fail("shapes", f"{exc.detail} It counts zeros as positive entries: a zero is not positive, "
+                                  "and counting it changes the mean.")
             if np.isclose(g, flat[idx].mean(), rtol=1e-4):
-                fail("shapes", f"{exc.detail} It averages the padding too: `jnp.nonzero(..., size=...)` "
-                                  "pads with index 0, a real entry; mask with `jnp.where` and divide by the "
-                                  "number of positive entries.")
+                fail("shapes", f"{exc.detail} It averages the padding too: the indices that pad a "
+                                  "fixed-size list of positions point at a real entry, which then counts.")
         raise
 
 
@@ -93,6 +94,8 @@ def test_positive_mean(k):
         x = k.rng.normal(size=shape).astype(np.float32)
         i, j = k.rng.permutation(x.size)[:2]
         x.flat[i], x.flat[j] = abs(x.flat[i]) + 0.5, -abs(x.flat[j]) - 0.5  # some positive, some not
+        if trial < 2:  # a zero among them: not positive, so not counted
+            x.flat[k.rng.permutation([m for m in range(x.size) if m not in (i, j)])[0]] = 0.0
         _check_mean(by_shape[shape](x), x, f"jax.jit(positive_mean)'s result on random input #{trial + 1}")
 
 
@@ -189,14 +192,14 @@ def _check_first(got, x, k, what):
             fail("dynamic_shapes", f"{exc.detail} It pads with {g[want < 0][0].item()!r} where there are fewer than "
                                       "k positive entries; pad with -1, never a valid index.")
         if g is not None and np.array_equal(g, _first_k_reference(np.asarray(x) + (np.asarray(x) == 0), k)):
-            fail("dynamic_shapes", f"{exc.detail} It counts zeros as positive: keep the entries `> 0`.")
+            fail("dynamic_shapes", f"{exc.detail} It counts zeros as positive: a zero is not positive.")
         raise
 
 
 def test_first_k_positive(k):
     # One program per k (static): exported with the data traced, k indices out; its values judged.
     by_k = {kk: _fixed_shapes(k, "first_k_positive", [Spec((5,), "float32")], (kk,), static_argnames=("k",),
-                              kwargs={"k": kk}) for kk in (2, 4)}
+                              kwargs={"k": kk}) for kk in (2, 4, 7)}
     neg = -k.rng.uniform(0.5, 3.0, size=5).astype(np.float32)
     _check_first(by_k[4](neg), neg, 4,
                  f"first_k_positive({np.round(neg.astype(np.float64), 3).tolist()}, k=4) (no positive entry)")
@@ -208,6 +211,10 @@ def test_first_k_positive(k):
             x[int(k.rng.integers(3, 5))] = float(k.rng.integers(1, 4))
         kk = 4 if trial == 0 else int(k.rng.choice([2, 4]))  # fewer or more positive entries than k
         _check_first(by_k[kk](x), x, kk, f"first_k_positive({x.tolist()}, k={kk})")
+    # k larger than len(x): every index of a positive entry, then padding up to k.
+    x = k.rng.integers(-3, 4, size=5).astype(np.float32)
+    x[int(k.rng.integers(0, 5))] = 1.0
+    _check_first(by_k[7](x), x, 7, f"first_k_positive({x.tolist()}, k=7) (k larger than len(x))")
 
 
 # --------------------------------------------------------------------------- bucket_length
@@ -228,6 +235,10 @@ def test_bucket_length(k):
         got = (call(bucket_length, n, what=f"bucket_length({n})") for n in range(1, 257))
     lengths = {}
     for n, b in zip(range(1, 257), got):
+        if type(b) is not int:
+            fail("bucketing", f"bucket_length({n}) returned a {type(b).__module__}.{type(b).__name__}, not a "
+                                 "Python int: the length is a host-side value for the padding code, and the "
+                                 "contract is a Python int.")
         try:
             check_equal(b, _bucket_reference(n), what=f"bucket_length({n}), the smallest bucket that holds {n},",
                            idea="bucketing")
@@ -276,7 +287,12 @@ def positive_mean(x):
 def positive_mean(x):
     idx = jnp.nonzero(x.ravel() > 0, size=x.size)[0]  # pads with index 0, a real entry
     return jnp.mean(x.ravel()[idx])
-''', "It averages the padding too: `jnp.nonzero(..., size=...)` pads with index 0", "shapes"),
+''', "It averages the padding too: the indices that pad", "shapes"),
+        ('''
+def positive_mean(x):
+    mask = x >= 0  # counts zeros as positive: right without zeros, and with no positive entry
+    return jnp.sum(jnp.where(mask, x, 0.0)) / jnp.maximum(jnp.sum(mask), 1)
+''', "It counts zeros as positive entries", "shapes"),
     ],
     "masked_sequence_sum": [
         ('''
@@ -321,6 +337,12 @@ def first_k_positive(x, k):
 def first_k_positive(x, k):
     return jnp.where(x > 0, jnp.arange(x.shape[0]), -1)  # a fixed shape, but x's length, not k
 ''', "returns shape(s) [(5,)], expected one array of shape (2,)", "shapes"),
+        ('''
+def first_k_positive(x, k):
+    # sorted positions of the positive entries, then the first k: only len(x) of them when k > len(x)
+    idx = jnp.sort(jnp.where(x > 0, jnp.arange(x.shape[0]), x.shape[0]))[:k]
+    return jnp.where(idx < x.shape[0], idx, -1)
+''', "returns shape(s) [(5,)], expected one array of shape (7,)", "shapes"),
     ],
     "bucket_length": [
         ('''
@@ -339,5 +361,9 @@ def bucket_length(n):
 def bucket_length(n):
     return BUCKETS[-1]  # holds every n in one compile, but pads a 1-token sequence to 256
 ''', "It holds 1 but is not the smallest bucket that does", "bucketing"),
+        ('''
+def bucket_length(n):
+    return np.asarray(BUCKETS)[np.searchsorted(BUCKETS, n)]  # the right bucket, as a NumPy integer
+''', "not a Python int", "bucketing"),
     ],
 }

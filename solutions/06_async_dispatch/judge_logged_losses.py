@@ -24,8 +24,8 @@ def _simulated(k, n, every):
     if early:
         i = early[0]
         fail("async", f"{what} waited for the loss of step {i} after {waited[i]} of the {n} steps had been "
-                         "dispatched: a conversion to a Python number inside the loop stalls it there until the "
-                         "device is done. Wait for nothing before every step is dispatched.")
+                         "dispatched: reading a result inside the loop (converting, printing or formatting it) stalls "
+                         "the loop there until the device is done, before every step is dispatched.")
     want = [float(i) for i in range(0, n, every)]
     if not isinstance(losses, list) or any(type(v) is not float for v in losses):
         fail("async", f"{what} returned the losses {losses!r:.120}; return a Python list of floats.")
@@ -99,5 +99,50 @@ def logged_losses(step, params, batches, every):
             logged.append(loss)
     return params, logged  # device results, never turned into floats
 ''', "return a Python list of floats", "async"),
+        ('''
+def logged_losses(step, params, batches, every):
+    logged = []
+    for i, batch in enumerate(batches):
+        params, loss = step(params, batch)
+        if i % every == 0:
+            print(f"step {i}: loss {loss}")  # "just logging": printing a result reads its value
+            logged.append(loss)
+    return params, [float(v) for v in logged]
+''', "before every step is dispatched", "async"),
+        ('''
+def logged_losses(step, params, batches, every):
+    logged, lines = [], []
+    for i, batch in enumerate(batches):
+        params, loss = step(params, batch)
+        if i % every == 0:
+            lines.append(f"{loss:.4f}")  # a format is a read too: it waits for this step
+            logged.append(loss)
+    return params, [float(v) for v in logged]
+''', "before every step is dispatched", "async"),
+    ],
+}
+
+
+RIGHT = {
+    "logged_losses": [
+        '''
+def logged_losses(step, params, batches, every):
+    logged = []
+    for i, batch in enumerate(batches):
+        params, loss = step(params, batch)
+        if i % every == 0:
+            loss.copy_to_host_async()  # starts the copy, waits for nothing
+            logged.append(loss)
+    return params, [float(v) for v in logged]
+''',
+        '''
+def logged_losses(step, params, batches, every):
+    logged = []
+    for i, batch in enumerate(batches):
+        params, loss = step(params, batch)
+        if i % every == 0:
+            logged.append(loss)
+    return params, jnp.stack(logged).tolist()  # one wait, after the loop
+''',
     ],
 }

@@ -94,6 +94,14 @@ def test_tree_l2_norm(k):
     for tree in trees:
         _check_norm(f, tree, "tree_l2_norm")  # the kernel's eager call: fail-only
         _check_norm(program, tree, "jax.jit(tree_l2_norm)")  # the program's value: the one that counts
+    # Trees with no leaves at all (an empty dict, a list of None): valid pytrees, of norm 0.0.
+    for tree in ({}, [None], {"a": None, "b": ()}):
+        for fn, label in ((f, "tree_l2_norm"), (program, "jax.jit(tree_l2_norm)")):
+            try:
+                _check_norm(fn, tree, label)
+            except ExerciseFailure as exc:
+                fail("pytrees", f"{exc.detail} (on {describe(tree)}, a tree with no leaves: it is a pytree "
+                                   "all the same, and its norm, a sum of no squares, is 0.0.)")
 
 
 # --------------------------------------------------------------------------- sgd_update
@@ -130,8 +138,8 @@ def _untouched(k, params, grads, lr):
                    if np.shape(a) != np.shape(b) or not np.array_equal(np.asarray(b, np.float64), a)]
         if got_def != sent_def or changed:
             fail("tree_state", f"sgd_update changed its argument #{i + 1} in place "
-                                  f"({', '.join(changed[:4]) or 'its structure'}); return a new pytree "
-                                  "(`jax.tree.map` builds one) and leave the old state untouched.")
+                                  f"({', '.join(changed[:4]) or 'its structure'}); an update builds a new "
+                                  "pytree and leaves the old state untouched.")
 
 
 def _check_sgd(f, params, grads, lr, label):
@@ -339,6 +347,36 @@ def _check_structures_program(k, w, b, x):
                        what=f"the program's layer #{i + 1} ({act}), run by the grader on new arrays,")
 
 
+def _check_protocol_program(k, w, b, x):
+    """JAX rebuilds a node from leaves that are not arrays (``None``, a vmap's axis numbers,
+    lists): a layer that checks or converts what it is built from breaks each of them."""
+    what = ("JAX's pytree functions on a tanh layer (jax.tree.map of every leaf to None, a jax.vmap whose "
+            "in_axes is a layer, jax.tree.transpose of a list of two layers)")
+
+    def rebuilt(exc, label):
+        return ExerciseFailure("custom_pytrees", f"{label} raised {type(exc).__name__} ({str(exc)[:160]}): JAX "
+                               "rebuilds a layer through its unflatten from leaves that are not arrays (None, "
+                               "the axis numbers of in_axes, lists), and building a Linear refused them.")
+
+    ws = np.stack([_f32(k.rng, *np.shape(values(w))).value for _ in range(3)])
+    program = programs.trace(k, Fixture("linear_protocol_program"), Ref("Linear"), _spec(w), _spec(b), _spec(ws),
+                             _spec(x), static_argnums=(0,), translate=rebuilt, label=what)
+    w2, b2, x2 = _fresh(k.rng, w, b, x)
+    ws2 = k.rng.normal(size=ws.shape).astype(np.float32)
+    got = program(w2, b2, ws2, x2)
+    got = got if isinstance(got, dict) else {}
+    if np.asarray(got.get("none_leaves", -1)).tolist() != 0:
+        fail("custom_pytrees", f"jax.tree.map(lambda _: None, layer) gave a tree with {got.get('none_leaves')} "
+                                  "leaves; mapped to None, a layer has none.")
+    x64 = x2.astype(np.float64)
+    check_close(got.get("vmapped"), np.stack([np.tanh(x64 @ wi + b2) for wi in ws2.astype(np.float64)]),
+                what="jax.vmap over a batch of layers (w batched, b shared, in_axes given as a layer)",
+                idea="custom_pytrees")
+    check_close(got.get("transposed"), [w2, 2 * w2, b2, b2 + 1],
+                what="the leaves of jax.tree.transpose of two layers (one layer whose w and b are lists)",
+                idea="custom_pytrees")
+
+
 def test_Linear(k):
     d_in, d_out = int(k.rng.integers(2, 5)), int(k.rng.integers(2, 4))
     w, b, x = _f32(k.rng, d_in, d_out), _f32(k.rng, d_out), _f32(k.rng, 5, d_in)
@@ -370,6 +408,7 @@ def test_Linear(k):
                                   f"{rep.get('traces')} time(s), expected 2: one program per activation "
                                   "(static), none per new array values (children).")
     _check_structures_program(k, w, b, x)
+    _check_protocol_program(k, w, b, x)
 
 
 # Known answers: data, read (never run) by `make release` and the course's tests, and never by
@@ -379,6 +418,11 @@ def test_Linear(k):
 
 WRONG = {
     "tree_l2_norm": [
+        ('''
+def tree_l2_norm(tree):
+    flat = jnp.concatenate([jnp.ravel(leaf) for leaf in jax.tree.leaves(tree)])  # nothing to join: no leaves
+    return jnp.sqrt(jnp.sum(flat ** 2))
+''', "a tree with no leaves: it is a pytree all the same", "pytrees"),
         ('''
 def tree_l2_norm(tree):
     # walks nested dicts only: lists, tuples and None break it
@@ -444,6 +488,24 @@ def sgd_update(params, grads, lr):
 ''', "it marks it static, so every new learning rate compiles again", "recompiles"),
     ],
     "Linear": [
+        ('''
+@jax.tree_util.register_pytree_node_class
+class Linear:
+    def __init__(self, w, b, activation):
+        if w.ndim != 2 or b.ndim != 1:  # "defensive" checks: None, 0 and lists have no ndim
+            raise ValueError("w must be 2-D and b 1-D")
+        self.w, self.b, self.activation = w, b, activation
+
+    def __call__(self, x):
+        return ACTIVATIONS[self.activation](x @ self.w + self.b)
+
+    def tree_flatten(self):
+        return (self.w, self.b), self.activation
+
+    @classmethod
+    def tree_unflatten(cls, activation, children):
+        return cls(*children, activation)
+''', "and building a Linear refused them", "custom_pytrees"),
         ('''
 class Linear:
     def __init__(self, w, b, activation):

@@ -172,8 +172,8 @@ def test_init_mlp(k):
     same = _same_numbers(first, sizes)
     if same is not None:
         fail("prng", f"layers {same[0]} and {same[1]} of init_mlp(key, {sizes}) got identical (or strongly "
-                        "correlated) weights: each layer needs its own key, from `jax.random.split` "
-                        "(or `fold_in` with the layer's index).")
+                        "correlated) weights: one key was used for more than one layer, "
+                        "and each layer needs a key of its own, derived from `key`.")
     # The same key gives the same parameters; another key different ones.
     if not all(np.array_equal(u, v) for u, v in zip(first, _layers(init, seeds[0], sizes))):
         fail("prng", "init_mlp gave different parameters for the same key: the randomness must come "
@@ -321,7 +321,7 @@ def init_mlp(key, sizes):
         w = jax.random.normal(key, (m, n)) / jnp.sqrt(m)
         params.append({"w": w, "b": jnp.zeros((n,))})
     return params
-''', "got identical (or strongly correlated) weights: each layer needs its own key", "prng"),
+''', "got identical (or strongly correlated) weights: one key was used for more than one layer", "prng"),
         ('''
 def init_mlp(key, sizes):
     # a key per layer *shape*: same-shaped layers still get the same key
@@ -351,6 +351,12 @@ def init_mlp(key, sizes):
 ''', "The weights look scaled by 1 / sqrt(fan_out)", "numerics"),
     ],
     "noisy_batch": [
+        ('''
+def noisy_batch(key, x):
+    # a key per row from its index, right numbers, but a Python loop: one draw per row in the program
+    return jnp.stack([x[i] + jax.random.normal(jax.random.fold_in(key, i), x.shape[1:], x.dtype)
+                      for i in range(x.shape[0])])
+''', "the program of noisy_batch grows with the batch", "per_example_keys"),
         ('''
 def noisy_batch(key, x):
     return x + jax.random.normal(key, x.shape, x.dtype)

@@ -17,14 +17,16 @@ from autograder.judge import programs
 from autograder.judge import AsJax, Fixture, Key, Ref, Spec
 
 
-def _corners(seed, n, h, w, size):
-    """The corners the contract draws: (n, 2) ints, from the judge's own JAX."""
+def _corners(seed, n, h, w, size, partitionable=True):
+    """The corners the contract draws: (n, 2) ints, from the judge's own JAX, with
+    ``jax_threefry_partitionable`` as given (for this thread's computation only)."""
     import jax
     import jax.numpy as jnp
 
-    keys = jax.random.split(jax.random.key(int(seed)), n)
-    limits = jnp.array([h - size + 1, w - size + 1])
-    return np.asarray(jax.vmap(lambda k: jax.random.randint(k, (2,), 0, limits))(keys))
+    with jax.threefry_partitionable(partitionable):
+        keys = jax.random.split(jax.random.key(int(seed)), n)
+        limits = jnp.array([h - size + 1, w - size + 1])
+        return np.asarray(jax.vmap(lambda k: jax.random.randint(k, (2,), 0, limits))(keys))
 
 
 def _crops(images, corners, size):
@@ -36,6 +38,15 @@ def _program(k, n, h, w, size):
                           static_argnums=(2,), label=f"jax.jit(random_crop, static_argnames='size') at size={size}")
 
 
+def _program_flag_off(k, n, h, w, size):
+    """The program traced in the kernel with ``jax_threefry_partitionable`` off (read while
+    tracing), through the ``threefry_jit_call`` fixture, ``size`` static."""
+    return programs.trace(k, Fixture("threefry_jit_call"), Ref("random_crop"), False, Spec((2,), "uint32"),
+                          Spec((n, h, w), "float32"), static_argnums=(0, 1), static_argnames=("size",), size=size,
+                          label=f"jax.jit(random_crop, static_argnames='size') at size={size}, "
+                                "jax_threefry_partitionable off")
+
+
 def _check_not_unrolled(k, h, w, size):
     sizes = {n: _program(k, n, h, w, size).total for n in (3, 6)}
     if sizes[6] > 1.1 * sizes[3]:  # a few constants may differ with the batch; a copy per image doubles it
@@ -45,9 +56,9 @@ def _check_not_unrolled(k, h, w, size):
                                     "image, from its own key, in a program whose size does not depend on the batch.")
 
 
-def _check(got, images, seed, size, what):
+def _check(got, images, seed, size, what, partitionable=True):
     n, h, w = images.shape
-    corners = _corners(seed, n, h, w, size)
+    corners = _corners(seed, n, h, w, size, partitionable)
     want = _crops(images, corners, size)
     got = np.asarray(got)
     if got.shape != want.shape:
@@ -68,10 +79,12 @@ def _check(got, images, seed, size, what):
         fail("per_example_keys", f"{what} cut every image at the same position {found[0]}: each image needs "
                                     "a position of its own, drawn from a key of its own.")
     i = next(i for i in range(n) if not np.array_equal(got[i], want[i]))
+    flag = "" if partitionable else (", with jax_threefry_partitionable off, where the i-th key of a split "
+                                     "is not the key made from `key` and i any other way")
     fail("per_example_keys", f"{what}: image {i} was cut at {found[i]}, but its key (the {i}-th of "
-                                f"jax.random.split(key, {n})) draws the corner {tuple(int(v) for v in corners[i])} "
-                                "by the contract: one randint of shape (2,) from that key, between 0 and "
-                                "(h - size + 1, w - size + 1).")
+                                f"jax.random.split(key, {n}){flag}) draws the corner "
+                                f"{tuple(int(v) for v in corners[i])} by the contract: one randint of shape (2,) "
+                                "from that key, between 0 and (h - size + 1, w - size + 1).")
 
 
 def test_random_crop(k):
@@ -88,6 +101,12 @@ def test_random_crop(k):
             got = program(programs.raw_key(seed), images)
             _check(got, images, seed, s, f"jax.jit(random_crop)(key, images, {s}) on {n} images of {h} x {w} "
                                          f"(random input #{trial + 1})")
+    # With jax_threefry_partitionable off too: the i-th key of the split, whatever the setting.
+    n = int(rng.integers(3, 8))
+    images = rng.normal(size=(n, h, w)).astype(np.float32)
+    got = _program_flag_off(k, n, h, w, size)(programs.raw_key(seeds[3]), images)
+    _check(got, images, seeds[3], size, f"jax.jit(random_crop)(key, images, {size}) on {n} images of {h} x {w} "
+                                        "with jax_threefry_partitionable off", partitionable=False)
     # Kernel-side claim: new keys and new images reuse the program compiled for one size.
     n = int(rng.integers(3, 7))
     calls = [((Ref("random_crop"), Key(s), AsJax(rng.normal(size=(n, h, w)).astype(np.float32))), {"size": size})
@@ -135,5 +154,17 @@ def random_crop(key, images, size):
 
     return jax.vmap(crop_one)(jax.random.split(key, n), images)
 ''', "by the contract: one randint of shape (2,)", "per_example_keys"),
+        ('''
+def random_crop(key, images, size):
+    n, h, w = images.shape
+    limits = jnp.array([h - size + 1, w - size + 1])
+
+    def crop_one(i, image):
+        # fold_in(key, i) equals split(key, n)[i] only while jax_threefry_partitionable is on
+        top, left = jax.random.randint(jax.random.fold_in(key, i), (2,), 0, limits)
+        return jax.lax.dynamic_slice(image, (top, left), (size, size))
+
+    return jax.vmap(crop_one)(jnp.arange(n), images)
+''', "with jax_threefry_partitionable off, where the i-th key", "per_example_keys"),
     ],
 }

@@ -162,8 +162,8 @@ def test_train(k):
         if not all(np.all(np.isfinite(a)) for a in _as_np(outs[i])):
             fail("capstone", f"with lr={plan[i][1]} train returned values that are not finite.")
     if np.allclose(np.asarray(outs[3][0]["w1"]), np.asarray(outs[4][0]["w1"])):
-        fail("capstone", "train gave the same parameters for the learning rates 0.05 and 0.2: use `lr` "
-                            "in the update `p - lr * g`.")
+        fail("capstone", "train gave the same parameters for the learning rates 0.05 and 0.2: `lr` does not "
+                            "reach the update `p - lr * g`.")
     # Jits once: new keys and learning rates are runtime data (the kernel's trace count, a claim).
     report = call(lambda: k.call(Fixture("jit_static_traces"), Ref("train"), ["steps"],
                                     [((Key(s), *args), {"steps": _STEPS, "lr": lr}) for s, lr in plan]),
