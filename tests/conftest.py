@@ -152,12 +152,15 @@ STARVED_REGRADES = 3  # times the notebooks a starved machine left not graded ar
 def starved(result: dict) -> list[str]:
     """The grade_ids of ``result``'s tests that were not graded because the machine was starved
     (their feedback is :mod:`autograder.judge.starvation`'s message): the grader's ``error`` for
-    that notebook, and a non-zero exit, say a busy machine's, never the answer's."""
-    from autograder.judge.starvation import Watch
+    that notebook, and a non-zero exit, say a busy machine's, never the answer's. A test starved
+    again when graded alone (a zero the grader gives, since the submission might have starved it)
+    counts too: the suite's known answers start no work of their own, so on a machine that other
+    work keeps busy it is the machine's."""
+    from autograder.judge.starvation import Watch, is_starved_alone
 
     head, tail = Watch(None).message("\0").split("\0")  # the message, whichever process ran out
     return [t["grade_id"] for t in result.get("tests", [])
-            if t["feedback"].startswith(head) and t["feedback"].endswith(tail)]
+            if (t["feedback"].startswith(head) and t["feedback"].endswith(tail)) or is_starved_alone(t["feedback"])]
 
 
 def regrading_starved(grade, paths: list):

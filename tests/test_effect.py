@@ -165,6 +165,8 @@ def test_a_size_beyond_any_the_program_was_written_for():
     assert prog(_ema_padded, 5).structure.total == prog(_ema_padded, 30).structure.total  # flat where published
     assert effect.largest_size(prog(_ema_padded, 5)) >= 48  # ... but padded: 48 is written in it
     assert effect.largest_size(prog(_ema_scan, 5)) < 48
+    far, written = effect.beyond([prog(_ema_padded, 5), prog(_ema_padded, 30)], (5, 30), np.random.default_rng(0))
+    assert written == 48 and 2 * 48 < far <= 2 * 48 + 8
     beyond = 2 * effect.largest_size(prog(_ema_padded, 30)) + 1
     with pytest.raises(ValueError):  # the padded one cannot even be made there
         prog(_ema_padded, beyond)

@@ -68,8 +68,10 @@ def test_the_learners_processes_can_only_take_not_graded_away(monkeypatch):
 
 def test_a_sleeping_process_is_never_starved():
     """Code that sleeps or blocks waits for no CPU: its time limit is its own."""
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    proc = subprocess.Popen([sys.executable, "-c", "import time; print(flush=True); time.sleep(30)"],
+                            stdout=subprocess.PIPE)
     try:
+        proc.stdout.readline()  # started (its start may wait for a CPU on a busy machine): asleep now
         watch = starvation.Watch(proc.pid)
         assert watch.before is not None
         subprocess.run([sys.executable, "-c", "import time; time.sleep(0.3)"], check=True)

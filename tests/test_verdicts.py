@@ -139,3 +139,20 @@ def test_a_program_that_takes_other_inputs_fails_naming_it():
     v = judge.verdict(lambda k: prog.call(np.zeros(3, np.float32)), judge.Kernel(channel=AnsweringChannel(1)),
                       "test_f")
     assert not v.passed and v.graded and "takes other inputs than the exercise's function" in v.feedback
+
+
+def test_the_graders_own_runner_failing_is_not_graded_a_program_failing_is_a_zero():
+    from autograder.judge.runner import ProgramFailure, RunnerFault
+
+    def raises(exc):
+        def test(k):
+            k.call("f", 1)
+            raise exc
+        return test
+
+    k = judge.Kernel(channel=AnsweringChannel(1))
+    v = judge.verdict(raises(RunnerFault("The grader's program runner could not start; please tell the course "
+                                         "staff.")), k, "test_f")
+    assert not v.passed and not v.graded and v.feedback.startswith("Not graded: The grader's program runner")
+    v = judge.verdict(raises(ProgramFailure("The program crashed when the grader ran it.")), k, "test_f")
+    assert not v.passed and v.graded and "crashed" in v.feedback

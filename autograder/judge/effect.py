@@ -250,20 +250,26 @@ def runs_a_loop(program, args=(), kwargs=None, *, timeout: float = 20.0, **run) 
 
 
 def largest_size(program) -> int:
-    """The largest size written in ``program``'s normalized module: every dimension of every
-    operand and result type, and every integer constant (a bound, a padded length). A length
-    beyond it is beyond anything the program was written or padded for."""
+    """The largest size written in ``program``'s normalized module (``program``: a judge's
+    :class:`~autograder.judge.Exported`, a :class:`~autograder.judge.programs.Traced` or a
+    ``jax.export.Exported``): every dimension of every operand and result type, and every integer
+    constant up to :data:`MAX_SIZE` (a bound, a padded length). A length beyond it is beyond
+    anything the program was written or padded for."""
     import re
 
     from jax._src.lib.mlir import ir
 
+    target = program
+    while not hasattr(target, "structure") and not hasattr(target, "mlir_module") and hasattr(target, "exported"):
+        target = target.exported  # a Traced: the judge's Exported
+    runnable = target.exported if hasattr(target, "structure") else target
     largest = 0
-    for op in mlir.read(program).ops:
+    for op in mlir.read(target).ops:
         for t in (*op.operands, *op.results):
             for d in re.findall(r"(\d+)x", t):
                 largest = max(largest, int(d))
     with mlir._context():
-        module = _module(program.exported if hasattr(program, "structure") else program)
+        module = _module(runnable)
         for op in mlir._walk(module.operation):
             if op.name != "stablehlo.constant":
                 continue
@@ -279,3 +285,12 @@ def largest_size(program) -> int:
                 if value <= MAX_SIZE:  # larger: an integer's range (argmax's start), not a length
                     largest = max(largest, value)
     return largest
+
+
+def beyond(programs, published, rng) -> tuple[int, int]:
+    """``(far, written)``: ``written``, the largest size written in any of ``programs`` (the
+    learner's programs at the ``published`` sizes: :func:`largest_size`), and ``far``, a size
+    beyond it and every published one (twice the largest, plus a few drawn from ``rng``), where
+    a loop unrolled over an input padded to a fixed size fails or grows."""
+    written = max(largest_size(p) for p in programs)
+    return 2 * max(written, *published) + int(rng.integers(1, 9)), written

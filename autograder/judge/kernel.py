@@ -156,6 +156,7 @@ class Exported:
                 any(type(d) is not int for d in aval.shape)  # a symbolic dimension: not checked here
                 or (tuple(o.shape) == tuple(aval.shape) and o.dtype == aval.dtype))
                 for o, aval in zip(outs, exp.out_avals)):
+            # a module whose declared outputs are not what it computes (a forged export) lands here too
             raise runner_mod.ProgramFailure("The grader's program runner answered with outputs that are not "
                                             "the program's; please tell the course staff.")
         for i, o in enumerate(outs):
@@ -165,7 +166,7 @@ class Exported:
                        "containment": run.mode}
         facts = reply.get("facts") if isinstance(reply.get("facts"), dict) else None
         if compiled_facts and facts is None:
-            raise runner_mod.ProgramFailure("The grader's program runner did not say what the compiled program "
+            raise runner_mod.RunnerFault("The grader's program runner did not say what the compiled program "
                                             "holds; please tell the course staff.")
         return exp.out_tree.unflatten(outs), facts
 

@@ -75,6 +75,11 @@ class ProgramFailure(Exception):
     raised). ``str(err)`` is learner-facing."""
 
 
+class RunnerFault(ProgramFailure):
+    """The grader's own runner failed (it could not start, it answered with something that is
+    not an answer): the machine's fault, never the learner's, so the test is not graded."""
+
+
 class ProgramStarved(ProgramFailure, Starved):
     """The program ran out of time while the machine was starved (see :mod:`.starvation`):
     the test is not graded."""
@@ -138,8 +143,8 @@ class ProgramRunner:
         from ..sandbox.containment import open_sandbox
 
         if os.getpid() != self._owner:  # a copy from before a fork: this process's own is another
-            raise ProgramFailure("The grader's program runner belongs to another process; please tell the "
-                                 "course staff.")
+            raise RunnerFault("The grader's program runner belongs to another process; please tell the "
+                              "course staff.")
         if self.proc is not None and self.proc.poll() is None:
             return
         self._reap()
@@ -148,9 +153,9 @@ class ProgramRunner:
                 self.box = open_sandbox(time.monotonic() + START_TIMEOUT,
                                    self.settings or Settings.load())
             except Exception as exc:  # noqa: BLE001 - GradingError: every sandbox uid busy, a bad setting
-                raise ProgramFailure(f"The grader could not start its program runner ({exc}).") from None
+                raise RunnerFault(f"The grader could not start its program runner ({exc}).") from None
         if self.box.refused:
-            raise ProgramFailure(f"The grader cannot run programs contained: {self.box.reason}")
+            raise RunnerFault(f"The grader cannot run programs contained: {self.box.reason}")
         self.mode = self.box.mode
         serve = [*launch.package_module("autograder.judge.runner"), "serve"]
         if self.box.contained:
@@ -253,7 +258,11 @@ class ProgramRunner:
             info = self._receive(time.monotonic() + START_TIMEOUT)
         except (_Late, _Died):
             self._reap()
-            raise ProgramFailure("The grader's program runner could not start; please tell the course staff.") from None
+            from .starvation import Watch, machine_starved
+
+            if machine_starved():  # a busy machine's (perhaps the submission's own: see starvation)
+                raise ProgramStarved(Watch().message("the grader's program runner, starting,")) from None
+            raise RunnerFault("The grader's program runner could not start; please tell the course staff.") from None
         # ready: back to the normal priority (every process of its uid; root may, the uid may not)
         self.info = info.get("ready") if isinstance(info.get("ready"), dict) else {}
         self._ready = True
@@ -351,7 +360,7 @@ def _answer(reply: dict, reap) -> dict:
         raise ProgramFailure(f"The program failed when the grader ran it ({kind}: {message}).")
     if not isinstance(reply.get("outputs"), list):
         reap()
-        raise ProgramFailure("The grader's program runner gave no outputs; please tell the course staff.")
+        raise RunnerFault("The grader's program runner gave no outputs; please tell the course staff.")
     return reply
 
 

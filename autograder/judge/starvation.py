@@ -144,3 +144,9 @@ STARVED_ALONE = ("{what} ran out of time again when the notebook was graded alon
 def starved_alone(what: str) -> str:
     """The failure of a test starved again when its notebook was graded alone (a zero)."""
     return STARVED_ALONE.format(what=what)
+
+
+def is_starved_alone(feedback: str) -> bool:
+    """Whether a test's ``feedback`` is :func:`starved_alone`'s (a zero the machine's load decided)."""
+    head = STARVED_ALONE.split("{what}")[1][:60]
+    return head in feedback

@@ -14,7 +14,7 @@ from ..common.course import CHECK_TAG, JUDGE, is_judge_file, is_test_cell
 from .channel import REQUEST_TIMEOUT, Channel, ChannelError, LearnerError, answered
 from .outcome import PASSED, Verdict, failed, learner_text, not_graded
 from .starvation import Starved, starved_alone
-from .runner import RUN_TIMEOUT, ProgramFailure, ProgramRunner, ensure_judge_devices, use
+from .runner import RUN_TIMEOUT, ProgramFailure, ProgramRunner, RunnerFault, ensure_judge_devices, use
 from .runner import extend as runner_extend
 
 if TYPE_CHECKING:  # NumPy and the feedback are imported by the judge's thread, when it runs
@@ -105,6 +105,8 @@ def _evidence(test, k: Kernel, grade_id: str, alone: bool = False) -> Verdict:
         return _failed(str(exc), "This test's check failed.")
     except ChannelError as exc:
         return _failed(str(exc), "The grader could not use the kernel's reply.")
+    except RunnerFault as exc:  # the grader's own runner: the machine's fault
+        return not_graded(f"Not graded: {exc}")
     except ProgramFailure as exc:
         return _failed(str(exc), "The program could not be run by the grader.")
     except LearnerError as exc:

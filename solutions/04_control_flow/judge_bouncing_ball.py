@@ -12,7 +12,7 @@ import jax
 import numpy as np
 
 from autograder.judge import ExerciseFailure, fail
-from autograder.judge import programs
+from autograder.judge import effect, programs
 from autograder.judge import AsJax, Fixture, Ref, Spec
 
 G, DAMPING, MARGIN, ATOL = 9.81, 0.8, 1e-3, 1e-3
@@ -94,6 +94,22 @@ def test_bouncing_ball(k):
             got = program(*(np.float32(a) for a in args))
             _check_heights(got, want, args, steps,
                            f"the program of jax.jit(bouncing_ball) at steps={steps} on random input #{trial + 1}")
+    # ... and at a number of steps beyond every size written in those programs (a count padded
+    # to, a bound): a loop unrolled over a fixed number of steps is flat below it.
+    far, written = effect.beyond(programs_at.values(), lengths, rng)
+    beyond = (f"at steps={far}, beyond every size written in its programs at steps={lengths[0]} and "
+              f"{lengths[1]} (up to {written})")
+    try:
+        program = _program(k, far)
+        args, want = _draw(rng, far)
+        _check_heights(program(*(np.float32(a) for a in args)), want, args, far,
+                       f"the program of jax.jit(bouncing_ball) at steps={far}")
+    except ExerciseFailure as exc:
+        fail("loops", f"jax.jit(bouncing_ball) fails {beyond}: it is written for the step counts it was tried at "
+                         f"(a loop unrolled over a fixed number of steps?): {exc.detail}")
+    if program.total != sizes[lengths[0]]:
+        fail("loops", f"the program of bouncing_ball grows with `steps` ({sizes[lengths[0]]} operations at "
+                         f"steps={lengths[0]}, {program.total} {beyond}): a Python loop over the steps is unrolled.")
     # Kernel-side claim: one compile for new x0, v0 and dt at one `steps`.
     steps = lengths[0]
     calls = []
@@ -156,5 +172,17 @@ def bouncing_ball(x0, v0, dt, steps):
         return (x, v), x
     return lax.scan(one_step, (jnp.float32(x0), jnp.float32(v0)), None, length=steps)[1]
 ''', "then the bounce where x < 0", "branches"),
+        ('''
+def bouncing_ball(x0, v0, dt, steps):
+    # 256 steps whatever `steps` is, cut to `steps`: right at every count it was tried at
+    def step(carry, _):
+        x, v = carry
+        v = v - 9.81 * dt
+        x = x + v * dt
+        v = jnp.where(x < 0, -0.8 * v, v)
+        x = jnp.abs(x)
+        return (x, v), x
+    return jax.lax.scan(step, (x0, v0), None, length=256)[1][:steps]
+''', "beyond every size written in its programs", "loops"),
     ],
 }
