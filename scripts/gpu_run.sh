@@ -87,7 +87,7 @@ grade_held() {
     # every solution graded from the command line (one batch, GRADE_JOBS grading processes) while
     # another process holds the device, as a Colab cell grades while the notebook holds the chip:
     # grading must compute on the CPU
-    install || return 1   # (bench ran in a pipeline's subshell: its exports are not here)
+    install && kernel_spec || return 1   # (bench ran in a pipeline's subshell: its exports are not here)
     rm -f /tmp/held
     "$PY" -c 'import jax, time; print("holder:", jax.devices(), flush=True); open("/tmp/held", "w").close(); time.sleep(900)' &
     local holder=$!
