@@ -62,12 +62,12 @@ def cpu_name() -> str:
             fields.setdefault(key.strip(), value.strip())
     except OSError:
         pass
-    if fields.get("model name"):
+    if fields.get("model name", "unknown") != "unknown":
         return fields["model name"]
     try:
         lscpu = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
         model = re.search(r"^Model name:\s*(.+)$", lscpu, re.M)
-        if model and model.group(1).strip() not in ("", "-"):
+        if model and model.group(1).strip() not in ("", "-", "unknown"):
             return model.group(1).strip()
     except (OSError, subprocess.SubprocessError):
         pass
