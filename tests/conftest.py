@@ -11,8 +11,14 @@ import sys
 import tempfile
 from pathlib import Path
 
+from autograder.judge.runner import ensure_judge_devices
+
 import nbformat
 import pytest
+
+# Before any test module imports JAX: the judge's CPU devices (8), as every grading process has them,
+# whatever module a worker collects first (test_effect exports sharded programs at import).
+ensure_judge_devices()
 
 ROOT = Path(__file__).resolve().parent.parent
 ASSIGNMENTS = sorted(p.name for p in (ROOT / "solutions").iterdir() if p.is_dir())
