@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import pickle
 import re
 import types
@@ -24,7 +25,11 @@ def _fingerprint(value):
     except Exception:  # noqa: BLE001
         pass
     if isinstance(value, np.ndarray):
-        return ("ndarray", value.shape, str(value.dtype), value.tobytes())
+        try:  # a digest of the buffer, not a copy of it: a notebook may hold gigabytes in one global
+            data = np.ascontiguousarray(value).reshape(-1).view(np.uint8)
+            return ("ndarray", value.shape, str(value.dtype), hashlib.blake2b(data).digest())
+        except (TypeError, ValueError):  # an object array: pickled below
+            pass
     try:
         return ("pickle", pickle.dumps(value, protocol=4))
     except Exception:  # noqa: BLE001
