@@ -121,7 +121,7 @@ def _check_sums(got, tokens, lengths, what):
         want = _masked_sum_reference(tokens, lengths)
         if g is not None and not np.all(np.isfinite(t)) and np.any(~np.isfinite(g) & np.isfinite(want)):
             fail("shapes", f"{exc.detail} The padding held nan or inf, and it reached the result: "
-                              "multiplying a padding entry by 0 keeps nan (nan * 0 and inf * 0 are nan). "
+                              "multiplying a padding entry by a floating-point zero keeps nan (nan * 0 and inf * 0 are nan in floating point). "
                               "The padding's values must never enter the arithmetic.")
         if g is not None and np.any(n == 0) and not np.allclose(g[n == 0], 0.0):
             fail("shapes", f"{exc.detail} A row of length 0 must sum to 0.")
