@@ -6,7 +6,9 @@ steps (nearest centroid by squared distance, lowest index on ties; the mean of e
 cluster with no point keeps its centroid), computed here in float64 NumPy. Inputs are drawn so
 that no point is within a margin of a tie between two different centroids (float32 and float64
 then assign alike); exact duplicates among the points are searched for so that, in one case,
-two initial centroids coincide and one cluster stays empty. The learner's program (``k`` and
+two initial centroids coincide and one cluster is empty at the last step (so what the
+program does with an empty cluster shows in its output: Lloyd steps after it would converge
+to the same centroids whatever it did). The learner's program (``k`` and
 ``iters`` static; the key as raw ``uint32[2]`` data and the points traced) is read at two
 values of ``iters`` and two of ``n`` before any is run: one that grows is told so. Its values
 are compared at float32 tolerance. The compile count over new keys and points is a
@@ -32,10 +34,10 @@ def _initial(seed, n, k):
 
 def _reference(points, init, iters):
     """(centroids after each of 0..iters steps, the least relative tie margin, whether a
-    cluster was ever empty), float64."""
+    cluster was empty at each step), float64."""
     p = points.astype(np.float64)
     c = p[init].copy()
-    margin, empty, history = np.inf, False, [c.copy()]
+    margin, empties, history = np.inf, [], [c.copy()]
     for _ in range(iters):
         d = ((p[:, None, :] - c[None, :, :]) ** 2).sum(-1)
         labels = d.argmin(1)
@@ -43,26 +45,29 @@ def _reference(points, init, iters):
         same = np.all(c[None, :, :] == c[labels][:, None, :], axis=-1)  # centroids equal to the nearest
         others = np.where(same, np.inf, d).min(1)
         margin = min(margin, float(((others - nearest) / (1.0 + nearest)).min()))
+        empties.append(False)
         for j in range(len(c)):
             if np.any(labels == j):
                 c[j] = p[labels == j].mean(0)
             else:
-                empty = True
+                empties[-1] = True
         history.append(c.copy())
-    return history, margin, empty
+    return history, margin, empties
 
 
 def _draw(rng, n, d, k, iters, want_empty, seeds):
     """Points (a few exact duplicates) and a seed whose run has no near tie and, if
-    ``want_empty``, an empty cluster: ``(points, seed, reference centroids)``."""
+    ``want_empty``, an empty cluster at its last step (else none at any step):
+    ``(points, seed, reference centroids)``."""
     for _ in range(400):
         centers = rng.normal(size=(k, d)) * 6.0
         points = (centers[rng.integers(0, k, n)] + rng.normal(size=(n, d))).astype(np.float32)
         dup = rng.choice(n, size=4, replace=False)
         points[dup] = points[dup[0]]  # four copies of one point
         for seed in seeds:
-            history, margin, empty = _reference(points, _initial(seed, n, k), iters)
-            if margin > MARGIN and empty == want_empty and np.ptp(history[-1]) > 0:
+            history, margin, empties = _reference(points, _initial(seed, n, k), iters)
+            wanted = empties[-1] if want_empty else not any(empties)
+            if margin > MARGIN and wanted and np.ptp(history[-1]) > 0:
                 return points, seed, history[-1]
     raise RuntimeError("kmeans: no input without near ties was found")  # never expected
 
@@ -119,7 +124,7 @@ def test_kmeans(k):
                         + ": the initial centroids are the key's choice, exactly as the prompt states.")
     _check(got0, want0, f"jax.jit(kmeans)(key, points, {kk}, 0)")
     # Lloyd steps, with and without an empty cluster (two equal initial centroids).
-    for trial, (n, iters, want_empty) in enumerate([(24, 4, False), (40, 6, True), (40, 3, False)]):
+    for trial, (n, iters, want_empty) in enumerate([(24, 4, False), (40, 1, True), (40, 3, False)]):
         pts, seed, want = _draw(rng, n, d, kk, iters, want_empty, seeds[1:])
         got = _program(k, n, d, kk, iters)(programs.raw_key(seed), pts)
         empty = " (two initial centroids coincide: one cluster stays empty)" if want_empty else ""
