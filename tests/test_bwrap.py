@@ -307,7 +307,7 @@ def fill(name, folder, files, mib):
     got[name] = done
 fill("shm", "/dev/shm", 24, 1)  # many small files in memory
 fill("tmp", "/tmp", 24, 1)
-fill("box", box, 1, 24)  # one large file on disk
+fill("box", box, 24, 1)  # many files, each under any per-file limit: only a limit on the box in all stops them
 try:
     os.unshare(os.CLONE_NEWUSER | os.CLONE_NEWNS)
     got["userns"] = True
@@ -324,18 +324,24 @@ _CAPS = """\
 import json, subprocess, sys
 from pathlib import Path
 from autograder.common.settings import Settings
+from autograder.sandbox import mounts
 from autograder.sandbox.containment import open_sandbox
 from autograder.sandbox.environment import kernel_env
 from autograder.sandbox.launch import limited
 child, box_dir, tag = sys.argv[1:4]
 box = open_sandbox(0, Settings.load())
-box.keep_rw = [box_dir]
-for contained in (True, False):
+def run(contained):
     cmd = [sys.executable, "-c", child, tag, box_dir]
     cmd = limited(box.wrap(cmd), 60, box) if contained else cmd
     ran = subprocess.run(cmd, env=kernel_env(Path("/tmp"), True), capture_output=True, text=True,
                          cwd="/", timeout=300)
-    print(json.dumps([box.mode if contained else "none", ran.stdout.strip() or ran.stderr[-300:]]))
+    return ran.stdout.strip() or ran.stderr[-300:]
+control = run(False)  # first: the box is still the folder on disk
+mounts.private_mounts()  # as a grading process does, then its box as the pipeline makes it
+limit = box.mount_box(Path(box_dir))
+box.keep_rw = [box_dir]
+print(json.dumps([box.mode, limit, run(True)]))
+print(json.dumps(["none", "", control]))
 box.close()
 """
 
@@ -343,9 +349,11 @@ box.close()
 def test_an_ordinary_users_sandbox_caps_memory_files_and_user_namespaces(nobody):
     """Graded by an ordinary user (no cgroup, no root), a contained process with a box of 8 MiB
     (AUTOGRADER_BOX_MB) writes at most a quarter of it in /dev/shm and half in /tmp (tmpfs pages
-    that no memory limit counts), no file larger than the box into the box on disk
-    (RLIMIT_FSIZE), and cannot make a user namespace of its own (bubblewrap's
-    --disable-userns). The same code uncontained, as the same user, does all of it."""
+    that no memory limit counts), at most 8 MiB in all into its box, however many files (the
+    grading process's box is a tmpfs of that size, mounted in a user and mount namespace of its
+    own: never the machine's disk), and cannot make a user namespace of its own (bubblewrap's
+    --disable-userns). The same code uncontained, as the same user, does all of it, the box a
+    folder on disk."""
     python, base = nobody
     box = base / "caps-box"
     box.mkdir()
@@ -359,8 +367,9 @@ def test_an_ordinary_users_sandbox_caps_memory_files_and_user_namespaces(nobody)
                 leftover.unlink()
     lines = [json.loads(line) for line in ran.stdout.splitlines()]
     assert len(lines) == 2, ran.stdout + ran.stderr[-2000:]
-    (mode, contained), (_, control) = lines
+    (mode, limit, contained), (_, _, control) = lines
     assert mode == "user-namespace"
+    assert limit == "files limited to 8 MiB (a tmpfs)", limit
     contained, control = json.loads(contained), json.loads(control)
     assert control == {"shm": 24, "tmp": 24, "box": 24, "userns": True}, (
         f"uncontained, every write and the user namespace should succeed: the test proves nothing ({control})")

@@ -816,3 +816,38 @@ def test_the_interpreter_path_is_resolved_folder_by_folder_and_keeps_its_own_nam
     (tmp_path / "venv" / "sub").mkdir()
     assert launch.interpreter(typed) == str(real / "python")  # the link itself, not python3
     assert ".." not in launch.package_module("autograder.sandbox.launcher")[0]
+
+
+@needs_root
+def test_as_root_a_contained_process_cannot_make_a_user_namespace():
+    """As root bubblewrap makes no user namespace (its --disable-userns needs one), so the sandbox
+    uid could make one of its own, where it would hold every capability (mount, unshare again):
+    a seccomp filter set last by the launcher refuses it. The control: the same command run as
+    the same sandbox uid, without the sandbox, makes one (unprivileged user namespaces are
+    allowed here, or the test proves nothing and says so)."""
+    from autograder.sandbox import containment, launch
+
+    unshare = shutil.which("unshare")
+    if not unshare:
+        pytest.skip("util-linux's unshare is not installed")
+    box = containment.open_sandbox(time.monotonic() + 60, Settings.load())
+    assert box.mode == containment.NAMESPACE, box.reason
+    cmd = [unshare, "--user", "--mount", "true"]
+    try:
+        contained = subprocess.run(launch.limited(box.wrap(cmd), 60, box), capture_output=True, text=True,
+                                   timeout=120, cwd="/")
+        uid = box.uid
+
+        def as_sandbox_uid():
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+
+        control = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd="/",
+                                 preexec_fn=as_sandbox_uid)
+    finally:
+        box.close()
+    assert control.returncode == 0, (
+        f"uncontained, the sandbox uid should make a user namespace: the test proves nothing ({control})")
+    assert contained.returncode != 0 and "Operation not permitted" in contained.stderr, contained
+    assert "no user namespace of its own" in box.reason, box.reason

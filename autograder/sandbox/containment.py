@@ -91,6 +91,8 @@ class Sandbox:
             inside.append(f"--fsize={self.box_mb << 20}")
         if self.as_root:
             inside += [f"--uid={self.uid}", *[f"--readable={p}" for p in [*kernel_paths(), *self.keep_rw]]]
+        if self.as_root or not nested_userns_refused(self.bwrap):  # as root bubblewrap makes no user namespace to close
+            inside.append("--no-userns")
         return [*bwrap_command(self.bwrap, self.token, self.keep_rw, self.hide, self.as_root, self.box_mb), "--",
                 *inside, "--", *cmd]
 
@@ -115,14 +117,21 @@ class Sandbox:
             pass
 
     def mount_box(self, box_dir: Path) -> str:
-        """As root, in a grading process with its own mount namespace (:func:`~.mounts.private_mounts`),
-        put an empty tmpfs of ``box_mb`` MiB on ``box_dir``, the one folder a contained kernel may
-        write: what it writes counts against its memory cgroup, never the machine's disk. The
-        limit's words for the result, '' when there is none."""
-        if not self.as_root or not mounts.PRIVATE_MOUNTS:
+        """In a grading process with its own mount namespace (:func:`~.mounts.private_mounts`: as
+        root, or an ordinary user's inside a user namespace of its own), put an empty tmpfs of
+        ``box_mb`` MiB on ``box_dir``, the one folder a contained kernel may write: what it
+        writes is memory (as root, counted by its memory cgroup), never the machine's disk. The
+        limit's words for the result."""
+        if not self.contained or not self.box_mb:
             return ""
         mb = self.box_mb
         box_dir.mkdir(parents=True, exist_ok=True)
+        if not mounts.PRIVATE_MOUNTS:
+            if self.as_root:
+                return ""
+            why = mounts.NO_PRIVATE_MOUNTS[0] if mounts.NO_PRIVATE_MOUNTS else "no mount namespace of its own"
+            return (f"the box is a folder on disk ({why}): each file at most {mb} MiB (RLIMIT_FSIZE), "
+                    "not the box in all")
         try:
             mounts.mount("tmpfs", str(box_dir), "tmpfs", mounts.MS_NOSUID | mounts.MS_NODEV, f"mode=0700,size={mb}m")
         except OSError as exc:
@@ -131,17 +140,17 @@ class Sandbox:
         return f"files limited to {mb} MiB (a tmpfs)"
 
     def close(self) -> None:
-        """Kill what is left of the sandbox; as root, unmount its box, remove its cgroups and
+        """Kill what is left of the sandbox, unmount its box; as root, remove its cgroups and
         unlock its uid."""
         if not self.ended:
             self.kill_all()
-        if not self.as_root or self.lock_fd is None:
-            return
         if self.box_mount:
             from .launcher import libc
 
             libc().umount2(self.box_mount.encode(), mounts.MNT_DETACH)
             self.box_mount = None
+        if not self.as_root or self.lock_fd is None:
+            return
         for folder in [self.cgroup, *self.cgroups] if self.cgroup else self.cgroups:
             for _ in range(50):  # its processes are gone once the kernel's namespace is
                 try:
@@ -226,7 +235,7 @@ def open_sandbox(deadline: float, settings: Settings, root: Path | None = None,
     token, hidden = f"autograder-{random_names.token_hex(8)}", hidden_paths(settings, root, submission, hide)
     if not as_root:
         nested = ("no user namespace of its own" if nested_userns_refused(bwrap)
-                  else "user namespaces of its own possible (bubblewrap older than 0.8)")
+                  else "no user namespace of its own (a seccomp filter: bubblewrap older than 0.8)")
         return Sandbox(USER_NAMESPACE, f"bubblewrap: user, mount, PID and network namespaces of its own, "
                                        f"the grader's uid; memory limit {settings.memory_mb} MiB per process "
                                        f"(RLIMIT_DATA); temporary folders {settings.box_mb} MiB in all, files "
@@ -259,7 +268,7 @@ def open_sandbox(deadline: float, settings: Settings, root: Path | None = None,
             box.cgroup, memory = memory_cgroup(uid, settings.memory_mb, settings.memory_cgroup)
             box.cgroups, share = share_cgroups(uid, box.threads, box.cgroup, settings.memory_cgroup)
             box.reason = (f"bubblewrap: mount, PID and network namespaces of its own, uid {uid} of its "
-                          f"own; {memory}; {share}")
+                          f"own; no user namespace of its own (a seccomp filter); {memory}; {share}")
             return box
         if time.monotonic() > deadline:
             raise GradingError("every sandbox uid stayed busy until the notebook's time limit")

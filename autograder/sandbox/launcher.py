@@ -30,6 +30,7 @@ import sys
 
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_PDEATHSIG = 1
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 
 
 @functools.cache
@@ -76,6 +77,50 @@ def drop_to(uid: int) -> None:
     die_with_parent()
     if os.getuid() != uid or os.geteuid() != uid:
         raise SystemExit("autograder sandbox: the uid did not change")
+
+
+# seccomp: the system calls that make a user namespace, per architecture (audit arch, unshare,
+# clone, clone3); clone3 passes its flags in memory a filter cannot read, so it answers ENOSYS and
+# the C library falls back to clone, whose flags it can
+_USERNS_CALLS = {"x86_64": (0xC000003E, 272, 56, 435), "aarch64": (0xC00000B7, 97, 220, 435)}
+CLONE_NEWUSER = 0x10000000
+
+
+def deny_user_namespaces() -> None:
+    """A seccomp filter, kept across execve and by every child: no user namespace can be made
+    (``unshare`` or ``clone`` with ``CLONE_NEWUSER`` fails with EPERM, ``clone3`` with ENOSYS),
+    and no system call of another ABI (x32, i386) is made. As root, where bubblewrap makes no
+    user namespace its ``--disable-userns`` could close, this is what keeps the sandbox uid from
+    making one (whose capabilities would let it mount, or unshare again)."""
+    import errno
+    import platform
+
+    arch = _USERNS_CALLS.get(platform.machine())
+    if arch is None:
+        raise SystemExit(f"autograder sandbox: no seccomp filter for {platform.machine()}: user namespaces "
+                         "cannot be refused here")
+    audit, unshare, clone, clone3 = arch
+    ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
+    allow, deny, nosys = 0x7FFF0000, 0x00050000 | errno.EPERM, 0x00050000 | errno.ENOSYS
+    prog = [(ld, 0, 0, 4), (jeq, 1, 0, audit), (ret, 0, 0, deny),      # another ABI: nothing
+            (ld, 0, 0, 0), (jge, 0, 1, 0x40000000), (ret, 0, 0, deny),  # x32: nothing
+            (jeq, 0, 1, clone3), (ret, 0, 0, nosys),
+            (jeq, 1, 0, unshare), (jeq, 0, 3, clone),
+            (ld, 0, 0, 16), (jset, 0, 1, CLONE_NEWUSER),                 # its flags, the first argument
+            (ret, 0, 0, deny), (ret, 0, 0, allow)]
+
+    class Filter(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint32)]
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Filter))]
+
+    filters = (Filter * len(prog))(*[Filter(*f) for f in prog])
+    program = Program(len(prog), filters)
+    if libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or libc().prctl(
+            PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(program), 0, 0) != 0:
+        raise SystemExit(f"autograder sandbox: the seccomp filter refusing user namespaces could not be set "
+                         f"({os.strerror(ctypes.get_errno())})")
 
 
 def check(args) -> int:
@@ -145,6 +190,8 @@ def limits(args) -> None:
     if args.uid:
         drop_to(args.uid)
         check_readable(args.readable)
+    if args.no_userns:
+        deny_user_namespaces()
     os.execvp(args.command[0], args.command)
 
 
@@ -165,6 +212,7 @@ def main(argv=None) -> int:
     lim.add_argument("--cgroup", default="")
     lim.add_argument("--join", action="append", default=[], help="more cgroups to join (CPU share, threads)")
     lim.add_argument("--uid", type=int, default=0, help="as root: the sandbox uid to drop to, last")
+    lim.add_argument("--no-userns", action="store_true", help="refuse user namespaces (a seccomp filter), last")
     lim.add_argument("--readable", action="append", default=[], help="a path that uid must be able to read")
     lim.add_argument("command", nargs=argparse.REMAINDER)
     k = sub.add_parser("kill", help="as root: kill every process of a sandbox uid")
