@@ -185,6 +185,33 @@ def test_collect_never_reads_more_than_the_grader_would(tmp_path, monkeypatch, c
 
 
 
+def test_collect_refuses_a_zip_without_a_notebook_by_name_and_loses_nothing_else(tmp_path):
+    """An LMS upload that is a zip holding no notebook (or a notebook whose name has no student
+    id) is refused: named, nothing of it written (no empty submission to grade as zero, and the
+    learner's earlier submission kept as it was), everyone else collected, and the exit status 1."""
+    lms, state = tmp_path / "lms", tmp_path / "state"
+    lms.mkdir()
+    shutil.copy(solution_notebook(A), lms / "alice_final.ipynb")
+    with zipfile.ZipFile(lms / "hana_upload.zip", "w") as zf:
+        zf.writestr("notes/answers.txt", "I forgot the notebook")
+    with zipfile.ZipFile(lms / "ivan_upload.zip", "w") as zf:
+        zf.writestr("README.md", "nothing here")
+    shutil.copy(solution_notebook(A), lms / "nostudentid.ipynb")
+    earlier = state / "submitted" / "ivan" / A / f"{A}.ipynb"
+    earlier.parent.mkdir(parents=True)
+    earlier.write_text("ivan's earlier submission")
+    proc = subprocess.run([sys.executable, "-m", "autograder", "collect", lms, "--assignment", A, "--state", state],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "collected 1 submission(s)" in proc.stdout and "3 file(s) refused" in proc.stdout, proc.stdout
+    for name in ("hana_upload.zip", "ivan_upload.zip", "nostudentid.ipynb"):
+        assert f"collect: refused {name}: " in proc.stderr, proc.stderr
+    assert "holds no notebook" in proc.stderr and "no student id" in proc.stderr, proc.stderr
+    assert (state / "submitted" / "alice" / A / f"{A}.ipynb").read_bytes() == solution_notebook(A).read_bytes()
+    assert not (state / "submitted" / "hana").exists(), "a refused zip left a submission folder"
+    assert earlier.read_text() == "ivan's earlier submission"
+
+
 # --------------------------------------------------------------------------- no grade lost
 
 NOBODY = 65534

@@ -67,8 +67,12 @@ def run(args) -> int:
 
 def _run(args, course: Course) -> int:
     if args.command == "collect":
-        got = collect(args.folder, args.assignment, course)
-        print(f"collected {len(got)} submission(s) of {args.assignment} into {course.submitted}")
+        refused = []
+        got = collect(args.folder, args.assignment, course, refused)
+        print(f"collected {len(got)} submission(s) of {args.assignment} into {course.submitted}"
+              + (f"; {len(refused)} file(s) refused: " + ", ".join(name for name, _ in refused) if refused else ""))
+        if refused:
+            return 1
     elif args.command == "autograde":
         rows, missed, unreadable = autograde(course, args.assignments or None, workers=args.jobs,
                                              progress=sys.stderr.isatty(), regrade=args.regrade,

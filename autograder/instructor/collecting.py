@@ -19,22 +19,28 @@ def student_of(filename: str) -> str | None:
     return m.group(1) if m else None
 
 
-def collect(folder, assignment: str, course: Course) -> list[tuple[str, Path]]:
+def collect(folder, assignment: str, course: Course, refused: list | None = None) -> list[tuple[str, Path]]:
     """Copy ``<student>_*.ipynb`` files and ``<student>_*.zip`` archives from ``folder`` into
-    nbgrader's submitted layout. Returns ``[(student, destination)]``; files whose name has no
-    student id are reported on stderr and skipped."""
+    nbgrader's submitted layout. Returns ``[(student, destination)]``. A notebook or zip whose
+    name has no student id, and a zip that holds no notebook, are refused: named on stderr,
+    appended to ``refused`` as ``(file name, why)``, and nothing of them is written (a
+    submission collected before stays as it was); any other file is skipped, named."""
     if assignment not in course.assignments():
         raise SystemExit(f"unknown assignment {assignment!r}; known: {', '.join(course.assignments())}")
     limit = course.settings.max_notebook_bytes  # more is not read by the grader: never copied whole here
+    refused = [] if refused is None else refused
     collected = []
     for item in sorted(Path(folder).iterdir()):
         student = student_of(item.name)
-        if student is None or item.suffix not in (".ipynb", ".zip"):
+        if item.suffix not in (".ipynb", ".zip"):
             print(f"collect: skipped {item.name} (expected <student>_<anything>.ipynb or .zip)",
                   file=sys.stderr)
             continue
+        if student is None:
+            refused.append((item.name, "its name has no student id (expected <student>_<anything>"
+                                       f"{item.suffix})"))
+            continue
         dest = course.submitted / student / assignment / f"{assignment}.ipynb"
-        dest.parent.mkdir(parents=True, exist_ok=True)
         size = None
         if item.suffix == ".zip":
             try:
@@ -42,7 +48,8 @@ def collect(folder, assignment: str, course: Course) -> list[tuple[str, Path]]:
                     names = [n for n in zf.namelist() if n.endswith(".ipynb") and "__MACOSX" not in n]
                     best = next((n for n in names if Path(n).stem == assignment), names[0] if names else None)
                     if best is None:
-                        print(f"collect: {item.name} holds no notebook", file=sys.stderr)
+                        refused.append((item.name, "it holds no notebook (.ipynb); nothing of it was "
+                                                   f"collected for {student}"))
                         continue
                     with zf.open(best) as src:
                         size = copy_atomic(dest, src, limit)
@@ -57,6 +64,8 @@ def collect(folder, assignment: str, course: Course) -> list[tuple[str, Path]]:
                   "(AUTOGRADER_MAX_NOTEBOOK_MB): only its beginning was unzipped, and grading will "
                   "say it is too large", file=sys.stderr)
         collected.append((student, dest))
+    for name, why in refused:
+        print(f"collect: refused {name}: {why}", file=sys.stderr)
     return collected
 
 
