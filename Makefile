@@ -32,10 +32,10 @@ env: $(STAMP)
 lab: env
 	$(BIN)/python scripts/lab.py
 
-## test: the linter, then the whole suite (what CI runs)
+## test: the linter, then the whole suite (what CI runs; the 30 slowest tests listed at the end)
 test: env lint
 	@scripts/ensure_system_packages.sh
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -p no:cacheprovider tests
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -p no:cacheprovider --durations=30 tests
 
 ## lint: ruff over the whole tree, notebooks included (rules in pyproject.toml)
 lint: env
