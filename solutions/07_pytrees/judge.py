@@ -492,6 +492,28 @@ def sgd_update(params, grads, lr):
 @jax.tree_util.register_pytree_node_class
 class Linear:
     def __init__(self, w, b, activation):
+        # the starting code's conversion and checks kept, only the aux data fixed
+        w, b = jnp.asarray(w, jnp.float32), jnp.asarray(b, jnp.float32)
+        if w.ndim != 2 or b.shape != (w.shape[1],):
+            raise ValueError(f"w must be (d_in, d_out) and b (d_out,), got {w.shape} and {b.shape}")
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"unknown activation {activation!r}")
+        self.w, self.b, self.activation = w, b, activation
+
+    def __call__(self, x):
+        return ACTIVATIONS[self.activation](x @ self.w + self.b)
+
+    def tree_flatten(self):
+        return (self.w, self.b), self.activation
+
+    @classmethod
+    def tree_unflatten(cls, activation, children):
+        return cls(*children, activation)
+''', "and building a Linear refused them", "custom_pytrees"),
+        ('''
+@jax.tree_util.register_pytree_node_class
+class Linear:
+    def __init__(self, w, b, activation):
         if w.ndim != 2 or b.ndim != 1:  # "defensive" checks: None, 0 and lists have no ndim
             raise ValueError("w must be 2-D and b 1-D")
         self.w, self.b, self.activation = w, b, activation
