@@ -171,3 +171,26 @@ def test_a_size_beyond_any_the_program_was_written_for():
     with pytest.raises(ValueError):  # the padded one cannot even be made there
         prog(_ema_padded, beyond)
     assert prog(_ema_scan, beyond).structure.total == prog(_ema_scan, 5).structure.total
+
+
+def test_growth_is_a_copy_per_step_and_a_size_past_every_operation():
+    def prog(f, n):
+        return judge.Exported(export.export(jax.jit(f), platforms=("cpu",))(
+            jax.ShapeDtypeStruct((n, 2), jnp.float32), jax.ShapeDtypeStruct((), jnp.float32)))
+
+    def ema_unrolled(xs, a):
+        ys = [xs[0]]
+        for t in range(1, xs.shape[0]):
+            ys.append(a * xs[t] + (1 - a) * ys[-1])
+        return jnp.stack(ys)
+
+    scan = {n: prog(_ema_scan, n).structure.total for n in (3, 24)}
+    assert not effect.grows(scan[3], scan[24]) and not effect.grows(scan[3], scan[3] + 1)
+    unrolled = {n: prog(ema_unrolled, n).structure.total for n in (3, 4)}
+    assert effect.grows(unrolled[3], unrolled[4])  # one step more: one copy of the body more
+    # A loop unrolled over a padded count is flat below it; at a size past its operations it cannot be.
+    padded = [prog(_ema_padded, 5).structure, prog(_ema_padded, 30).structure]
+    mid = effect.past_operations(padded, (5, 30), np.random.default_rng(0))
+    assert mid > max(p.total for p in padded) and mid > 30
+    with pytest.raises(ValueError):
+        prog(_ema_padded, mid)

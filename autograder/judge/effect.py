@@ -287,6 +287,25 @@ def largest_size(program) -> int:
     return largest
 
 
+def grows(small: int, large: int) -> bool:
+    """Whether a program of ``large`` operations at a larger size (a length, a number of steps)
+    grew from ``small`` at a smaller one by more than one loop's program can: a loop unrolled
+    while tracing grows by a copy of its body per step, while one loop in the program differs at
+    most by a few operations (a bound or a clamp folded at one length and not another: a
+    ``fori_loop`` writing into a buffer is 59 operations at 3 steps and 60 at 24)."""
+    return large > small + max(3, small // 10)
+
+
+def past_operations(programs, published, rng) -> int:
+    """A size beyond every ``published`` one and beyond the number of operations of any of
+    ``programs`` (the learner's programs at the published sizes): a loop unrolled over any count
+    has at least one operation per step, so a program unrolled over a count it pads to, or over
+    a count that grows with the size, grows at this size. Cheap to trace before
+    :func:`beyond`'s size (which is often far larger: a PRNG writes constants up to 2**16), so
+    that a program which unrolls there is told so before it is traced at that size."""
+    return 2 * max(*(p.total for p in programs), *published) + int(rng.integers(1, 9))
+
+
 def beyond(programs, published, rng) -> tuple[int, int]:
     """``(far, written)``: ``written``, the largest size written in any of ``programs`` (the
     learner's programs at the ``published`` sizes: :func:`largest_size`), and ``far``, a size

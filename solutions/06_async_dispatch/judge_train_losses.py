@@ -6,18 +6,21 @@ under ``jax.jit``, so ``float()``, ``.item()`` or ``np.asarray`` of a traced los
 one program per number of steps, each run here on the judge's own inputs (``loops=True``: the
 exercise needs a loop inside the program) and compared with the judge's float64 copy of the
 notebook's ``sgd_step``; the programs read as parsed modules (:mod:`autograder.judge.mlir`) have
-the same number of operations at two step counts (the loop is inside, not unrolled). Kernel
+the same number of operations at two step counts and at a third beyond every size written in
+those two and every published one (:func:`autograder.judge.effect.beyond`), where its values are
+judged too: the loop is inside, not unrolled over batches padded to a fixed length. Kernel
 claims, which can only fail the test: one trace of ``jax.jit(train_losses)`` for new values of one
 shape (its outputs checked here), and no host transfer (the guard fires on GPU and TPU only).
 The direct call must return a ``jax.Array`` of the right values.
 """
 import numpy as np
 
-from autograder.judge import call, check_close, explain_error, fail, tolerance
-from autograder.judge import mlir
+from autograder.judge import call, check_close, explain_error, ExerciseFailure, fail, tolerance
+from autograder.judge import effect, mlir
 from autograder.judge import Fixture, Ref, Spec, as_jax
 
 LR = 0.1  # the notebook's sgd_step
+PUBLISHED = 24  # the most steps a published test (the visible one's 20, this judge's 3 to 24) tries
 
 
 def _reference_losses(params, batches):
@@ -66,7 +69,7 @@ def _check_values(got, params, batches, what):
 
 
 def _program(k, steps):
-    """The exported jax.jit(train_losses) for ``steps`` steps, its facts, and its values run here."""
+    """The exported jax.jit(train_losses) for ``steps`` steps and its facts, its values run here."""
     p, b = _data(k.rng, steps)
     label = "tracing train_losses under jax.jit"
     exported = call(k.export, "train_losses", _specs(p), _specs(b), what=label, translate=_as_async)
@@ -75,7 +78,7 @@ def _program(k, steps):
     got = exported.call(p, b, loops=True)
     _check_values(np.asarray(got) if got is not None else None, p, b,
                   f"the exported jax.jit(train_losses), run by the grader over {steps} steps,")
-    return facts
+    return exported, facts
 
 
 def test_train_losses(k):
@@ -87,11 +90,26 @@ def test_train_losses(k):
     _check_values(got, p, b, "train_losses(params, batches) over 6 steps")
     # One program per number of steps, of one size: the loop is inside the program.
     few, many = sorted(int(s) for s in k.rng.choice(np.arange(3, 25), size=2, replace=False))
-    small, large = _program(k, few), _program(k, many)
-    if large.total != small.total:
+    (small_program, small), (large_program, large) = _program(k, few), _program(k, many)
+    if effect.grows(small.total, large.total):
         fail("dispatch", f"the program of jax.jit(train_losses) has {small.total} operations over {few} steps "
                             f"and {large.total} over {many}: it grows with the number of steps, so the loop was "
                             "unrolled into the program while tracing instead of running inside it as one loop.")
+    # ... and over a number of steps beyond every size written in those programs (a length the
+    # batches are padded to, a bound) and every published one: an unrolled loop over batches
+    # padded to a fixed length has one size at every count below it, and fails or grows beyond.
+    far, written = effect.beyond((small_program, large_program), (few, many, PUBLISHED), k.rng)
+    beyond = (f"over {far} steps, beyond every size written in its programs over {few} and {many} steps "
+              f"(up to {written})")
+    try:
+        _, grown = _program(k, far)
+    except ExerciseFailure as exc:
+        fail("dispatch", f"jax.jit(train_losses) fails {beyond}: it is written for the numbers of steps it was "
+                            f"tried at (a loop unrolled over batches padded to a fixed length?): {exc.detail}")
+    if effect.grows(small.total, grown.total):
+        fail("dispatch", f"the program of jax.jit(train_losses) has {small.total} operations over {few} steps and "
+                            f"{grown.total} {beyond}: it grows with the number of steps, so the loop was unrolled "
+                            "into the program while tracing instead of running inside it as one loop.")
     if not small.has_loops:
         fail("dispatch", f"the program of jax.jit(train_losses) over {few} steps has no loop, yet it does "
                             f"{few} training steps: the steps must run as one loop inside the compiled program.")
@@ -180,5 +198,37 @@ def train_losses(params, batches):
     _, losses = jax.lax.scan(sgd_step, params, batches, unroll=True)  # a scan, fully unrolled
     return losses
 ''', "it grows with the number of steps", "dispatch"),
+        ('''
+def train_losses(params, batches):
+    # a Python loop unrolled over batches padded to 32 steps, each padded step masked out: the
+    # program has the same size at every number of steps up to 32; one loop in it, as a decoy
+    steps = jax.tree.leaves(batches)[0].shape[0]
+    padded = jax.tree.map(lambda a: jnp.concatenate([a, jnp.zeros((32 - steps,) + a.shape[1:], a.dtype)]), batches)
+    losses = []
+    for i in range(32):
+        batch = jax.tree.map(lambda a: a[i], padded)
+        live = jnp.any(batch["x"] != 0)
+        new, loss = sgd_step(params, batch)
+        params = jax.tree.map(lambda n, o: jnp.where(live, n, o), new, params)
+        losses.append(loss)
+    losses = jax.lax.fori_loop(0, 2, lambda i, l: jnp.maximum(l, 0.0), jnp.stack(losses))
+    return losses[:steps]
+''', "beyond every size written in its programs", "dispatch"),
+    ],
+}
+
+RIGHT = {
+    "train_losses": [
+        '''
+def train_losses(params, batches):
+    steps = jax.tree.leaves(batches)[0].shape[0]
+
+    def body(i, carry):  # a fori_loop over the steps, the losses written into a buffer
+        p, losses = carry
+        p, loss = sgd_step(p, jax.tree.map(lambda a: a[i], batches))
+        return p, losses.at[i].set(loss)
+
+    return jax.lax.fori_loop(0, steps, body, (params, jnp.zeros(steps, jnp.float32)))[1]
+''',
     ],
 }
