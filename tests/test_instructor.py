@@ -335,33 +335,105 @@ def test_autograde_refuses_a_setting_it_cannot_use_and_changes_nothing(course):
     assert _grades(state) == grades
 
 
-def test_autograde_that_cannot_grade_keeps_the_grade_and_exits_non_zero(course, monkeypatch, capsys):
-    """The grader fails for every submission (here its batch is replaced by one that fails
-    each): nothing is written, the earlier grades stay in the gradebook and the results, the exit
-    status is not zero and the summary names each submission."""
+def _export_rows(state):
+    return list(csv.DictReader(_cli("export", "--state", state, "--out", "/dev/stdout").stdout.splitlines()))
+
+
+def test_autograde_that_cannot_grade_marks_them_not_graded_and_exits_non_zero(course, monkeypatch, capsys):
+    """The grader fails for every submission (its batch replaced by one that fails each), after a
+    first grading gave alice full marks: the summary names each submission, the exit status is
+    1, and each stays visible where grades are read: in the gradebook its tests have no
+    automatic score and need a manual grade (the formgrader shows them so), in the export every
+    row of theirs says 'not graded' with no points and the summary says it for the assignment
+    and the total. No earlier grade stands for them and no learner is missing. A later
+    autograde that works grades them again."""
     from autograder.__main__ import main
     from autograder.grader import batch
     from autograder.grader.result import failed_result
+    from nbgrader.api import Gradebook
 
     def failing(paths, settings, **kwargs):
         return [failed_result(p, "internal grading error: the grader broke", kwargs.get("root")) for p in paths]
 
     state, *_ = course
-    before = {p: p.read_bytes() for p in (state / "autograded").glob("*/*/result.json")}
-    grades = _grades(state)
+    graded_before = _grades(state)
+    assert sum(score for _, score in graded_before["alice"]) > 0
     monkeypatch.setattr(batch, "grade_many", failing)
     monkeypatch.setenv("PATH", os.environ["PATH"])  # autograde puts the venv's bin on it
-    assert main(["autograde", "--state", str(state), "--regrade"]) == 1
-    out, err = capsys.readouterr()
-    for student in ("alice", "alicetwin", "bob", "dave"):
-        assert f"{student}/{A}: internal grading error: the grader broke" in err and f"{student}/{A}" in out, err
-    assert "NOT graded" in out, out
-    after = {p: p.read_bytes() for p in (state / "autograded").glob("*/*/result.json")}
-    unchanged = {p for p in before if "carol" not in p.parts}  # carol's file is no notebook: a zero again
-    assert {p: after[p] for p in unchanged} == {p: before[p] for p in unchanged}
-    assert _grades(state) == grades
-    rows = list(csv.DictReader(_cli("export", "--state", state, "--out", "/dev/stdout").stdout.splitlines()))
-    assert sum(float(r["points"]) for r in rows if r["student"] == "alice") > 0
+    try:
+        assert main(["autograde", "--state", str(state), "--regrade"]) == 1
+        out, err = capsys.readouterr()
+        for student in ("alice", "alicetwin", "bob", "dave"):
+            assert f"{student}/{A}: internal grading error: the grader broke" in err and f"{student}/{A}" in out, err
+        assert "NOT graded" in out and "marked 'not graded' in the gradebook" in err, out + err
+        with Gradebook(f"sqlite:///{state / 'gradebook.db'}") as gb:
+            marks = {s.student.id: [(g.auto_score, g.needs_manual_grade) for nb in s.notebooks for g in nb.grades]
+                     for s in gb.find_assignment(A).submissions}
+        for student in ("alice", "alicetwin", "bob", "dave"):
+            assert marks[student] and all(m == (None, True) for m in marks[student]), (student, marks[student])
+        rows = _export_rows(state)
+        assert {r["student"] for r in rows} == {"alice", "alicetwin", "bob", "carol", "dave"}
+        for r in rows:
+            if r["student"] == "carol":  # no notebook the grader can read: a zero, graded
+                assert (r["points"], r["status"]) == ("0", "graded"), r
+            else:
+                assert (r["points"], r["status"]) == ("", "not graded"), r
+        subprocess.run([sys.executable, "-m", "autograder", "export", "--state", state], cwd=ROOT, check=True,
+                       capture_output=True, timeout=600)
+        summary = {r["student"]: r for r in csv.DictReader((state / "grades-summary.csv").open())}
+        assert summary["alice"][A] == summary["alice"]["total"] == "not graded", summary["alice"]
+        assert summary["carol"][A] == summary["carol"]["total"] == "0", summary["carol"]
+        result = json.loads((state / "autograded" / "alice" / A / "result.json").read_text())
+        assert result["not_graded"] == "all" and "the grader broke" in result["error"], result
+    finally:
+        monkeypatch.undo()
+        regraded = subprocess.run([sys.executable, "-m", "autograder", "autograde", "--state", state],
+                                  capture_output=True, text=True, cwd=ROOT, timeout=900)
+    assert _grades(state) == graded_before, regraded.stderr[-3000:]
+    assert {r["status"] for r in _export_rows(state)} == {"graded"}
+
+
+def test_autograde_marks_only_the_tests_left_not_graded(course, monkeypatch, capsys):
+    """A result whose judge left one test not graded (a starved machine, the grader's own check):
+    that test is 'not graded' in the gradebook and the export, every other test keeps the points
+    this grading gave, and the exit status is 1 naming the submission."""
+    from autograder.__main__ import main
+    from autograder.grader import batch
+
+    real = batch.grade_many
+
+    def one_left(paths, settings, **kwargs):
+        results = real(paths, settings, **kwargs)
+        for r in results:
+            if Path(r.notebook).parent.parent.name == "dave":
+                t = r.tests[0]
+                t["points"], t["passed"] = 0.0, False
+                t["feedback"] = "Not graded: the grading machine was too busy (a test)."
+                r.error = f"not graded: {t['grade_id']}: {t['feedback']}"
+                r.score = sum(x["points"] for x in r.tests)
+        return results
+
+    state, *_ = course
+    monkeypatch.setattr(batch, "grade_many", one_left)
+    monkeypatch.setenv("PATH", os.environ["PATH"])
+    try:
+        assert main(["autograde", "--state", str(state), "--regrade", A]) == 1
+        out, err = capsys.readouterr()
+        assert f"NOT graded: dave/{A}" in out, out
+        first = source_tests(solution_notebook(A))
+        rows = [r for r in _export_rows(state) if r["student"] == "dave"]
+        status = {r["exercise"]: (r["status"], r["points"]) for r in rows}
+        not_graded = [e for e, (st, _) in status.items() if st == "not graded"]
+        assert len(not_graded) == 1 and status[not_graded[0]][1] == "", status
+        points = dict(first)
+        for e, (st, p) in status.items():
+            if st == "graded":
+                assert float(p) == points[f"test_{e}"], (e, p)
+        assert all(r["status"] == "graded" for r in _export_rows(state) if r["student"] == "alice")
+    finally:
+        monkeypatch.undo()
+        subprocess.run([sys.executable, "-m", "autograder", "autograde", "--state", state],
+                       capture_output=True, text=True, cwd=ROOT, timeout=900)
 
 
 # --------------------------------------------------------------------------- release

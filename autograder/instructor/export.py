@@ -11,11 +11,25 @@ from .course import Course
 from .files import special, write_atomic
 from .gradebook import check_gradebook, course_gradebook
 
+NOT_GRADED = "not graded"
+
+
+def not_graded(grade) -> bool:
+    """A gradebook grade the grader left not graded (autograde clears its automatic score and
+    marks it for manual grading: :func:`autograder.instructor.grading._record`), and no one has
+    graded by hand since."""
+    return grade.auto_score is None and grade.manual_score is None
+
+
 def export(course: Course, out: Path, summary: Path | None = None, problems: list | None = None) -> Path:
-    """Write ``student,assignment,exercise,points,max_points,hints_seen,hints_from`` rows from the
-    gradebook to ``out`` and, to ``summary`` (default: ``<out's name>-summary.csv`` beside a
-    regular ``out``; none beside ``/dev/stdout``), one row per student: a column per assignment
-    (its points; empty where nothing was recorded) and their total.
+    """Write ``student,assignment,exercise,points,max_points,hints_seen,hints_from,status`` rows
+    from the gradebook to ``out`` and, to ``summary`` (default: ``<out's name>-summary.csv``
+    beside a regular ``out``; none beside ``/dev/stdout``), one row per student: a column per
+    assignment (its points; empty where nothing was recorded) and their total.
+
+    A test the grader left not graded (:func:`not_graded`) is a row with empty points and the
+    status ``not graded`` (else ``graded``); in the summary its assignment and the student's
+    total say ``not graded``: never an earlier grade, never a missing learner.
 
     Hints seen are what the learner's own files report (:func:`submitted_hints`; the grader
     records none): ``hints_from`` says so (``learner``), and a count is at most the exercise's
@@ -28,7 +42,8 @@ def export(course: Course, out: Path, summary: Path | None = None, problems: lis
     points: dict[str, dict[str, float]] = {}
     with course_gradebook(course.db_url) as gb:  # a consistent view: no write is half seen
         writer = csv.writer(fh)
-        writer.writerow(["student", "assignment", "exercise", "points", "max_points", "hints_seen", "hints_from"])
+        writer.writerow(["student", "assignment", "exercise", "points", "max_points", "hints_seen", "hints_from",
+                         "status"])
         names = sorted(a.name for a in gb.assignments)
         students = sorted(s.id for s in gb.students)
         for assignment, student, notebook, sub in _graded_notebooks(gb):
@@ -40,10 +55,13 @@ def export(course: Course, out: Path, summary: Path | None = None, problems: lis
                     problems.append((student, assignment, f"its hints cannot be read ({type(exc).__name__}: {exc})"))
             for g in sorted(sub.grades, key=lambda g: g.name):
                 exercise = g.name.removeprefix("test_")
-                writer.writerow([student, assignment, exercise, f"{g.score:g}", f"{g.max_score:g}",
-                                 "" if hints is None else hints.get(exercise, 0), "learner"])
+                missing = not_graded(g)
+                writer.writerow([student, assignment, exercise, "" if missing else f"{g.score:g}", f"{g.max_score:g}",
+                                 "" if hints is None else hints.get(exercise, 0), "learner",
+                                 NOT_GRADED if missing else "graded"])
                 got = points.setdefault(student, {})
-                got[assignment] = got.get(assignment, 0.0) + g.score
+                got[assignment] = None if missing or got.get(assignment, 0.0) is None else (
+                    got.get(assignment, 0.0) + g.score)
     write_atomic(out, fh.getvalue().encode())
     if summary is not None:
         fh = io.StringIO(newline="")
@@ -51,8 +69,9 @@ def export(course: Course, out: Path, summary: Path | None = None, problems: lis
         writer.writerow(["student", *names, "total"])
         for student in students:
             got = points.get(student, {})
-            writer.writerow([student, *(f"{got[a]:g}" if a in got else "" for a in names),
-                             f"{sum(got.values()):g}"])
+            cells = ["" if a not in got else NOT_GRADED if got[a] is None else f"{got[a]:g}" for a in names]
+            total = NOT_GRADED if None in got.values() else f"{sum(got.values()):g}"
+            writer.writerow([student, *cells, total])
         write_atomic(Path(summary), fh.getvalue().encode())
     return out
 
@@ -74,14 +93,16 @@ def submitted_hints(course: Course, student: str, assignment: str, notebook: str
 
 
 def gradebook_points(course: Course) -> dict:
-    """``{(student, assignment): {exercise: (points, max_points)}}`` from the gradebook."""
+    """``{(student, assignment): {exercise: (points, max_points)}}`` from the gradebook, without
+    the tests left not graded (:func:`not_graded`)."""
     check_gradebook(course.db_url)
     points: dict = {}
     with course_gradebook(course.db_url) as gb:
         for assignment, student, _, sub in _graded_notebooks(gb):
             got = points.setdefault((student, assignment), {})
             for g in sub.grades:
-                got[g.name.removeprefix("test_")] = (float(g.score), float(g.max_score))
+                if not not_graded(g):
+                    got[g.name.removeprefix("test_")] = (float(g.score), float(g.max_score))
     return points
 
 

@@ -18,10 +18,18 @@ from .course import Course
 from .files import write_atomic
 from .gradebook import check_gradebook, course_gradebook, gradebook_lock
 
-def _record(course: Course, student: str, assignment: str, result: dict) -> None:
-    """One submission's grades into the gradebook, all or nothing (a rerun rewrites the same rows)."""
+def _record(course: Course, student: str, assignment: str, result: dict, ungraded=None) -> None:
+    """One submission's grades into the gradebook, all or nothing (a rerun rewrites the same rows).
+    ``ungraded``: the grade_ids the grader left not graded (its own fault or the machine's, never
+    the learner's), or ``"all"``: their automatic score is cleared and they are marked for manual
+    grading, so that neither the formgrader nor the export shows an earlier grade for them (a
+    manual score the instructor gave stays)."""
+    from ..common.course import test_cells
+
     source = source_notebook(assignment, course.root)
     timestamp = submitted_timestamp(course, student, assignment)
+    scores = {t["grade_id"]: float(t["points"]) for t in result.get("tests") or []}
+    ungraded = {gid for gid, _ in test_cells(source)} if ungraded == "all" else set(ungraded or ())
     with course_gradebook(course.db_url) as gb:
         known = gb.update_or_create_student(student)
         if known.first_name is None and known.last_name is None:  # else the formgrader says "None, None"
@@ -30,10 +38,24 @@ def _record(course: Course, student: str, assignment: str, result: dict) -> None
         # timestamp is the one in submitted/<student>/<assignment>/timestamp.txt
         submission = gb.update_or_create_submission(assignment, student, timestamp=timestamp)
         _complete_submission(gb, submission)
-        for t in result["tests"]:
-            grade = gb.find_grade(t["grade_id"], source.stem, assignment, student)
-            grade.auto_score = float(t["points"])
-            grade.needs_manual_grade = False
+        for gid in sorted(set(scores) | ungraded):
+            grade = gb.find_grade(gid, source.stem, assignment, student)
+            if gid in ungraded:
+                grade.auto_score = None
+                grade.needs_manual_grade = True
+            else:
+                grade.auto_score = scores[gid]
+                grade.needs_manual_grade = False
+
+
+def ungraded_tests(result: dict):
+    """The grade_ids a result with an ``error`` left not graded: those its error names (``not
+    graded: <grade_id>: <why>; ...``, the judge's tests it could not grade, each with the
+    test's own feedback), else ``"all"`` (the grading failed as a whole)."""
+    error = str(result.get("error") or "")
+    named = {t["grade_id"] for t in result.get("tests") or []
+             if isinstance(t, dict) and f"{t.get('grade_id')}: {t.get('feedback')}" in error}
+    return named if error.startswith("not graded: ") and named else "all"
 
 
 def _person(student: str) -> str:
@@ -183,8 +205,7 @@ def show_failures(notebook: Path) -> int:
 
 
 class NotGraded(dict):
-    """A submission this run could not grade: ``{student, assignment, reason}``. Its previous
-    grade (gradebook, result, graded notebook) is left as it was."""
+    """A submission this run could not grade: ``{student, assignment, reason}``."""
 
 
 def autograde(course: Course, assignments=None, workers=None, progress=True, regrade=False,
@@ -194,9 +215,11 @@ def autograde(course: Course, assignments=None, workers=None, progress=True, reg
     that could not be graded and those recorded as zero (each a :class:`NotGraded`).
 
     A submission is recorded when the grader graded it, or when its file is not a notebook it can
-    read (zero: the submission's own fault). When grading itself failed (an internal error, the
-    sandbox refused, the grader's process died or hung, the graded notebook could not be saved)
-    nothing of it is written: its previous grade stays, and it is named in the summary.
+    read (zero: the submission's own fault). When grading itself failed, in whole or for some
+    tests (an internal error, the sandbox refused, the grader's process died or hung, a starved
+    machine, the graded notebook could not be saved), the tests it left are recorded *not
+    graded* (:func:`_record`'s ``ungraded``: no earlier grade stands for them, in the gradebook,
+    the formgrader or the export), its result says why, and it is named in the summary.
 
     Safe to run while other ``autograde``/``export`` runs use the same gradebook (see the module's
     docstring). A submission whose result is current is not graded again unless ``regrade``."""
@@ -224,6 +247,8 @@ def autograde(course: Course, assignments=None, workers=None, progress=True, reg
         else:
             to_grade.append((s, a, p))
     skipped = {(n["student"], n["assignment"]) for n in not_graded}
+    ungraded: dict = {}  # {(student, assignment): the grade_ids left not graded, or "all"}
+    recorded = set()
 
     def saved(s, a):  # the graded notebook is written beside its place, then moved there
         return course.autograded / s / a / f".grading-{a}.ipynb"
@@ -250,14 +275,16 @@ def autograde(course: Course, assignments=None, workers=None, progress=True, reg
                 r = by_path[str(p)]
                 if r.error:
                     why = _unusable(p, course.settings.max_notebook_bytes)
-                    if why is None:  # the grader's failure, not the submission's: no grade
-                        saved(s, a).unlink(missing_ok=True)
+                    if why is None:  # the grader's failure, not the submission's: not graded
+                        ungraded[(s, a)] = ungraded_tests(r.as_dict())
                         not_graded.append(NotGraded(student=s, assignment=a, reason=r.error))
-                        continue
-                    r = zero_result(r.notebook, a, src, why)  # the submission's own fault
-                    unreadable.append(NotGraded(student=s, assignment=a, reason=why))
+                    else:
+                        r = zero_result(r.notebook, a, src, why)  # the submission's own fault
+                        unreadable.append(NotGraded(student=s, assignment=a, reason=why))
             d = r.as_dict()
             d["student"] = s
+            if (s, a) in ungraded:
+                d["not_graded"] = sorted(ungraded[(s, a)]) if ungraded[(s, a)] != "all" else "all"
             if p is not None:
                 d["fingerprint"] = fingerprints[(s, a)]
             try:
@@ -267,18 +294,30 @@ def autograde(course: Course, assignments=None, workers=None, progress=True, reg
                 d["graded_notebook"] = _digest(out / f"{a}.ipynb") if not r.error else None
                 write_atomic(out / "result.json", json.dumps(d, indent=2).encode())
             except OSError as exc:
-                not_graded.append(NotGraded(student=s, assignment=a,
-                                            reason=f"its result cannot be saved in {out}: {exc}"))
+                saved(s, a).unlink(missing_ok=True)
+                if (s, a) not in ungraded:
+                    not_graded.append(NotGraded(student=s, assignment=a,
+                                                reason=f"its result cannot be saved in {out}: {exc}"))
+                ungraded[(s, a)] = "all"
                 continue
-        _record(course, s, a, d)
-        rows.append(d)
+        _record(course, s, a, d, ungraded.get((s, a)))
+        recorded.add((s, a))
+        if (s, a) not in ungraded:
+            rows.append(d)
+    for n in not_graded:  # in the gradebook all the same: marked not graded, never an earlier grade
+        key = (n["student"], n["assignment"])
+        if key not in recorded:
+            _record(course, *key, {}, "all")
+            recorded.add(key)
     if reused:
         print(f"autograde: {len(reused)} submission(s) unchanged since they were graded: their "
               f"results reused (--regrade grades them again)", file=sys.stderr)
     print(summary([Result.from_dict(r) for r in rows]), file=sys.stderr)
     if not_graded:
-        print(f"autograde: {len(not_graded)} submission(s) NOT graded; nothing of them was written "
-              "(a grade they had before is kept). Fix the cause and run autograde again:", file=sys.stderr)
+        print(f"autograde: {len(not_graded)} submission(s) NOT graded, by the grader's or the machine's "
+              "fault, not the learner's: their tests left are marked 'not graded' in the gradebook "
+              "(needing a manual grade in the formgrader) and in the export, never an earlier grade. "
+              "Fix the cause and run autograde again:", file=sys.stderr)
         for n in not_graded:
             print(f"  {n['student']}/{n['assignment']}: {n['reason']}", file=sys.stderr)
     if unreadable:

@@ -88,9 +88,12 @@ def tripped(autograded: Path) -> dict[str, set[str]]:
 
 
 def ungradable(autograded: Path) -> dict[tuple[str, str], str]:
-    """``{(student, assignment): why}`` of the submissions recorded as zero because the grader could
-    not grade them (their ``result.json`` says why)."""
-    return {(student, assignment): str(result["error"])
+    """``{(student, assignment): why}`` of the submissions the grader could not grade (their
+    ``result.json`` says why): recorded as zero (no notebook it can read: the submission's own
+    fault), or left not graded by the grader's or the machine's fault (``not_graded``)."""
+    return {(student, assignment): (f"not graded, the grader's or the machine's fault (run autograde again): "
+                                    f"{result['error']}" if result.get("not_graded") else
+                                    f"recorded as zero (ask the learner to submit again): {result['error']}")
             for student, assignment, result in _results(autograded) if result.get("error")}
 
 
@@ -196,8 +199,10 @@ def render(points: dict, who: dict[str, set[str]], gradebook: str, not_graded: d
     sections.append(_table(["learner", *assignments, "total"], progress_rows))
 
     if not_graded:
-        sections.append("<h2>Submissions that could not be graded</h2><p>Recorded as zero in the "
-                        "gradebook and counted in no figure above: ask these learners to submit again.</p>")
+        sections.append("<h2>Submissions that could not be graded</h2><p>Counted in no figure above. "
+                        "Each says whether it is recorded as zero (no notebook the grader can read: ask "
+                        "the learner to submit again) or left not graded by the grader's or the "
+                        "machine's fault (marked so in the gradebook: run autograde again).</p>")
         sections.append(_table(["learner", "assignment", "why"],
                                [(s, a, why) for (s, a), why in sorted(not_graded.items())]))
 
