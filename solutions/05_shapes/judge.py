@@ -92,7 +92,10 @@ def test_positive_mean(k):
                               f"{shown}, expected 0.0 (watch out for 0 / 0).")
     for trial, shape in enumerate([(4,), (3, 4), (3, 4), (4,)]):
         x = k.rng.normal(size=shape).astype(np.float32)
-        i, j = k.rng.permutation(x.size)[:2]
+        order = k.rng.permutation(x.size)
+        if trial == 0:  # a positive first entry: an answer that averages padding indices (0) then
+            order = np.concatenate([[0], order[order != 0]])  # differs from one dividing by every entry
+        i, j = order[:2]
         x.flat[i], x.flat[j] = abs(x.flat[i]) + 0.5, -abs(x.flat[j]) - 0.5  # some positive, some not
         if trial < 2:  # a zero among them: not positive, so not counted
             x.flat[k.rng.permutation([m for m in range(x.size) if m not in (i, j)])[0]] = 0.0
@@ -300,6 +303,15 @@ def masked_sequence_sum(tokens, lengths):
     return jnp.stack([jnp.sum(tokens[i, :int(lengths[i])]) for i in range(tokens.shape[0])])
 ''', "masked_sequence_sum asked for a shape that depends on the values", "dynamic_shapes"),
         ('''
+_row_sums_jit = jax.jit(lambda tokens, lengths: jnp.stack([jnp.sum(tokens[i, :n]) for i, n in enumerate(lengths)]),
+                        static_argnums=1)
+
+
+def masked_sequence_sum(tokens, lengths):
+    # the starting code: right sums, but the lengths are made static (a compile per new lengths)
+    return _row_sums_jit(tokens, tuple(int(n) for n in lengths))
+''', "masked_sequence_sum asked for a shape that depends on the values", "dynamic_shapes"),
+        ('''
 def masked_sequence_sum(tokens, lengths):
     mask = jnp.arange(tokens.shape[1])[None, :] <= lengths[:, None]  # one entry too many
     return jnp.sum(jnp.where(mask, tokens, 0.0), axis=1)
@@ -320,6 +332,16 @@ def masked_sequence_sum(tokens, lengths):
 ''', "The padding held nan or inf, and it reached the result", "shapes"),
     ],
     "first_k_positive": [
+        ('''
+def first_k_positive(x, k):
+    found = []  # the starting code: a Python walk that stops at the k-th positive entry
+    for i in range(x.shape[0]):
+        if x[i] > 0:
+            found.append(i)
+            if len(found) == k:
+                break
+    return jnp.array(found + [-1] * (k - len(found)), jnp.int32)
+''', "used a traced value in a Python `if`", "control_flow"),
         ('''
 def first_k_positive(x, k):
     idx = jnp.nonzero(x > 0)[0]  # data-dependent length, padded afterwards
@@ -365,5 +387,26 @@ def bucket_length(n):
 def bucket_length(n):
     return np.asarray(BUCKETS)[np.searchsorted(BUCKETS, n)]  # the right bucket, as a NumPy integer
 ''', "not a Python int", "bucketing"),
+    ],
+}
+
+RIGHT = {
+    "masked_sequence_sum": [
+        '''
+def masked_sequence_sum(tokens, lengths):
+    real = jnp.arange(tokens.shape[1])[None, :] < lengths[:, None]
+    return jnp.sum(tokens, axis=1, where=real)  # a masked reduction: the padding is never added
+''',
+    ],
+    "first_k_positive": [
+        '''
+def first_k_positive(x, k):
+    # no nonzero: each positive entry's rank among them, then a scatter of its index into slot rank
+    positive = x > 0
+    rank = jnp.cumsum(positive) - 1
+    slot = jnp.where(positive & (rank < k), rank, k)  # slot k collects everything that is dropped
+    out = jnp.full((k + 1,), -1, jnp.int32).at[slot].set(jnp.arange(x.shape[0], dtype=jnp.int32))
+    return out[:k]
+''',
     ],
 }
