@@ -218,6 +218,32 @@ def _batch(rng, b=8, d=3):
     return (scale * (rng.normal(size=(b, d)) + offset)).astype(np.float32)
 
 
+def _raw_readings(rng, b=8, d=3):
+    """Features far from zero: each one's mean is about 1000 times its spread (the prompt's edge).
+    A two-pass variance in float32 keeps about 2e-4 of the normalised values there; the mean of the
+    squares minus the squared mean keeps none of its digits (errors of order 1, or nan)."""
+    spread = 10.0 ** rng.uniform(-0.5, 0.5, size=d)
+    mean = spread * 1000.0 * rng.choice([-1.0, 1.0], size=d) * rng.uniform(0.8, 1.25, size=d)
+    return (mean + spread * rng.normal(size=(b, d))).astype(np.float32)
+
+
+# The tolerance of the raw readings, from the exercise: float32 with 7 digits, of which a mean
+# 1000 times the spread takes 3 (a right answer is off by ~2e-4 there, the one-pass variance by ~1).
+RAW_RTOL, RAW_ATOL = 1e-3, 2e-3
+
+
+def _check_raw(f, x, what):
+    got = call(f, _f32(x) if not isinstance(f, programs.Traced) else x, what=what)
+    try:
+        check_close(got, _ref_normalize(x), what=what, idea="numerics", rtol=RAW_RTOL, atol=RAW_ATOL, dtype=F32)
+    except ExerciseFailure as exc:
+        fail("numerics", f"{exc.detail} Each feature here is about 1000 times its spread away from zero. "
+                         "float32 keeps about 7 significant digits: a variance obtained by subtracting two "
+                         "large, nearly equal numbers (the mean of the squares and the square of the mean, "
+                         "each about a million times the variance) loses them all, where the batch's own "
+                         "deviations from its mean keep them.")
+
+
 def test_normalize_batch(k):
     normalize_batch = k.fn("normalize_batch")
     b1 = k.rng.normal(size=(8, 3)).astype(np.float32)
@@ -234,6 +260,12 @@ def test_normalize_batch(k):
     for x, label in ((b1, "jax.jit(normalize_batch)(batch 1)"), (b2, "jax.jit(normalize_batch)(batch 2)"),
                      (tiny, "jax.jit(normalize_batch)(a batch whose features have spreads 1, 1e-2 and 1e-3)")):
         _check_normalized(program, x, label)
+    # Raw readings far from zero, from the same program and eagerly: the variance must keep its digits.
+    raw = "raw readings whose features sit about 1000 spreads from zero"
+    for trial in range(2):
+        x = _raw_readings(k.rng)
+        _check_raw(program, x, f"jax.jit(normalize_batch) on {raw} (#{trial + 1})")
+        _check_raw(normalize_batch, x, f"normalize_batch on {raw} (#{trial + 1})")
     check_matches_reference(normalize_batch, _ref_normalize, lambda rng: (_f32(_batch(rng)),), trials=3,
                                seed=k.seed(), what="`normalize_batch`", jit=False, dtype=F32)
     # Other batch shapes: one small program each.
@@ -314,6 +346,22 @@ def set_diagonal(x, v):
     ],
     "normalize_batch": [
         ('''
+def normalize_batch(x):
+    STATS["n"] = STATS.get("n", 0) + x.shape[0]  # the starting code: running statistics in a global
+    STATS["sum"] = STATS.get("sum", 0.0) + jnp.sum(x, axis=0)
+    STATS["sumsq"] = STATS.get("sumsq", 0.0) + jnp.sum(x * x, axis=0)
+    mean = STATS["sum"] / STATS["n"]
+    var = STATS["sumsq"] / STATS["n"] - mean ** 2
+    return (x - mean) / jnp.sqrt(var + 1e-5)
+''', "changed the global(s) ['STATS']", "purity"),
+        ('''
+def normalize_batch(x):
+    # pure, this batch only, but the one-pass variance: the mean of the squares minus the squared mean
+    mean = jnp.mean(x, axis=0)
+    var = jnp.mean(x * x, axis=0) - mean ** 2
+    return (x - mean) / jnp.sqrt(var + 1e-5)
+''', "loses them all", "numerics"),
+        ('''
 _CACHE = {}
 
 def normalize_batch(x):
@@ -341,5 +389,23 @@ def normalize_batch(x):
     mean = jnp.mean(x, axis=0)
     return (x - mean) / jnp.sqrt(jnp.var(x, axis=0, ddof=1) + 1e-5)  # sample variance
 ''', "It divides by the sample variance (ddof=1)", "numerics"),
+    ],
+}
+
+RIGHT = {
+    "normalize_batch": [
+        '''
+def normalize_batch(x):
+    centred = x - jnp.mean(x, axis=0)
+    return centred / jnp.sqrt(jnp.mean(centred ** 2, axis=0) + 1e-5)  # two passes: deviations first
+''',
+        '''
+def normalize_batch(x):
+    # one pass, but over data shifted by its first row: the large offset is gone before squaring
+    shifted = x - x[0]
+    m = jnp.mean(shifted, axis=0)
+    var = jnp.mean(shifted * shifted, axis=0) - m * m
+    return (shifted - m) / jnp.sqrt(var + 1e-5)
+''',
     ],
 }
