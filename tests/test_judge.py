@@ -354,6 +354,57 @@ def test_a_request_past_its_time_is_interrupted_and_the_kernel_still_answers(ker
     assert fast.call("double", 4) == 8
 
 
+def test_a_timer_runs_on_a_device_the_judge_times_itself(kernel):
+    """honest_time's device (06): each call and each first wait is a prompt the judge answers
+    while the kernel's request runs, so the judge counts the calls and sees the waits' order
+    itself, and the durations it holds reach the kernel only as waits."""
+    k, kc = kernel
+    kc.execute_interactive(
+        "import statistics, time\n"
+        "def honest_timer(f, *args, repeats=5):\n"
+        "    jax.block_until_ready(f(*args))\n"
+        "    times = []\n"
+        "    for _ in range(repeats):\n"
+        "        start = time.perf_counter()\n"
+        "        jax.block_until_ready(f(*args))\n"
+        "        times.append(time.perf_counter() - start)\n"
+        "    return statistics.median(times)\n"
+        "def overlapping_timer(f, *args, repeats=5):\n"
+        "    outs = [f(*args) for _ in range(repeats + 1)]\n"
+        "    jax.block_until_ready(outs)\n"
+        "    return 0.2\n"
+        "def guessing_timer(f, *args, repeats=5):\n"
+        "    return 0.2\n", timeout=30)
+    durations = [0.01, 0.1, 0.2, 0.3]
+
+    class Device:
+        def __init__(self):
+            self.starts, self.waited = [], {}
+
+        def __call__(self, prompt):
+            kind, _, i = prompt.partition(" ")
+            if kind == "call":
+                self.starts.append(time.perf_counter())
+            elif kind == "wait" and i.isdigit() and int(i) < len(self.starts):
+                self.waited[int(i)] = len(self.starts)
+                time.sleep(max(0.0, self.starts[int(i)] + durations[int(i)] - time.perf_counter()))
+            return ""
+
+    def timed(timer):
+        device = Device()
+        report = k.fixture("judged_timer_on")(wire.Ref(timer), ("x",), 3, what=timer, on_input=device)
+        return report, device
+
+    report, device = timed("honest_timer")
+    assert len(device.starts) == 4 and device.waited == {0: 1, 1: 2, 2: 3, 3: 4}  # seen by the judge
+    assert report["seconds"] >= durations[2]  # each timed wait lasted its duration, at least
+    assert report["calls"] == [repr((("x",), {}))] * 4 and report["course_timer"] is False
+    _, device = timed("overlapping_timer")
+    assert len(device.starts) == 4 and device.waited == {0: 4, 1: 4, 2: 4, 3: 4}  # every call before any wait
+    _, device = timed("guessing_timer")
+    assert device.starts == [] and device.waited == {}  # its number is a guess: nothing was timed
+
+
 def test_export_moves_the_traced_program_into_the_judge(kernel):
     pytest.importorskip("flatbuffers", reason="jax.export serialization needs the flatbuffers package")
     k, _ = kernel

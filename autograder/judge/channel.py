@@ -138,12 +138,18 @@ class Channel:
         if seconds > 0 and self.test_deadline is not None:
             self.test_deadline += seconds
 
-    def request(self, payload: dict) -> dict:
+    def request(self, payload: dict, *, on_input=None) -> dict:
         """Send one request and return its reply. Requests of tests judged side by side wait for
         each other: the kernel answers one at a time, and every message read is this request's
         (its time limit counts from when it is sent). The time a request waits for another
         test's is not its test's: that test's deadline moves by as much (a test whose learner
-        code hangs costs the tests beside it no time of their own)."""
+        code hangs costs the tests beside it no time of their own).
+
+        ``on_input`` (optional): the request may ask the judge for input while it runs (the
+        kernel's ``input()``, Jupyter's stdin channel); each prompt (a string, at most 100
+        characters) is answered with ``on_input(prompt)``, called in this thread when the prompt
+        arrives and blocking the kernel until it returns: what the judge measures and decides
+        itself while learner code runs (when a simulated call is made, when its result is ready)."""
         asked = time.monotonic()
         with self._lock:
             waited = time.monotonic() - asked
@@ -151,9 +157,22 @@ class Channel:
                 self.extend(waited)
                 if self.on_wait is not None:
                     self.on_wait(waited)
-            return self._request(payload)
+            return self._request(payload, on_input)
 
-    def _request(self, payload: dict) -> dict:
+    def _stdin(self, msg_id, on_input) -> bool:
+        """Answer one of the request's input prompts, if one is waiting; whether one was."""
+        try:
+            msg = self.client.get_stdin_msg(timeout=0)
+        except queue.Empty:
+            return False
+        if not isinstance(msg, dict) or msg.get("parent_header", {}).get("msg_id") != msg_id:
+            return True
+        if msg.get("msg_type") == "input_request":
+            prompt = str((msg.get("content") or {}).get("prompt", ""))[:100]
+            self.client.input(str(on_input(prompt))[:100])
+        return True
+
+    def _request(self, payload: dict, on_input=None) -> dict:
         from .. import wire  # NumPy: imported when a judge first talks to a kernel, not with this module
 
         if self.broken:
@@ -161,7 +180,7 @@ class Channel:
         nonce = secrets.token_hex(16)
         text = wire.encode({**payload, "nonce": nonce})
         code = f"__import__('autograder.agent').agent.serve({text!r})"
-        msg_id = self.client.execute(code, silent=False, store_history=False, allow_stdin=False,
+        msg_id = self.client.execute(code, silent=False, store_history=False, allow_stdin=on_input is not None,
                                      stop_on_error=False)
         self.requests += 1
         limit = self.timeout
@@ -171,6 +190,7 @@ class Channel:
         end = time.monotonic() + limit
         watch = Watch(self._kernel_pid())
         replies, total, failed = [], 0, None
+        checked = time.monotonic()  # when the kernel was last seen alive
         while True:
             left = end - time.monotonic()
             if left <= 0:
@@ -180,9 +200,14 @@ class Channel:
                     raise KernelStarved(watch.message("the code under test"))
                 raise ChannelError(f"Did not finish within the time limit ({self.timeout:.0f} s per test, "
                                    "and the notebook's own): an infinite loop or a very slow answer?")
-            try:
-                msg = self._iopub(timeout=min(left, 1.0))
+            if on_input is not None and self._stdin(msg_id, on_input):
+                continue
+            try:  # with prompts to answer, read both channels in turn, a millisecond each
+                msg = self._iopub(timeout=min(left, 1.0 if on_input is None else 0.001))
             except queue.Empty:
+                if on_input is not None and time.monotonic() < checked + 1.0:
+                    continue
+                checked = time.monotonic()
                 if self.alive is not None and not self.alive():
                     self.broken = ("Not run to completion: the kernel died (an exit, a crash, or too "
                                    "much memory) while the grader called your code.")

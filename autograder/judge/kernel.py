@@ -229,15 +229,21 @@ class Kernel:
         return seeds
 
     def fixture(self, name: str):
-        """``run(*args, what=...)``: the fixture ``name`` of :mod:`autograder.agent.fixtures` called in
-        the kernel; a learner error becomes feedback that names its idea (a missing notebook
-        name stays a NameError, "not defined")."""
+        """``run(*args, what=..., on_input=None)``: the fixture ``name`` of
+        :mod:`autograder.agent.fixtures` called in the kernel; a learner error becomes feedback
+        that names its idea (a missing notebook name stays a NameError, "not defined").
+        ``on_input``: answers the fixture's prompts to the judge while it runs (see
+        :meth:`autograder.judge.Channel.request`)."""
         from ..feedback import explain_error
         from ..wire import Fixture
 
-        def run(*args, what):
+        def run(*args, what, on_input=None):
             try:
-                return self.call(Fixture(name), *args)
+                if on_input is None:
+                    return self.call(Fixture(name), *args)
+                return self._reply({"op": "call", "name": Fixture(name), "args": tuple(args), "kwargs": {},
+                                    "jit": False, "static_argnums": [], "static_argnames": []},
+                                   f"`{name}`", on_input=on_input).get("value")
             except LearnerError as exc:
                 if isinstance(exc, NameError):
                     raise
@@ -248,9 +254,9 @@ class Kernel:
         return RemoteFunction(self, name, jit=jit, static_argnums=static_argnums,
                               static_argnames=static_argnames)
 
-    def _reply(self, payload, label):
+    def _reply(self, payload, label, on_input=None):
         self.asked += 1
-        reply = self.channel.request(payload)
+        reply = self.channel.request(payload) if on_input is None else self.channel.request(payload, on_input=on_input)
         if "error" in reply:
             err = reply["error"] if isinstance(reply["error"], dict) else {}
             raise learner_exception(err, label)

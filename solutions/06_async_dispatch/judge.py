@@ -2,14 +2,17 @@
 
 One ``test_<name>(k)`` per graded test cell; ``k`` is an :class:`autograder.judge.Kernel`.
 
-- ``honest_time`` takes a function, so the judge hands it fixtures of :mod:`autograder.agent.fixtures`
-  whose true cost is known here: a function slow to trace under ``jax.jit`` (compilation must
-  stay out of the number), and :class:`autograder.timing.SimulatedDevice` functions whose
-  results are ready only some time after the call returns (the work must be counted, each
-  timed call waited for before the next). The number the timer returns is checked here
-  against the known durations; the calls made and when each result was waited for come back
-  as data from the kernel; the time the whole request took is measured here (a timer that
-  waits for each timed result, one at a time, cannot finish before their work is done).
+- ``honest_time`` takes a function, so the judge hands it fixtures of :mod:`autograder.agent.fixtures`.
+  The points come from a simulated asynchronous device that the judge times itself
+  (``judged_timer_on``, :class:`_Device`): each call, and each first wait for a result, is a
+  prompt the judge answers over the channel while the learner's timer runs, so the judge
+  records how many calls were made and when each result was first waited for, and makes each
+  wait last until the call's duration has passed; the durations are drawn and held here and
+  never sent to the kernel, which learns them only by waiting for the results. The number the
+  timer returns must be the median of those durations: a kernel that forges its reply cannot
+  know it without timing the calls. A real function slow to trace under ``jax.jit``
+  (``slow_compile_timed``: compilation must stay out of the number) is the kernel's account,
+  with the wall time around it measured here: it can only fail the test.
 - ``fused_update``: values against a NumPy reference on fresh inputs and learning rates. Its
   program is exported with every argument traced (a learning rate marked static fails to
   trace: it would compile again for each value) and read here: the top level of the module's
@@ -19,7 +22,8 @@ One ``test_<name>(k)`` per graded test cell; ``k`` is an :class:`autograder.judg
   Eager calls in the kernel stay as fail-only checks, and so does the compile count of four
   direct calls with new learning rates (``compiles_per_call``: nothing compiled after the first).
 - ``honest_time`` calling the course's own ``ag.honest_time`` is refused: the fixtures report
-  whether it is on the stack while the timed function runs.
+  whether it is on the stack while the timed function runs (a kernel-side account: it can only
+  fail the test).
 """
 import math
 import numbers
@@ -34,6 +38,7 @@ from autograder.judge import AsJax, Opaque, Ref, Spec
 # One test at a time (autograder.judge.run_judge): honest_time's test reads wall times around the
 # kernel's work, which another test's requests or programs beside it would lengthen.
 SERIAL_TESTS = True
+CYCLE_S = (0.04, 0.12, 0.12, 0.6)  # the timed calls' durations (in turn), before a grading's scale
 
 
 # --------------------------------------------------------------------------- honest_time
@@ -53,24 +58,52 @@ def _as_seconds(value, label):
     return value
 
 
+class _Device:
+    """The judge's side of a simulated asynchronous device (the kernel's
+    ``judged_timer_on``): every call and every first wait for a result is a prompt the judge
+    answers itself (:meth:`autograder.judge.Channel.request`'s ``on_input``), so it is the judge
+    that knows and times what happened: when each call was made (the first answered only after
+    ``compile_s`` of 'compiling'), and when each result was first waited for (answered only once
+    its call's duration, held here and never sent, has passed since the call)."""
+
+    def __init__(self, first_s, cycle_s, compile_s):
+        self.first_s, self.cycle_s, self.compile_s = first_s, list(cycle_s), compile_s
+        self.starts = []  # when each call's work began (perf_counter)
+        self.waited = {}  # call index -> how many calls had been made when its result was first waited for
+
+    def duration(self, i):
+        return _duration(i, self.first_s, self.cycle_s)
+
+    def __call__(self, prompt):
+        kind, _, index = prompt.partition(" ")
+        if kind == "call":
+            if not self.starts and self.compile_s:
+                time.sleep(self.compile_s)
+            self.starts.append(time.perf_counter())
+        elif kind == "wait" and index.isdigit() and int(index) < len(self.starts) and int(index) not in self.waited:
+            i = int(index)
+            self.waited[i] = len(self.starts)
+            delay = self.starts[i] + self.duration(i) - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+        return ""
+
+
 def _simulated(k, args, repeats, first_s, cycle_s, compile_s):
-    """Run the learner's timer on a SimulatedDevice; (label, seconds, report, wall seconds)."""
+    """Run the learner's timer on a device the judge times (:class:`_Device`): (label, seconds
+    it reported, the device's record, the calls' arguments as the kernel saw them)."""
     shown = f"honest_time(f, {', '.join(map(repr, args))}{'' if repeats is None else f', repeats={repeats}'})"
-    start = time.perf_counter()
-    report = k.fixture("honest_timer_on")(Ref("honest_time"), tuple(args), repeats, first_s, list(cycle_s),
-                                        compile_s, what=shown)
-    wall = time.perf_counter() - start
+    device = _Device(first_s, cycle_s, compile_s)
+    report = k.fixture("judged_timer_on")(Ref("honest_time"), tuple(args), repeats, what=shown, on_input=device)
     _check_own_timer(report, shown)
     seconds = _as_seconds(report.get("seconds"), shown)
-    calls, waited = report.get("calls"), report.get("waited")
-    if not (isinstance(calls, list) and isinstance(waited, list) and len(calls) == len(waited)):
-        raise ExerciseFailure("timing", f"{shown}: the grader could not read back the calls it made.")
+    calls = report.get("calls")
     expected = repr((tuple(args), {}))
-    for i, c in enumerate(calls):
+    for i, c in enumerate(calls if isinstance(calls, list) else []):  # the kernel's account: it can only fail
         if c != expected:
             fail("timing", f"{shown} called f as {c} on call #{i + 1}; every call must be f(*args), "
                               f"here f{tuple(args)!r}.")
-    return shown, seconds, calls, waited, wall
+    return shown, seconds, device
 
 
 def _check_own_timer(report, label):
@@ -104,47 +137,42 @@ def test_honest_time(k):
 
     args = (str(k.rng.choice(["x", "batch", "w"])), int(k.rng.integers(1, 100)))
     # 1. One timed call: the warm-up must absorb the slow first call.
-    shown, got, calls, _, _ = _simulated(k, args, 1, 0.005, [0.03], 0.4)
-    if len(calls) < 2:
-        fail("timing", f"{shown} called f {len(calls)} time(s); with repeats=1 an honest timer calls it "
+    shown, got, device = _simulated(k, args, 1, 0.005, [0.06], 0.4)
+    if len(device.starts) < 2:
+        fail("timing", f"{shown} called f {len(device.starts)} time(s); with repeats=1 an honest timer calls it "
                           "at least twice: one untimed warm-up call (which pays for tracing and compiling), "
                           "then the timed one.")
     if got >= 0.3:
         fail("timing", f"{shown} reported {got:.3f} s, but only the first call is slow (0.4 s of "
                           "'compiling'); the warm-up call must stay out of the timing.")
     # 2. Every timed result waited for, one at a time; the median of the timed calls. The
-    # durations are scaled afresh at each grading, one run's median at least 1.8 times the
-    # other's, so no fixed number passes both.
+    # durations are the judge's (never sent to the kernel, which learns them only by waiting),
+    # scaled afresh at each grading, one run's median at least 1.8 times the other's, so no
+    # fixed number passes both.
     first_s = 0.005
     scales = [float(k.rng.uniform(0.55, 0.75)), float(k.rng.uniform(1.35, 1.6))]
     k.rng.shuffle(scales)
     for repeats, scale in zip((None, 3), scales):  # the default (5) and another count
-        cycle_s = [round(c * scale, 4) for c in (0.02, 0.06, 0.06, 0.3)]
+        cycle_s = [round(c * scale, 4) for c in CYCLE_S]
         median = cycle_s[1]
         n = 5 if repeats is None else repeats
         arg = (round(float(k.rng.uniform(0.5, 9.5)), 2),)
-        compile_s = 0.2  # the first call's 'compiling', slept inside that call
-        shown, got, calls, waited, wall = _simulated(k, arg, repeats, first_s, cycle_s, compile_s)
-        if len(calls) < n + 1:
-            fail("timing", f"{shown} called f {len(calls)} time(s); expected {n} timed calls after at "
+        shown, got, device = _simulated(k, arg, repeats, first_s, cycle_s, 0.2)
+        made = len(device.starts)
+        if made < n + 1:
+            fail("timing", f"{shown} called f {made} time(s); expected {n} timed calls after at "
                               "least one untimed warm-up call.")
-        timed = range(len(calls) - n, len(calls))
+        timed = range(made - n, made)
         for i in timed:
-            if waited[i] is None:
+            if i not in device.waited:
                 fail("timing", f"{shown} never waited for the result of call #{i + 1}: without "
                                   "`jax.block_until_ready` a timer measures only how long dispatch takes, "
                                   "not the work.")
-            if waited[i] != i + 1:
-                fail("timing", f"{shown} made call #{waited[i]} before waiting for the result of call "
+            if device.waited[i] != i + 1:
+                fail("timing", f"{shown} made call #{device.waited[i]} before waiting for the result of call "
                                   f"#{i + 1}; block on each timed result before stopping the clock, or the "
                                   "calls overlap and the timing is not one call's.")
-        durations = [_duration(i, first_s, cycle_s) for i in timed]
-        # Measured here: the warm-up's compile, then the timed calls' work, one after another (the
-        # simulated calls do not queue: timed calls that overlap finish sooner, whatever they report).
-        if wall < compile_s + sum(durations):
-            fail("timing", f"{shown} finished in {wall:.3f} s, but its warm-up's {compile_s} s of compiling "
-                              f"and the work of its {n} timed calls take {compile_s + sum(durations):.3f} s one "
-                              "after another: it did not wait for each result before the next call.")
+        durations = [device.duration(i) for i in timed]
         if got < min(durations) / 2:
             fail("timing", f"{shown} reported {got * 1e3:.2f} ms, but each call's work takes at least "
                               f"{min(durations) * 1e3:.0f} ms; stop the clock only after the result is ready.")
