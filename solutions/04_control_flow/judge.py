@@ -447,6 +447,14 @@ def ema(xs, alpha):
     "piecewise": [
         ('''
 def piecewise(x, k):
+    if k == 0:  # the starting code: Python picks the branch
+        return BRANCHES[0](x)
+    elif k == 1:
+        return BRANCHES[1](x)
+    return BRANCHES[2](x)
+''', "used a traced value in a Python `if`", "control_flow"),
+        ('''
+def piecewise(x, k):
     return BRANCHES[k](x)
 ''', "used the traced `k` as a Python index", "branches"),
         ('''
@@ -462,6 +470,18 @@ def piecewise(x, k):
 
 
 RIGHT = {
+    "piecewise": [
+        '''
+def piecewise(x, k):
+    # every branch computed, the integer picks one result: right values, more work than one branch
+    return jnp.select([k == i for i in range(len(BRANCHES))], [f(x) for f in BRANCHES])
+''',
+        '''
+def piecewise(x, k):
+    # two nested conds: only the branch chosen runs
+    return lax.cond(k == 0, BRANCHES[0], lambda v: lax.cond(k == 1, BRANCHES[1], BRANCHES[2], v), x)
+''',
+    ],
     "ema": [
         '''
 def ema(xs, alpha):
