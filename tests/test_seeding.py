@@ -92,15 +92,54 @@ def window_range(x, width):
 '''
 
 
-@pytest.mark.notebook
-def test_the_same_submission_graded_again_gets_the_same_verdicts(tmp_path):
+# Right except on an edge the judge may or may not draw: zeros, which it counts as positive
+# (the issue's `positive_mean` that passed the grader while failing the visible test).
+ZERO_IS_POSITIVE = '''
+def positive_mean(x):
+    mask = x >= 0
+    return jnp.sum(jnp.where(mask, x, 0.0)) / jnp.maximum(jnp.sum(mask), 1)
+'''
+
+
+@pytest.fixture(scope="module")
+def borderline(tmp_path_factory):
+    """Two borderline answers (each wrong only on an edge: an even width, a zero) in 05's
+    solution, graded for three learners, one of them twice, in one batch: ``[{grade_id:
+    (points, feedback)}]`` for ada, grace, ada again, alan."""
     from conftest import fill_answers, run_grader, solution_notebook
 
-    a = "05_shapes"
-    path = fill_answers(solution_notebook(a), {"window_range": EVEN_WIDTH_PADDING_BUG},
-                        tmp_path / "ada" / a / f"{a}.ipynb")
-    results, stderr, code = run_grader([path, path, path], "--jobs", "2")
+    a, tmp = "05_shapes", tmp_path_factory.mktemp("borderline")
+    answers = {"window_range": EVEN_WIDTH_PADDING_BUG, "positive_mean": ZERO_IS_POSITIVE}
+    paths = [fill_answers(solution_notebook(a), answers, tmp / learner / a / f"{a}.ipynb")
+             for learner in ("ada", "grace", "alan")]
+    results, stderr, code = run_grader([paths[0], paths[1], paths[0], paths[2]], "--jobs", "2")
     assert code == 0, stderr[-3000:]
-    verdicts = [[(t["grade_id"], t["points"], t["feedback"]) for t in r["tests"]] for r in results]
-    assert verdicts[0] == verdicts[1] == verdicts[2]
-    assert sum(t[1] for t in verdicts[0]) > 0  # the rest of the notebook is the solution's
+    return [{t["grade_id"]: (t["points"], t["feedback"]) for t in r["tests"]} for r in results]
+
+
+def _points(verdicts, grade_id):
+    return [v[grade_id][0] for v in verdicts]
+
+
+@pytest.mark.notebook
+def test_the_same_submission_graded_again_gets_the_same_verdicts(borderline):
+    assert borderline[0] == borderline[2]  # ada, regraded: the same inputs, the same feedback
+    assert sum(p for p, _ in borderline[0].values()) > 0  # the rest of the notebook is the solution's
+
+
+@pytest.mark.notebook
+def test_every_learner_gets_the_same_verdict_when_the_edge_is_always_drawn(borderline):
+    """The zero is among every learner's hidden inputs, never drawn: the answer that counts it
+    as positive scores 0 for all of them, whatever else they draw."""
+    assert _points(borderline, "test_positive_mean") == [0.0] * 4, [v["test_positive_mean"] for v in borderline]
+    others = [{g: p for g, (p, _) in v.items() if g != "test_window_range"} for v in borderline]
+    assert others[0] == others[1] == others[3]
+
+
+@pytest.mark.notebook
+@pytest.mark.xfail(strict=False, reason="05's window_range judge draws the width, odd or even: an even width is "
+                                       "not always among the hidden inputs (the even-width padding bug passed "
+                                       "for 3 of 5 learners); judge_window_range.py is issue 45's to fix. Not "
+                                       "strict: a secret may give all three learners an even width")
+def test_every_learner_fails_the_even_width_padding_bug(borderline):
+    assert _points(borderline, "test_window_range") == [0.0] * 4, [v["test_window_range"] for v in borderline]
