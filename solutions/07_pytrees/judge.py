@@ -610,3 +610,51 @@ class Linear:
 ''', "unflattening Linear(w, b, 'tanh') gave a layer with another tree structure", "custom_pytrees"),
     ],
 }
+
+RIGHT = {
+    "tree_l2_norm": [
+        '''
+from jax.flatten_util import ravel_pytree
+
+def tree_l2_norm(tree):
+    # the chapter's other tool: every leaf in one flat vector (empty for a tree with no leaves)
+    flat, _ = ravel_pytree(tree)
+    return jnp.sqrt(jnp.sum(jnp.square(flat)))
+''',
+        '''
+def tree_l2_norm(tree):
+    # a fold over the leaves, from a zero scalar
+    return jnp.sqrt(jax.tree.reduce(lambda total, leaf: total + jnp.sum(leaf * leaf), tree, jnp.zeros(())))
+''',
+    ],
+    "Linear": [
+        '''
+import dataclasses
+
+@dataclasses.dataclass
+class Linear:
+    # another registration: a dataclass with its field lists spelled out
+    w: jax.Array
+    b: jax.Array
+    activation: str
+
+    def __call__(self, x):
+        return ACTIVATIONS[self.activation](x @ self.w + self.b)
+
+jax.tree_util.register_dataclass(Linear, data_fields=["w", "b"], meta_fields=["activation"])
+''',
+        '''
+class Linear:
+    def __init__(self, w, b, activation):
+        self.w, self.b, self.activation = w, b, activation
+
+    def __call__(self, x):
+        return ACTIVATIONS[self.activation](x @ self.w + self.b)
+
+# the general registration, by functions
+jax.tree_util.register_pytree_node(
+    Linear, lambda layer: ((layer.w, layer.b), layer.activation),
+    lambda activation, children: Linear(*children, activation))
+''',
+    ],
+}

@@ -383,3 +383,14 @@ def noisy_batch(key, x):
 ''', "the program of noisy_batch grows with the batch", "per_example_keys"),
     ],
 }
+
+RIGHT = {
+    "noisy_batch": [
+        '''
+def noisy_batch(key, x):
+    # one key per row from fold_in by its index, made for every row at once; then one draw per key
+    keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(x.shape[0]))
+    return x + jax.vmap(lambda k: jax.random.normal(k, x.shape[1:], x.dtype))(keys)
+''',
+    ],
+}

@@ -168,3 +168,18 @@ def random_crop(key, images, size):
 ''', "with jax_threefry_partitionable off, where the i-th key", "per_example_keys"),
     ],
 }
+
+RIGHT = {
+    "random_crop": [
+        '''
+def random_crop(key, images, size):
+    # the window read by indexing with traced offsets (a gather) instead of a dynamic slice
+    n, h, w = images.shape
+    limits = jnp.array([h - size + 1, w - size + 1])
+    corners = jax.vmap(lambda k: jax.random.randint(k, (2,), 0, limits))(jax.random.split(key, n))
+    rows = corners[:, 0, None] + jnp.arange(size)          # (n, size)
+    cols = corners[:, 1, None] + jnp.arange(size)          # (n, size)
+    return images[jnp.arange(n)[:, None, None], rows[:, :, None], cols[:, None, :]]
+''',
+    ],
+}
