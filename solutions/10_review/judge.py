@@ -19,11 +19,12 @@ learning rates.
 import numpy as np
 
 from autograder.judge import call, ExerciseFailure, fail
-from autograder.judge import programs
+from autograder.judge import effect, programs
 from autograder.judge import AsJax, Fixture, Key, Ref, Spec
 
 BATCH = 32  # the notebook's given BATCH
 _STEPS, _LR = 60, 0.1
+FLOW_TIME = 6.0  # lr x steps at the step count beyond every size written (see _check_far)
 _SPECS = {"w1": Spec((4, 16), "float32"), "b1": Spec((16,), "float32"),
           "w2": Spec((16, 1), "float32"), "b2": Spec((1,), "float32")}
 _LABEL = "jax.jit(train, static_argnames='steps')"
@@ -93,10 +94,66 @@ def _as_np(out):
     return [np.asarray(params[name]) for name in sorted(params)] + [np.asarray(losses)]
 
 
+def _np_flow(params, xs, ys, time):
+    """The loss on all the data after gradient flow for ``time`` (learning rate times steps):
+    full-batch gradient descent in many small steps, in NumPy (float64). Minibatch SGD with a
+    small learning rate follows it: 131077 steps at lr = 6 / 131077 end within 0.1% of its loss."""
+    p = _np_params(params)
+    n = 2000
+    for _ in range(n):
+        h = np.tanh(xs @ p["w1"] + p["b1"])
+        r = 2 * (h @ p["w2"] + p["b2"] - ys) / len(ys)
+        dh = (r @ p["w2"].T) * (1 - h ** 2)
+        g = {"w1": xs.T @ dh, "b1": dh.sum(0), "w2": h.T @ r, "b2": r.sum(0)}
+        p = {name: p[name] - time / n * g[name] for name in p}
+    return _np_loss(p, xs, ys)
+
+
+def _check_far(k, small, published, inputs, seed):
+    """train at a number of steps beyond every size written in its programs at ``published``
+    steps (a count padded to, a loop's fixed bound: :func:`autograder.judge.effect.beyond`), at
+    a learning rate so small that every step counts: the loss on all the data must be gradient
+    flow's for (steps x lr), which no program that stops updating at a count it was written for
+    reaches. First at a count beyond the number of operations of its programs (cheap to trace),
+    where a loop unrolled over any count it pads to grows."""
+    mid = effect.past_operations(small, published, k.rng)
+    at_mid = _program(k, mid)
+    if effect.grows(small[0].total, at_mid.total):
+        fail("loops", f"the program of train grows with `steps` ({small[0].total} operations at steps=3, "
+                         f"{at_mid.total} at steps={mid}): a Python loop over the steps is unrolled into it, "
+                         "one copy of the step per iteration, beyond the counts it was tried at.")
+    far, written = effect.beyond(small, published, k.rng)
+    beyond = f"at steps={far}, beyond every size written in its programs at steps=3 and 7 (up to {written})"
+    lr = np.float32(FLOW_TIME / far)
+    try:
+        program = _program(k, far)
+        if effect.grows(small[0].total, program.total):
+            fail("loops", f"the program of train grows with `steps` ({small[0].total} operations at steps=3, "
+                             f"{program.total} {beyond}): a Python loop over the steps is unrolled into it.")
+        got, losses = program(programs.raw_key(seed), *inputs, lr=lr)
+        if np.shape(losses) != (far,) or not all(np.all(np.isfinite(a)) for a in [*got.values(), losses]):
+            fail("capstone", f"it returned losses of shape {np.shape(losses)} (expected ({far},), one per step), "
+                                "or values that are not finite.")
+    except ExerciseFailure as exc:
+        if exc.idea == "loops":
+            raise
+        fail("loops", f"jax.jit(train) fails {beyond}: it is written for the step counts it was tried at (a "
+                         f"loop unrolled over, or bounded by, a fixed number of steps?): {exc.detail}")
+    xs, ys, params = _problem()
+    xd, yd = xs.astype(np.float64), ys.astype(np.float64)
+    mine, full, half = _np_loss(got, xd, yd), _np_flow(params, xd, yd, FLOW_TIME), _np_flow(params, xd, yd, FLOW_TIME / 2)
+    if not mine <= full + (half - full) / 4:
+        fail("loops", f"jax.jit(train) {beyond}, with lr={lr:.3g} (so steps x lr = {FLOW_TIME:g}), ends at a loss "
+                         f"of {mine:.4f} on all the data; every one of its {far} steps taken reaches {full:.4f} "
+                         f"(half of them {half:.4f}). It stops updating the parameters before the last step: a "
+                         "loop unrolled over, or bounded by, a fixed number of steps?")
+
+
 def test_train(k):
     # The program: traced (and exported) at two values of `steps`, it must not grow.
-    sizes = {steps: _program(k, steps).total for steps in (3, 7)}
-    if sizes[3] != sizes[7]:
+    small = [_program(k, steps) for steps in (3, 7)]
+    sizes = {3: small[0].total, 7: small[1].total}
+    if effect.grows(sizes[3], sizes[7]):
         fail("loops", f"the program of train grows with `steps` ({sizes[3]} operations at steps=3, "
                          f"{sizes[7]} at steps=7): a Python loop over the steps is being unrolled "
                          "into it, one copy of the step per iteration.")
@@ -164,6 +221,8 @@ def test_train(k):
     if np.allclose(np.asarray(outs[3][0]["w1"]), np.asarray(outs[4][0]["w1"])):
         fail("capstone", "train gave the same parameters for the learning rates 0.05 and 0.2: `lr` does not "
                             "reach the update `p - lr * g`.")
+    # ... and at a number of steps beyond anything its programs were written for.
+    _check_far(k, small, (3, 7, _STEPS), inputs, s1)
     # Jits once: new keys and learning rates are runtime data (the kernel's trace count, a claim).
     report = call(lambda: k.call(Fixture("jit_static_traces"), Ref("train"), ["steps"],
                                     [((Key(s), *args), {"steps": _STEPS, "lr": lr}) for s, lr in plan]),
@@ -253,5 +312,34 @@ def train(key, params, xs, ys, steps, lr):
         return jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads), loss
     return jax.lax.scan(step, params, None, length=steps)
 ''', "every step drew the same minibatch, from the same key", "key_reuse"),
+        ('''
+def train(key, params, xs, ys, steps, lr):
+    # one loop in the program, but it runs 1000 times whatever `steps` is, the steps past `steps`
+    # masked out: of one size, and right, at every step count up to 1000
+    def body(i, carry):
+        params, losses = carry
+        idx = jax.random.randint(jax.random.fold_in(key, i), (BATCH,), 0, xs.shape[0])
+        loss, grads = jax.value_and_grad(loss_fn)(params, xs[idx], ys[idx])
+        params = jax.tree_util.tree_map(lambda p, g: jnp.where(i < steps, p - lr * g, p), params, grads)
+        return params, losses.at[i].set(loss, mode="drop")
+
+    return jax.lax.fori_loop(0, 1000, body, (params, jnp.zeros(steps, jnp.float32)))
+''', "It stops updating the parameters before the last step", "loops"),
+    ],
+}
+
+RIGHT = {
+    "train": [
+        '''
+def train(key, params, xs, ys, steps, lr):
+    def body(i, carry):  # a fori_loop, step i's key folded in from `key`, its loss written into a buffer
+        params, losses = carry
+        idx = jax.random.randint(jax.random.fold_in(key, i), (BATCH,), 0, xs.shape[0])
+        loss, grads = jax.value_and_grad(loss_fn)(params, xs[idx], ys[idx])
+        params = jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads)
+        return params, losses.at[i].set(loss)
+
+    return jax.lax.fori_loop(0, steps, body, (params, jnp.zeros(steps, jnp.float32)))
+''',
     ],
 }
