@@ -194,3 +194,22 @@ def test_growth_is_a_copy_per_step_and_a_size_past_every_operation():
     assert mid > max(p.total for p in padded) and mid > 30
     with pytest.raises(ValueError):
         prog(_ema_padded, mid)
+
+
+def test_the_trips_a_loop_runs_are_observed_whatever_its_condition(runner):
+    progs = {f: judge.Exported(export.export(jax.jit(f), platforms=("cpu",))(jax.ShapeDtypeStruct((), jnp.int32)),
+                               runner=runner) for f in (_collatz, _collatz_bounded)}
+    assert effect.trip_counts(progs[_collatz], (np.int32(27),)) == [111]  # as long as n's sequence says
+    assert effect.trip_counts(progs[_collatz_bounded], (np.int32(27),)) == [1000]  # a bound, whatever n is
+    assert int(progs[_collatz_bounded](np.int32(27))) == 111  # ... the program itself unchanged
+
+    def two_loops(x, n):
+        y = lax.fori_loop(0, n, lambda i, c: c * 0.5 + x, jnp.zeros_like(x))
+        return y, lax.scan(lambda c, _: (c + 1.0, None), 0.0, None, length=5)[0]
+
+    p = judge.Exported(export.export(jax.jit(two_loops), platforms=("cpu",))(
+        jax.ShapeDtypeStruct((3,), jnp.float32), jax.ShapeDtypeStruct((), jnp.int32)), runner=runner)
+    assert effect.trip_counts(p, (np.ones(3, np.float32), np.int32(7))) == [7, 5]
+    unrolled = judge.Exported(export.export(jax.jit(_ema_padded), platforms=("cpu",))(
+        jax.ShapeDtypeStruct((5, 2), jnp.float32), jax.ShapeDtypeStruct((), jnp.float32)), runner=runner)
+    assert effect.trip_counts(unrolled, (np.ones((5, 2), np.float32), np.float32(0.5))) == []  # no loop runs

@@ -249,6 +249,97 @@ def runs_a_loop(program, args=(), kwargs=None, *, timeout: float = 20.0, **run) 
     return any(not np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True) for a, b in zip(first, second))
 
 
+def counted(exported):
+    """``(variant, n)``: ``exported`` with each of the ``n`` loops of its entry function's own
+    block (not those nested in a branch or another loop) carrying one more value, a trip
+    counter (``int32``, 0 before the loop, one more at the end of each trip), returned after
+    the program's outputs: ``variant``'s outputs are ``(outputs, [trips, ...])``. ``(None, 0)``
+    where it has no such loop. The module is rewritten with JAX's MLIR bindings: a new
+    ``stablehlo.while`` per loop, the old regions' operations moved into it."""
+    import numpy as np
+    import jax
+    from jax._src import core
+    from jax._src.interpreters import mlir as jax_mlir
+    from jax._src.lib.mlir import ir
+
+    with mlir._context():
+        module = _module(exported)
+        func = mlir._functions(module)[mlir._entry(module)]
+        block = func.regions[0].blocks[0]
+        loops = [op.operation for op in block.operations if op.operation.name == mlir.LOOP]
+        if not loops:
+            return None, 0
+        i32 = ir.IntegerType.get_signless(32)
+        scalar = ir.RankedTensorType.get([], i32, loc=ir.Location.unknown())
+
+        def constant(value):
+            return ir.Operation.create("stablehlo.constant", results=[scalar], attributes={
+                "value": ir.DenseElementsAttr.get_splat(scalar, ir.IntegerAttr.get(i32, value))}).results[0]
+
+        counters = []
+        for old in loops:
+            with ir.InsertionPoint(old), old.location:
+                new = ir.Operation.create("stablehlo.while", results=[*[r.type for r in old.results], scalar],
+                                          operands=[*old.operands, constant(0)], regions=2)
+            for region_old, region_new in zip(old.regions, new.regions):
+                before = region_old.blocks[0]
+                after = ir.Block.create_at_start(region_new, [*[a.type for a in before.arguments], scalar],
+                                                 [old.location] * (len(before.arguments) + 1))
+                for a_old, a_new in zip(before.arguments, after.arguments):
+                    a_old.replace_all_uses_with(a_new)
+                for op in list(before.operations):
+                    after.append(op.operation)
+            body = new.regions[1].blocks[0]
+            ret = list(body.operations)[-1].operation
+            with ir.InsertionPoint(ret), old.location:
+                trips = body.arguments[len(body.arguments) - 1]
+                more = ir.Operation.create("stablehlo.add", results=[scalar], operands=[trips, constant(1)])
+                ir.Operation.create(ret.name, operands=[*ret.operands, more.results[0]])
+            ret.erase()
+            for r_old, r_new in zip(old.results, list(new.results)[:-1]):
+                r_old.replace_all_uses_with(r_new)
+            old.erase()
+            counters.append(list(new.results)[-1])
+        ret = list(block.operations)[-1].operation
+        with ir.InsertionPoint(ret), ret.location:
+            ir.Operation.create(ret.name, operands=[*ret.operands, *counters])
+        ret.erase()
+        kind = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
+        func.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
+            list(kind.inputs), [*kind.results, *[scalar] * len(counters)]))
+        if "res_attrs" in func.attributes:
+            attrs = list(ir.ArrayAttr(func.attributes["res_attrs"]))
+            func.attributes["res_attrs"] = ir.ArrayAttr.get([*attrs, *[ir.DictAttr.get({})] * len(counters)])
+        if not module.operation.verify():
+            return None, 0
+        blob = jax_mlir.module_to_bytecode(module)
+    n = len(counters)
+    shaped = jax.tree_util.tree_unflatten(exported.out_tree, [0] * len(exported.out_avals))
+    fields = {f.name for f in dataclasses.fields(exported)}
+    extra = ({"_out_named_shardings": (*exported._out_named_shardings, *[None] * n)}
+             if "_out_named_shardings" in fields else {})
+    return dataclasses.replace(
+        exported, mlir_module_serialized=blob, out_tree=jax.tree_util.tree_structure((shaped, [0] * n)),
+        out_avals=(*exported.out_avals, *[core.ShapedArray((), np.dtype(np.int32))] * n),
+        out_shardings_hlo=(*exported.out_shardings_hlo, *[None] * n), **extra), n
+
+
+def trip_counts(program, args=(), kwargs=None, **run) -> list[int]:
+    """The trips each loop of ``program``'s entry function (an :class:`autograder.judge.
+    Exported`; loops nested in a branch or another loop are not counted) ran on ``args``,
+    observed: the program run in the program runner with a trip counter added to each loop
+    (:func:`counted`), whatever its condition is written as. Empty where it has no such loop."""
+    import numpy as np
+
+    from .kernel import Exported
+
+    variant, n = counted(program.exported)
+    if variant is None:
+        return []
+    out = Exported(variant, runner=program.runner, name=program.name).run(args, kwargs, **run)[0]
+    return [int(np.asarray(t)) for t in out[1]]
+
+
 def largest_size(program) -> int:
     """The largest size written in ``program``'s normalized module (``program``: a judge's
     :class:`~autograder.judge.Exported`, a :class:`~autograder.judge.programs.Traced` or a
