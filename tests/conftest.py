@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 from autograder.judge.runner import ensure_judge_devices
+from xdist_groups import pytest_collection_modifyitems  # noqa: F401 - the suite's hook (xdist groups)
 
 import nbformat
 import pytest
@@ -21,6 +22,8 @@ import pytest
 ensure_judge_devices()
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
 ASSIGNMENTS = sorted(p.name for p in (ROOT / "solutions").iterdir() if p.is_dir())
 COURSE_NOTEBOOKS = sorted((ROOT / "course").glob("*.ipynb"))
 PROCESSES = ROOT / "tests" / "processes"  # the programs tests run in a process of their own, by path
