@@ -16,7 +16,7 @@ The targets (issue 42), each with its verdict:
     ``jupyter execute`` of the same notebook, on a quiet machine;
 (4) no fork server, no zygote, no compile cache shared between submissions.
 
-Writes docs/bench-grading.md.
+Writes docs/bench-grading.md, keeping its hand-written section on what the figures show pays.
 """
 from __future__ import annotations
 
@@ -254,6 +254,17 @@ def _verdict(ok: bool, wall_based: bool, others: float) -> str:
     return "not met"
 
 
+NOTES = "## What the figures show pays"  # a section written by hand, kept when the report is rewritten
+
+
+def kept_notes(out: Path) -> str:
+    """The hand-written section of the report at ``out`` (from :data:`NOTES` to its end: what was
+    changed or tried, each with its figures), carried into the new report; empty if it has none."""
+    text = out.read_text() if out.exists() else ""
+    at = text.find("\n" + NOTES)
+    return text[at:] if at >= 0 else ""
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--assignment", default="01_phases")
@@ -356,7 +367,7 @@ def main(argv=None) -> int:
             "The floor executes the notebooks in the benchmark's own process (nbclient imported once), "
             "test cells as submitted; nbgrader autograde runs no containment and no program checks.", "",
         ]
-    report = "\n".join(lines)
+    report = "\n".join(lines) + kept_notes(Path(args.out))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(report)
     print(report)

@@ -108,16 +108,33 @@ def test_make_bench_grading_measures_its_targets_in_one_run(tmp_path):
         assert re.search(rf"^\| {re.escape(way)} \| \d+\.\d\d \| \d+\.\d\d \|", report, re.M), way
 
 
+def _bench_grading():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_grading", ROOT / "scripts" / "bench_grading.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_rewritten_report_keeps_its_hand_written_section(tmp_path):
+    """What was changed or tried, with its figures, is written by hand below the measured part:
+    rewriting the report carries it over, and a report without it gets none."""
+    bench_grading = _bench_grading()
+    out = tmp_path / "bench-grading.md"
+    assert bench_grading.kept_notes(out) == ""
+    notes = f"\n{bench_grading.NOTES}\n\n- a trial: 0.12 s, not kept.\n"
+    out.write_text("# Grading benchmark\n\n| old | figures |\n" + notes)
+    assert bench_grading.kept_notes(out) == notes
+    out.write_text("# Grading benchmark\n\n| no notes |\n")
+    assert bench_grading.kept_notes(out) == ""
+
+
 def test_the_meter_counts_a_way_s_whole_tree_and_nothing_else():
     """The bench's meter charges a way with the CPU of every process it starts (a child's busy
     loop counts) and not the machine's other work (a busy loop running beside it is not
     charged), where a cgroup can be made."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("bench_grading", ROOT / "scripts" / "bench_grading.py")
-    bench_grading = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench_grading)
-    meter = bench_grading.Meter()
+    meter = _bench_grading().Meter()
     if meter.base is None:
         pytest.skip(f"no cgroup can be made here ({meter.kind})")
     spin = "import time\nt = time.process_time()\nwhile time.process_time() - t < {}: pass\n"
