@@ -270,18 +270,6 @@ def runtime_print(x):
     ],
     "scaled": [
         ('''
-@jax.jit
-def _scale_kernel(x):
-    return x * SCALE
-
-
-def scaled(x, scale):
-    global SCALE  # the starting code: right values, by throwing the compiled program away
-    SCALE = scale
-    _scale_kernel.clear_cache()
-    return _scale_kernel(x)
-''', "a new `scale` must reuse the compiled program", "constants"),
-        ('''
 def scaled(x, scale):
     return x * SCALE
 ''', "must scale by its `scale` argument", "constants"),
@@ -300,6 +288,18 @@ def scaled(x, scale):
     # a fresh jitted function per call: right values, but each new scale is a new program
     return jax.jit(lambda v: v * scale)(x)
 ''', "after the first call, a new `scale` must reuse the compiled program", "constants"),
+        ('''
+@jax.jit
+def _scale_kernel(x):
+    return x * SCALE
+
+
+def scaled(x, scale):
+    global SCALE  # the starting code: right values, by throwing the compiled program away
+    SCALE = scale
+    _scale_kernel.clear_cache()
+    return _scale_kernel(x)
+''', "a new `scale` must reuse the compiled program", "constants"),
     ],
     "matmul_flops": [
         ('''

@@ -204,19 +204,6 @@ def power(x, n):
     ],
     "scale_by": [
         ('''
-import inspect
-
-
-def jit_with_options(fn):
-    params = inspect.signature(fn).parameters.items()
-    return jax.jit(fn, static_argnames=[n for n, p in params if p.annotation in (bool, int, float, str)])
-
-
-@jit_with_options
-def scale_by(x, factor: float):  # the starting code: the annotation makes `factor` static
-    return x * factor
-''', "`factor` is a static argument (a JAX array cannot be hashed", "static"),
-        ('''
 def _scale(x, factor):
     return x * factor
 
@@ -236,20 +223,21 @@ def scale_by(x, factor):
 def scale_by(x, factor):
     return x * factor  # one compile for every factor, but the caller's x is given away
 ''', "the caller's `x` was deleted", "purity"),
+        ('''
+import inspect
+
+
+def jit_with_options(fn):
+    params = inspect.signature(fn).parameters.items()
+    return jax.jit(fn, static_argnames=[n for n, p in params if p.annotation in (bool, int, float, str)])
+
+
+@jit_with_options
+def scale_by(x, factor: float):  # the starting code: the annotation makes `factor` static
+    return x * factor
+''', "`factor` is a static argument (a JAX array cannot be hashed", "static"),
     ],
     "reduce_along": [
-        ('''
-_REDUCTIONS = {"sum": jnp.sum, "max": jnp.max, "mean": jnp.mean}
-
-
-@partial(jax.jit, static_argnames="reduction")
-def _reduce(x, reduction):
-    return reduction(x)
-
-
-def reduce_along(x, axis, op):  # the starting code: a new functools.partial, a new static value, per call
-    return _reduce(x, reduction=partial(_REDUCTIONS[op], axis=axis))
-''', "`reduce_along` is not a jitted function", "static"),
         ('''
 @partial(jax.jit, static_argnames="op")
 def reduce_along(x, axis, op):
@@ -267,6 +255,18 @@ def reduce_along(x, axis, op):
 def reduce_along(x, axis, op):
     # jits a fresh function on every call: a new function object is a new cache entry
     return jax.jit(lambda v: {"sum": jnp.sum, "max": jnp.max, "mean": jnp.mean}[op](v, axis=axis))(x)
+''', "`reduce_along` is not a jitted function", "static"),
+        ('''
+_REDUCTIONS = {"sum": jnp.sum, "max": jnp.max, "mean": jnp.mean}
+
+
+@partial(jax.jit, static_argnames="reduction")
+def _reduce(x, reduction):
+    return reduction(x)
+
+
+def reduce_along(x, axis, op):  # the starting code: a new functools.partial, a new static value, per call
+    return _reduce(x, reduction=partial(_REDUCTIONS[op], axis=axis))
 ''', "`reduce_along` is not a jitted function", "static"),
     ],
 }

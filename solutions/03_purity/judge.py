@@ -346,22 +346,6 @@ def set_diagonal(x, v):
     ],
     "normalize_batch": [
         ('''
-def normalize_batch(x):
-    STATS["n"] = STATS.get("n", 0) + x.shape[0]  # the starting code: running statistics in a global
-    STATS["sum"] = STATS.get("sum", 0.0) + jnp.sum(x, axis=0)
-    STATS["sumsq"] = STATS.get("sumsq", 0.0) + jnp.sum(x * x, axis=0)
-    mean = STATS["sum"] / STATS["n"]
-    var = STATS["sumsq"] / STATS["n"] - mean ** 2
-    return (x - mean) / jnp.sqrt(var + 1e-5)
-''', "changed the global(s) ['STATS']", "purity"),
-        ('''
-def normalize_batch(x):
-    # pure, this batch only, but the one-pass variance: the mean of the squares minus the squared mean
-    mean = jnp.mean(x, axis=0)
-    var = jnp.mean(x * x, axis=0) - mean ** 2
-    return (x - mean) / jnp.sqrt(var + 1e-5)
-''', "loses them all", "numerics"),
-        ('''
 _CACHE = {}
 
 def normalize_batch(x):
@@ -389,6 +373,22 @@ def normalize_batch(x):
     mean = jnp.mean(x, axis=0)
     return (x - mean) / jnp.sqrt(jnp.var(x, axis=0, ddof=1) + 1e-5)  # sample variance
 ''', "It divides by the sample variance (ddof=1)", "numerics"),
+        ('''
+def normalize_batch(x):
+    STATS["n"] = STATS.get("n", 0) + x.shape[0]  # the starting code: running statistics in a global
+    STATS["sum"] = STATS.get("sum", 0.0) + jnp.sum(x, axis=0)
+    STATS["sumsq"] = STATS.get("sumsq", 0.0) + jnp.sum(x * x, axis=0)
+    mean = STATS["sum"] / STATS["n"]
+    var = STATS["sumsq"] / STATS["n"] - mean ** 2
+    return (x - mean) / jnp.sqrt(var + 1e-5)
+''', "changed the global(s) ['STATS']", "purity"),
+        ('''
+def normalize_batch(x):
+    # pure, this batch only, but the one-pass variance: the mean of the squares minus the squared mean
+    mean = jnp.mean(x, axis=0)
+    var = jnp.mean(x * x, axis=0) - mean ** 2
+    return (x - mean) / jnp.sqrt(var + 1e-5)
+''', "loses them all", "numerics"),
     ],
 }
 

@@ -447,14 +447,6 @@ def ema(xs, alpha):
     "piecewise": [
         ('''
 def piecewise(x, k):
-    if k == 0:  # the starting code: Python picks the branch
-        return BRANCHES[0](x)
-    elif k == 1:
-        return BRANCHES[1](x)
-    return BRANCHES[2](x)
-''', "used a traced value in a Python `if`", "control_flow"),
-        ('''
-def piecewise(x, k):
     return BRANCHES[k](x)
 ''', "used the traced `k` as a Python index", "branches"),
         ('''
@@ -465,6 +457,14 @@ def piecewise(x, k):
 def piecewise(x, k):
     return lax.switch(k - 1, BRANCHES, x)  # off by one (lax.switch clamps the index)
 ''', "jax.jit(piecewise)(x, 1), which must apply BRANCHES[1], is wrong", "branches"),
+        ('''
+def piecewise(x, k):
+    if k == 0:  # the starting code: Python picks the branch
+        return BRANCHES[0](x)
+    elif k == 1:
+        return BRANCHES[1](x)
+    return BRANCHES[2](x)
+''', "used a traced value in a Python `if`", "control_flow"),
     ],
 }
 

@@ -303,15 +303,6 @@ def masked_sequence_sum(tokens, lengths):
     return jnp.stack([jnp.sum(tokens[i, :int(lengths[i])]) for i in range(tokens.shape[0])])
 ''', "masked_sequence_sum asked for a shape that depends on the values", "dynamic_shapes"),
         ('''
-_row_sums_jit = jax.jit(lambda tokens, lengths: jnp.stack([jnp.sum(tokens[i, :n]) for i, n in enumerate(lengths)]),
-                        static_argnums=1)
-
-
-def masked_sequence_sum(tokens, lengths):
-    # the starting code: right sums, but the lengths are made static (a compile per new lengths)
-    return _row_sums_jit(tokens, tuple(int(n) for n in lengths))
-''', "masked_sequence_sum asked for a shape that depends on the values", "dynamic_shapes"),
-        ('''
 def masked_sequence_sum(tokens, lengths):
     mask = jnp.arange(tokens.shape[1])[None, :] <= lengths[:, None]  # one entry too many
     return jnp.sum(jnp.where(mask, tokens, 0.0), axis=1)
@@ -330,18 +321,17 @@ def masked_sequence_sum(tokens, lengths):
     weights = jnp.where(jnp.arange(tokens.shape[1])[None, :] < lengths[:, None], 1.0, 0.0)
     return jnp.sum(tokens * weights, axis=1)  # nan * 0 is nan: the padding leaks in
 ''', "The padding held nan or inf, and it reached the result", "shapes"),
+        ('''
+_row_sums_jit = jax.jit(lambda tokens, lengths: jnp.stack([jnp.sum(tokens[i, :n]) for i, n in enumerate(lengths)]),
+                        static_argnums=1)
+
+
+def masked_sequence_sum(tokens, lengths):
+    # the starting code: right sums, but the lengths are made static (a compile per new lengths)
+    return _row_sums_jit(tokens, tuple(int(n) for n in lengths))
+''', "masked_sequence_sum asked for a shape that depends on the values", "dynamic_shapes"),
     ],
     "first_k_positive": [
-        ('''
-def first_k_positive(x, k):
-    found = []  # the starting code: a Python walk that stops at the k-th positive entry
-    for i in range(x.shape[0]):
-        if x[i] > 0:
-            found.append(i)
-            if len(found) == k:
-                break
-    return jnp.array(found + [-1] * (k - len(found)), jnp.int32)
-''', "used a traced value in a Python `if`", "control_flow"),
         ('''
 def first_k_positive(x, k):
     idx = jnp.nonzero(x > 0)[0]  # data-dependent length, padded afterwards
@@ -365,6 +355,16 @@ def first_k_positive(x, k):
     idx = jnp.sort(jnp.where(x > 0, jnp.arange(x.shape[0]), x.shape[0]))[:k]
     return jnp.where(idx < x.shape[0], idx, -1)
 ''', "returns shape(s) [(5,)], expected one array of shape (7,)", "shapes"),
+        ('''
+def first_k_positive(x, k):
+    found = []  # the starting code: a Python walk that stops at the k-th positive entry
+    for i in range(x.shape[0]):
+        if x[i] > 0:
+            found.append(i)
+            if len(found) == k:
+                break
+    return jnp.array(found + [-1] * (k - len(found)), jnp.int32)
+''', "used a traced value in a Python `if`", "control_flow"),
     ],
     "bucket_length": [
         ('''
