@@ -137,9 +137,5 @@ def test_every_learner_gets_the_same_verdict_when_the_edge_is_always_drawn(borde
 
 
 @pytest.mark.notebook
-@pytest.mark.xfail(strict=False, reason="05's window_range judge draws the width, odd or even: an even width is "
-                                       "not always among the hidden inputs (the even-width padding bug passed "
-                                       "for 3 of 5 learners); judge_window_range.py is issue 45's to fix. Not "
-                                       "strict: a secret may give all three learners an even width")
 def test_every_learner_fails_the_even_width_padding_bug(borderline):
     assert _points(borderline, "test_window_range") == [0.0] * 4, [v["test_window_range"] for v in borderline]

@@ -3,7 +3,7 @@
 ``jax.jit(window_range, static_argnames="width")`` is exported at two lengths for one width and
 the two programs, read as parsed modules, must have about the same number of operations
 (checked before either is run: a Python loop over the positions is told it grows); then its
-programs at fresh lengths and widths (``width`` 1 and ``n`` included) are run here on fresh data
+programs at fresh lengths and widths (``width`` 1, ``n`` and both parities always included) are run here on fresh data
 and compared with NumPy's ranges of ``x[i:i + width]``. Windows one entry short are told so. The compile count over new data of one shape is a kernel-side claim.
 """
 import numpy as np
@@ -45,7 +45,10 @@ def test_window_range(k):
         fail("loops", f"the program of window_range grows with the length of x ({sizes[16]} operations at "
                          f"n=16, {sizes[48]} at n=48): a Python loop over the positions is unrolled into it, one "
                          "slice per position.")
-    for trial, (n, w) in enumerate([(16, width), (48, width), (int(rng.integers(9, 30)), 1), (12, 12)]):
+    # Both parities of the width, always (a window centred by width // 2 is right only for odd
+    # widths), width 1 and width n.
+    cases = [(16, width), (48, width), (int(rng.integers(9, 30)), 1), (12, 12), (int(rng.integers(20, 40)), width + 1)]
+    for trial, (n, w) in enumerate(cases):
         x = rng.normal(size=n).astype(np.float32)
         got = _program(k, n, w)(x)
         _check(got, x, w, f"jax.jit(window_range)(x, {w}) on random input #{trial + 1} of length {n}")
