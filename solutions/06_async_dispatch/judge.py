@@ -236,14 +236,13 @@ def test_fused_update(k):
     if len(calls) > 1:
         fail("dispatch", f"one call of fused_update dispatches {len(calls)} separately compiled programs "
                             f"(plus {len(others)} eager operation(s)): every jitted function called from "
-                            "Python is its own dispatch. Put the whole update under one `jax.jit`.")
+                            "Python is its own dispatch, and the step is split between them.")
     if not calls and others:
         fail("dispatch", f"fused_update runs its {len(others)} operations eagerly, each one a separate "
-                            f"dispatch ({', '.join(shown)}); put the whole update under one `jax.jit`.")
+                            f"dispatch ({', '.join(shown)}), with no compiled program around them.")
     if calls and others:
         fail("dispatch", f"besides one jitted call, fused_update runs {len(others)} eager operation(s) "
-                            f"outside it ({', '.join(shown)}), each a separate dispatch; move them inside the "
-                            "jitted function.")
+                            f"outside it ({', '.join(shown)}), each a separate dispatch of its own.")
     for _ in range(3):  # the values that count: the program's, on fresh inputs and learning rates
         lr = np.float32(k.rng.uniform(0.01, 1.0))
         w, x, y = (v.value for v in _update_args(k.rng, lr, n=n, d=d)[:3])
