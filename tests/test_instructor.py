@@ -311,6 +311,8 @@ def test_nbgraders_autograde_first_then_ours_loses_no_grade(tmp_path):
         for student in ("alice", "bob"):
             result = json.loads((state / "autograded" / student / A / "result.json").read_text())
             assert result["tests"] and not result.get("error"), result
+            # an ordinary user's grading: the box a tmpfs all the same, never the disk
+            assert "files limited to 1024 MiB (a tmpfs)" in result["containment_reason"], result
         assert _grades(state) == expected
         regrade = _as_nobody([*autograde, "--regrade"], home, env)
         assert regrade.returncode == 0, regrade.stderr[-3000:]
@@ -318,6 +320,43 @@ def test_nbgraders_autograde_first_then_ours_loses_no_grade(tmp_path):
         assert json.loads((state / "autograded" / "bob" / A / "result.json").read_text())["tests"]
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_the_formgraders_button_grades_in_a_process_of_its_own_and_says_why_it_could_not(course):
+    """The formgrader's Autograde button (nbgrader's API, in the instructor's server) runs the
+    course's grader as a command of its own: it grades alice as `autograde` does, and where the
+    grader cannot grade (here a setting it cannot use) the button fails with the reason, never a
+    success with a stale grade."""
+    state, *_ = course
+    env = dict(os.environ, COURSE_STATE=str(state))
+    pressed = subprocess.run([sys.executable, FORMGRADER_AUTOGRADE, ROOT, "course", A, "alice"], capture_output=True,
+                             text=True, cwd=ROOT, timeout=900, env=env)
+    assert pressed.stdout.startswith("alice SUCCESS") and "graded by the course's grader" in pressed.stdout, (
+        pressed.stdout[-3000:] + pressed.stderr[-3000:])
+    broken = subprocess.run([sys.executable, FORMGRADER_AUTOGRADE, ROOT, "course", A, "alice"], capture_output=True,
+                            text=True, cwd=ROOT, timeout=900, env=dict(env, AUTOGRADER_MEMORY_MB="lots"))
+    assert broken.stdout.startswith("alice FAILED"), broken.stdout[-3000:] + broken.stderr[-3000:]
+    assert "AUTOGRADER_MEMORY_MB='lots'" in broken.stdout, broken.stdout[-3000:]
+
+
+def test_the_formgraders_button_fails_naming_why_its_grading_command_did_not_grade(course, monkeypatch):
+    """The button's grading command left the submission not graded (its summary names it, its
+    stderr gives the reason): the button fails with that reason, whatever result.json an earlier
+    grading left."""
+    from traitlets.config import Config
+
+    from autograder.instructor.formgrader import CourseAutograde
+
+    state, *_ = course
+    told = subprocess.CompletedProcess([], 1, stdout=f"autograded 0 submission(s) into x; 1 NOT graded: alice/{A}\n",
+                                       stderr=f"autograde: 1 submission(s) NOT graded ...:\n  alice/{A}: the machine broke\n")
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: told)
+    step = CourseAutograde(config=Config({"CourseDirectory": {"root": str(ROOT),
+                                                              "submitted_directory": str(state / "submitted")}}))
+    assert (state / "autograded" / "alice" / A / "result.json").exists()  # an earlier grade is there
+    with pytest.raises(RuntimeError, match=f"could not grade alice/{A} .*: alice/{A}: the machine broke"):
+        step.preprocess({}, {"nbgrader": {"student": "alice", "assignment": A,
+                                          "db_url": f"sqlite:///{state / 'gradebook.db'}"}})
 
 
 def test_autograde_refuses_a_setting_it_cannot_use_and_changes_nothing(course):

@@ -35,6 +35,8 @@ def add_parsers(sub) -> None:
     add_limits(p)
     p.add_argument("--regrade", action="store_true",
                    help="grade every submission again, even those unchanged since their last grading")
+    p.add_argument("--student", action="append", default=None,
+                   help="only this student's submissions (may be given more than once)")
     common(sub.add_parser("feedback", help="one HTML feedback page per graded submission"))
     p = common(sub.add_parser("export", help="CSV of points per student, assignment and exercise, "
                                              "and a summary CSV: one row per student"))
@@ -76,6 +78,7 @@ def _run(args, course: Course) -> int:
     elif args.command == "autograde":
         rows, missed, unreadable = autograde(course, args.assignments or None, workers=args.jobs,
                                              progress=sys.stderr.isatty(), regrade=args.regrade,
+                                             students=args.student,
                                              cell_timeout=args.cell_timeout,
                                              notebook_timeout=args.notebook_timeout)
         print(f"autograded {len(rows)} submission(s) into {without_password(course.db_url)}"

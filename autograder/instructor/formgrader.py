@@ -9,7 +9,11 @@ overwriting the course's grades with those. Instead, for each submission it is a
 submission (the same result, gradebook rows, graded notebook and ``result.json``) and hands
 nbgrader the notebook the course's grader saved, for the formgrader to show. When the course's
 grader could not grade it, nbgrader is told so (the formgrader says "error" with the reason) and
-the gradebook keeps the grade it had.
+the gradebook marks its tests not graded (:func:`~autograder.instructor.grading.autograde`).
+
+The grading runs in a process of its own (``python -m autograder autograde A --student S``), not
+in the process that pressed the button (the instructor's Jupyter server, whose threads would keep
+the grading process from a mount namespace of its own: the box would be a folder on disk).
 """
 from __future__ import annotations
 
@@ -27,9 +31,13 @@ class CourseAutograde(Preprocessor):
     enabled = Bool(True)  # nbconvert's preprocessors are off unless enabled
 
     def preprocess(self, nb, resources):
+        import json
+        import subprocess
+        import sys
+
         import nbformat
 
-        from . import Course, autograde
+        from . import Course
 
         info = resources["nbgrader"]
         student, assignment = info["student"], info["assignment"]
@@ -38,16 +46,25 @@ class CourseAutograde(Preprocessor):
         submitted = Path(coursedir.get("submitted_directory") or "submitted")
         state = (root / submitted).parent  # nbgrader_config.py puts every folder in the course state
         course = Course(root=root, state=state, db_url=info.get("db_url"))
-        rows, missed, _ = autograde(course, [assignment], students=[student], progress=False)
-        if missed or not rows:
-            reason = "; ".join(n["reason"] for n in missed) or "no submission found"
-            raise RuntimeError(f"the course's grader could not grade {student}/{assignment} (its "
-                               f"grade, if it had one, is kept): {reason}")
+        env = dict(os.environ, COURSE_DB_URL=course.db_url)  # never on a command line (its password)
+        ran = subprocess.run([sys.executable, "-m", "autograder", "autograde", assignment, "--student", student,
+                              "--root", str(root), "--state", str(state)], capture_output=True, text=True,
+                             cwd=root, env=env, stdin=subprocess.DEVNULL)
+        # one submission: "autograded 1 submission(s)" when it was graded (or recorded as zero: no
+        # notebook the grader can read), else it is named NOT graded with the reason on stderr
+        if ran.returncode not in (0, 1) or not ran.stdout.startswith("autograded 1 submission(s)"):
+            reasons = [line.strip() for line in ran.stderr.splitlines()
+                       if line.strip().startswith(f"{student}/{assignment}: ")]
+            reason = "; ".join(reasons) or (ran.stderr.strip().splitlines() or [f"exit status {ran.returncode}"])[-1]
+            raise RuntimeError(f"the course's grader could not grade {student}/{assignment} (marked not "
+                               f"graded in the gradebook where it could be): {reason}")
+        result = course.autograded / student / assignment / "result.json"
         graded = course.autograded / student / assignment / f"{assignment}.ipynb"
         if graded.exists():
             nb = nbformat.read(str(graded), as_version=4)
+        row = json.loads(result.read_text())
         self.log.info("%s/%s graded by the course's grader: %g / %g", student, assignment,
-                      rows[0]["score"], rows[0]["max_score"])
+                      row["score"], row["max_score"])
         return nb, resources
 
 
