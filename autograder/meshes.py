@@ -164,5 +164,5 @@ def check_uses_collective(f, args, *, what=None):
                           "code written with `jax.shard_map`, not for the compiler's automatic partitioning.")
     if not any(n.startswith(COLLECTIVES) for n in names):
         fail("shard_map", f"the `shard_map` in {label} uses no collective: each device must reduce its own "
-                          "shard, then a collective such as `jax.lax.psum` combines the partial results "
-                          "across the mesh axis.")
+                          "shard, then a collective combines the partial results across the mesh axis; "
+                          "without one, each device returns only its own shard's part.")

@@ -44,6 +44,5 @@ def check_fixed_shapes(f, args, *, what=None, static_argnums=(), static_argnames
             fail("dynamic_shapes",
                  f"under jax.jit, {label} asked for a shape that depends on the values of its "
                  f"inputs ({type(exc).__name__}: {first_line}); every shape must follow from the "
-                 "input shapes alone: keep the full shape and mask with `jnp.where`, or use "
-                 "`jnp.nonzero(..., size=..., fill_value=...)`.")
+                 "input shapes alone, never from the values.")
         raise _explain(exc, label) from exc

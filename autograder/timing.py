@@ -226,12 +226,11 @@ def check_single_dispatch(f, calls, *, what=None):
     if len(jits) > 1:
         fail("dispatch", f"one call of {label} dispatches {len(jits)} separately compiled programs "
                          f"(plus {len(others)} eager operation(s)): every jitted function called from "
-                         "Python is its own dispatch. Put the whole update under one `jax.jit`.")
+                         "Python is its own dispatch, each paying the per-call cost.")
     if not jits and others:
         fail("dispatch", f"{label} runs its {len(others)} operations eagerly, each one a separate "
-                         f"dispatch ({', '.join(sorted(set(others))[:6])}); put the whole update under "
-                         "one `jax.jit`.")
+                         f"dispatch ({', '.join(sorted(set(others))[:6])}) paying the per-call cost.")
     if jits and others:
         fail("dispatch", f"besides one jitted call, {label} runs {len(others)} eager operation(s) "
-                         f"outside it ({', '.join(sorted(set(others))[:6])}), each a separate dispatch; "
-                         "move them inside the jitted function.")
+                         f"outside it ({', '.join(sorted(set(others))[:6])}), each a separate dispatch "
+                         "paying the per-call cost.")
