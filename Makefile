@@ -35,7 +35,17 @@ lab: env
 ## test: the linter, then the whole suite (what CI runs; the 30 slowest tests listed at the end)
 test: env lint
 	@scripts/ensure_system_packages.sh
+	@$(MAKE) --no-print-directory bytecode
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -p no:cacheprovider --durations=30 tests
+
+# The package's bytecode, written once as pip writes an installed package's (an editable install
+# has none): every grader, kernel and program runner a run starts reads it instead of compiling the
+# modules it imports (0.13 CPU s of the grader's 0.68 for the package's names and its pipeline).
+# Without it, a process where PYTHONDONTWRITEBYTECODE is set compiles every module it imports, and a
+# contained kernel or runner (its view of the package is read-only) every one no other process wrote.
+.PHONY: bytecode
+bytecode:
+	@$(BIN)/python -m compileall -q autograder
 
 ## lint: ruff over the whole tree, notebooks included (rules in pyproject.toml)
 lint: env
@@ -43,6 +53,7 @@ lint: env
 
 ## test-fast: the suite without the slow environment tests (Colab venvs, browser, hub, PostgreSQL)
 test-fast: env
+	@$(MAKE) --no-print-directory bytecode
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup -p no:cacheprovider -m "not slow_env" tests
 
 ## hub: JupyterHub for a room of learners on http://127.0.0.1:$${HUB_PORT:-8000} (hub/course.toml;
