@@ -390,10 +390,10 @@ def grows(small: int, large: int) -> bool:
 def past_operations(programs, published, rng) -> int:
     """A size beyond every ``published`` one and beyond the number of operations of any of
     ``programs`` (the learner's programs at the published sizes): a loop unrolled over any count
-    has at least one operation per step, so a program unrolled over a count it pads to, or over
-    a count that grows with the size, grows at this size. Cheap to trace before
-    :func:`beyond`'s size (which is often far larger: a PRNG writes constants up to 2**16), so
-    that a program which unrolls there is told so before it is traced at that size."""
+    has at least one operation per step, so a program unrolled over a count it pads to (below
+    its number of operations) grows, or fails, at this size. Cheap to trace before
+    :func:`beyond`'s size (often far larger: a PRNG writes constants up to 2**16), so that such
+    a program is told so before it is traced there."""
     return 2 * max(*(p.total for p in programs), *published) + int(rng.integers(1, 9))
 
 

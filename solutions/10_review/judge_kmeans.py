@@ -10,8 +10,16 @@ two initial centroids coincide and one cluster is empty at the last step (so wha
 program does with an empty cluster shows in its output: Lloyd steps after it would converge
 to the same centroids whatever it did). The learner's program (``k`` and
 ``iters`` static; the key as raw ``uint32[2]`` data and the points traced) is read at two
-values of ``iters`` and two of ``n`` before any is run: one that grows is told so. Its values
-are compared at float32 tolerance. The compile count over new keys and points is a
+values of ``iters`` and two of ``n`` before any is run: one that grows is told so; then at a
+count of each beyond their number of operations (:func:`autograder.judge.effect.past_operations`:
+a loop unrolled over a padded count grows there), and at a number of steps beyond every size and
+constant written in them (:func:`autograder.judge.effect.beyond`), where its centroids must still
+be Lloyd's (converged: the reference stops at its fixed point) and the trips its loops run,
+observed (:func:`autograder.judge.effect.trip_counts`), must follow ``iters``: converged
+centroids look right after any number of steps, so only the trips tell a loop bounded by a
+fixed count (the steps past ``iters`` masked out). Not told: a loop that runs every trip but
+does the work on only the first few, which the centroids show only on an input that has not
+converged by then. Its values are compared at float32 tolerance. The compile count over new keys and points is a
 kernel-side claim: it can fail the test, never pass it.
 """
 import functools
@@ -19,10 +27,12 @@ import functools
 import numpy as np
 
 from autograder.judge import check_close, fail
-from autograder.judge import programs
+from autograder.judge import effect, programs
 from autograder.judge import AsJax, Fixture, Key, Ref, Spec
 
 MARGIN = 1e-3  # the least gap, relative, between a point's nearest and next different centroid
+PUBLISHED_ITERS = (0, 2, 3, 4, 6, 8)  # the numbers of steps the visible test and this judge try
+MAX_UNROLL = 8  # a loop may run several steps per trip (lax.scan's unroll=): at least 1 trip per 8 steps
 
 
 @functools.lru_cache(maxsize=None)
@@ -39,6 +49,8 @@ def _reference(points, init, iters):
     c = p[init].copy()
     margin, empties, history = np.inf, [], [c.copy()]
     for _ in range(iters):
+        if len(history) > 1 and np.array_equal(history[-1], history[-2]):
+            break  # a fixed point: every later step is this one again (its margin included)
         d = ((p[:, None, :] - c[None, :, :]) ** 2).sum(-1)
         labels = d.argmin(1)
         nearest = d[np.arange(len(p)), labels]
@@ -85,7 +97,8 @@ def _grows(small, large) -> bool:
 
 
 def _check_not_unrolled(k, d, kk):
-    by_iters = {i: _program(k, 24, d, kk, i).total for i in (2, 8)}
+    at = {i: _program(k, 24, d, kk, i) for i in (2, 8)}
+    by_iters = {i: p.total for i, p in at.items()}
     if _grows(by_iters[2], by_iters[8]):
         fail("loops", f"the program of kmeans grows with `iters` ({by_iters[2]} operations at iters=2, "
                          f"{by_iters[8]} at iters=8): a Python loop over the steps is unrolled into it, one "
@@ -95,6 +108,43 @@ def _check_not_unrolled(k, d, kk):
         fail("shapes", f"the program of kmeans grows with the number of points ({by_n[24]} operations at "
                           f"24 points, {by_n[40]} at 40): something is computed once per point or per "
                           "cluster in Python; every step's shapes must follow from the input shapes.")
+    # Beyond the operations of those programs (where a loop unrolled over any padded count grows)...
+    mid = effect.past_operations(at.values(), PUBLISHED_ITERS, k.rng)
+    grown = _program(k, 24, d, kk, mid).total
+    if _grows(by_iters[2], grown):
+        fail("loops", f"the program of kmeans grows with `iters` ({by_iters[2]} operations at iters=2, {grown} at "
+                         f"iters={mid}): a Python loop over the steps is unrolled into it, one copy of the step per "
+                         "iteration, beyond the counts it was tried at.")
+    mid_n = effect.past_operations([_program(k, n, d, kk, 2) for n in (24, 40)], (24, 40), k.rng)
+    grown = _program(k, mid_n, d, kk, 2).total
+    if _grows(by_n[24], grown):
+        fail("shapes", f"the program of kmeans grows with the number of points ({by_n[24]} operations at 24 points, "
+                          f"{grown} at {mid_n}): something is computed once per point in Python, beyond the numbers "
+                          "of points it was tried at.")
+    return at
+
+
+def _check_trips(k, d, kk, at, seeds):
+    """The Lloyd steps run, observed (:func:`autograder.judge.effect.trip_counts`) at iters=8 and
+    at a count beyond every size and constant written in the programs (``at``): the trips of
+    its loops must follow ``iters`` (a loop bounded by a fixed count, the steps past ``iters``
+    masked, runs as many at both; converged centroids look right at either), and its values
+    there are still Lloyd's (converged: the reference stops at the fixed point)."""
+    far, written = effect.beyond(at.values(), PUBLISHED_ITERS, k.rng)
+    beyond = f"at iters={far}, beyond every size written in its programs at iters=2 and 8 (up to {written})"
+    program = _program(k, 24, d, kk, far)
+    if _grows(at[2].total, program.total):
+        fail("loops", f"the program of kmeans grows with `iters` ({at[2].total} operations at iters=2, "
+                         f"{program.total} {beyond}): a Python loop over the steps is unrolled into it.")
+    pts, seed, want = _draw(k.rng, 24, d, kk, far, False, seeds)
+    _check(program(programs.raw_key(seed), pts), want, f"jax.jit(kmeans)(key, points, {kk}, {far}) {beyond}")
+    inputs = (programs.raw_key(seed), pts)
+    few, many = sum(effect.trip_counts(at[8].exported, inputs)), sum(effect.trip_counts(program.exported, inputs))
+    if many - few < (far - 8) / MAX_UNROLL:
+        fail("loops", f"the loops of kmeans ran {few} trips in all at iters=8 and {many} {beyond}: the number of "
+                         "Lloyd steps it runs does not follow `iters` (a loop bounded by a fixed number of steps, "
+                         "the ones past `iters` masked out?). One loop of `iters` steps, such as "
+                         "`lax.scan(step, init, None, length=iters)`, runs as many trips as the steps asked for.")
 
 
 def _check(got, want, what):
@@ -110,7 +160,7 @@ def _check(got, want, what):
 def test_kmeans(k):
     rng = k.rng
     d, kk = int(rng.integers(2, 4)), int(rng.integers(3, 6))
-    _check_not_unrolled(k, d, kk)
+    at = _check_not_unrolled(k, d, kk)
     seeds = k.distinct_seeds(40)
     # iters = 0: the initial centroids are the key's choice of points.
     points = rng.normal(size=(24, d)).astype(np.float32)
@@ -129,6 +179,8 @@ def test_kmeans(k):
         got = _program(k, n, d, kk, iters)(programs.raw_key(seed), pts)
         empty = " (two initial centroids coincide: one cluster stays empty)" if want_empty else ""
         _check(got, want, f"jax.jit(kmeans)(key, points, {kk}, {iters}) on random input #{trial + 1}{empty}")
+    # ... and at a number of steps beyond anything its programs were written for: the trips observed.
+    _check_trips(k, d, kk, at, seeds[1:])
     # Kernel-side claim: one compile for new keys and points at one (k, iters).
     calls = [((Ref("kmeans"), Key(s), AsJax(rng.normal(size=(24, d)).astype(np.float32))), {"k": kk, "iters": 3})
              for s in seeds[:4]]
@@ -201,5 +253,40 @@ def kmeans(key, points, k, iters):
 
     return jax.lax.scan(step, init, None, length=iters)[0]
 ''', "but not the ones `jax.random.choice(key, n, (k,), replace=False)` chooses", "prng"),
+        ('''
+def kmeans(key, points, k, iters):
+    # one loop in the program, but 16 Lloyd steps whatever `iters` is, the steps past `iters`
+    # masked out: right at every count up to 16, and beyond it once the centroids have converged
+    n = points.shape[0]
+    init = points[jax.random.choice(key, n, (k,), replace=False)]
+
+    def step(i, centroids):
+        distances = jnp.sum((points[:, None, :] - centroids[None, :, :]) ** 2, axis=-1)
+        labels = jnp.argmin(distances, axis=1)
+        sums = jax.ops.segment_sum(points, labels, num_segments=k)
+        counts = jax.ops.segment_sum(jnp.ones(n, points.dtype), labels, num_segments=k)
+        new = jnp.where((counts > 0)[:, None], sums / jnp.maximum(counts, 1)[:, None], centroids)
+        return jnp.where(i < iters, new, centroids)
+
+    return jax.lax.fori_loop(0, 16, step, init)
+''', "the number of Lloyd steps it runs does not follow `iters`", "loops"),
+    ],
+}
+
+RIGHT = {
+    "kmeans": [
+        '''
+def kmeans(key, points, k, iters):
+    n = points.shape[0]
+    init = points[jax.random.choice(key, n, (k,), replace=False)]
+
+    def step(_, centroids):  # a fori_loop of `iters` Lloyd steps, the sums by a one-hot matmul
+        distances = jnp.sum((points[:, None, :] - centroids[None, :, :]) ** 2, axis=-1)
+        one_hot = jax.nn.one_hot(jnp.argmin(distances, axis=1), k, dtype=points.dtype)
+        sums, counts = one_hot.T @ points, one_hot.sum(0)
+        return jnp.where((counts > 0)[:, None], sums / jnp.maximum(counts, 1)[:, None], centroids)
+
+    return jax.lax.fori_loop(0, iters, step, init)
+''',
     ],
 }
