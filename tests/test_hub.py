@@ -647,6 +647,14 @@ def test_the_workshop_in_chromium(released):
             teacher.goto(f"{hub.base}/user/{hub.instructor}/formgrader/submissions/{failed[idle]['id']}/")
             teacher.get_by_text(message[:60]).first.wait_for()
             teacher.screenshot(path=str(ARTIFACTS / "hub-formgrader-failure.png"))
+            # The formgrader's Autograde button, pressed in the instructor's server (nbgrader runs
+            # it there, among the server's threads): the course's grader grades in a process of its
+            # own, the same grade, the box a tmpfs and never the disk.
+            pressed = hub.user(hub.instructor, "POST", f"formgrader/api/submission/{ASSIGNMENT}/{solver}/autograde")
+            assert pressed.get("success"), pressed
+            again = json.loads((hub.state / "course" / "autograded" / solver / ASSIGNMENT / "result.json").read_text())
+            assert again["score"] == again["max_score"] == full, again
+            assert "files limited to 1024 MiB (a tmpfs)" in again["containment_reason"], again["containment_reason"]
             # The class report and the CSVs open in the instructor's JupyterLab.
             teacher.goto(f"{hub.base}/user/{hub.instructor}/lab/tree/reports/class-report.html")
             report = teacher.frame_locator(".jp-MainAreaWidget:not(.lm-mod-hidden) iframe").first
