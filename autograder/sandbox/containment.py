@@ -3,11 +3,12 @@ by bubblewrap, as root or not. docs/security.md ("Containment") says what a cont
 and may do.
 
 :meth:`Sandbox.wrap` runs a command in bubblewrap's view (:mod:`.view`) with the launcher's
-``limits`` inside. As root (``NAMESPACE``) the kernel also gets an unprivileged uid locked for it
-(``AUTOGRADER_SANDBOX_UIDS``), cgroups of its own (:mod:`.cgroups`) and a box that is a tmpfs
-(:meth:`Sandbox.mount_box`, in the grading process's own mount namespace: :mod:`.mounts`).
-Without root (``USER_NAMESPACE``) bubblewrap adds a user namespace and the kernel keeps the
-grader's uid.
+``limits`` inside. Its box is a tmpfs (:meth:`Sandbox.mount_box`, in the grading process's own
+mount namespace: :mod:`.mounts`; without root inside a user namespace of that process's own). As
+root (``NAMESPACE``) the kernel also gets an unprivileged uid locked for it
+(``AUTOGRADER_SANDBOX_UIDS``), cgroups of its own (:mod:`.cgroups`) and a seccomp filter against
+user namespaces (bubblewrap makes none there to close). Without root (``USER_NAMESPACE``)
+bubblewrap adds a user namespace, closed to nested ones, and the kernel keeps the grader's uid.
 
 :func:`open_sandbox` returns the :class:`Sandbox` of one submission. It **fails closed**: a
 sandbox that cannot be set up (bubblewrap missing, or unable to create namespaces here:
