@@ -14,10 +14,11 @@ values of ``iters`` and two of ``n`` before any is run: one that grows is told s
 count of each beyond their number of operations (:func:`autograder.judge.effect.past_operations`:
 a loop unrolled over a padded count grows there), and at a number of steps beyond every size and
 constant written in them (:func:`autograder.judge.effect.beyond`), where its centroids must still
-be Lloyd's (converged: the reference stops at its fixed point) and the trips its loops run,
-observed (:func:`autograder.judge.effect.trip_counts`), must follow ``iters``: converged
+be Lloyd's (converged: the reference stops at its fixed point) and its loops must run more
+trips, observed (:func:`autograder.judge.effect.trip_counts`), than at iters=1: converged
 centroids look right after any number of steps, so only the trips tell a loop bounded by a
-fixed count (the steps past ``iters`` masked out). Not told: a loop that runs every trip but
+fixed count (the steps past ``iters`` masked out); a loop that stops once a step changes
+nothing still runs more. Not told: a loop that runs every trip but
 does the work on only the first few, which the centroids show only on an input that has not
 converged by then. Its values are compared at float32 tolerance. The compile count over new keys and points is a
 kernel-side claim: it can fail the test, never pass it.
@@ -32,7 +33,6 @@ from autograder.judge import AsJax, Fixture, Key, Ref, Spec
 
 MARGIN = 1e-3  # the least gap, relative, between a point's nearest and next different centroid
 PUBLISHED_ITERS = (0, 2, 3, 4, 6, 8)  # the numbers of steps the visible test and this judge try
-MAX_UNROLL = 8  # a loop may run several steps per trip (lax.scan's unroll=): at least 1 trip per 8 steps
 
 
 @functools.lru_cache(maxsize=None)
@@ -125,11 +125,13 @@ def _check_not_unrolled(k, d, kk):
 
 
 def _check_trips(k, d, kk, at, seeds):
-    """The Lloyd steps run, observed (:func:`autograder.judge.effect.trip_counts`) at iters=8 and
-    at a count beyond every size and constant written in the programs (``at``): the trips of
-    its loops must follow ``iters`` (a loop bounded by a fixed count, the steps past ``iters``
-    masked, runs as many at both; converged centroids look right at either), and its values
-    there are still Lloyd's (converged: the reference stops at the fixed point)."""
+    """The Lloyd steps run, observed (:func:`autograder.judge.effect.trip_counts`) at iters=1 and
+    at a count beyond every size and constant written in the programs (``at``): its loops must run
+    more trips there (a loop bounded by a fixed count, the steps past ``iters`` masked out, runs
+    as many at both, and converged centroids look right after any number of steps; a loop that
+    stops once a step changes nothing runs more, since no drawn input is at its fixed point
+    from the start), and its values there are still Lloyd's (converged: the reference stops at
+    the fixed point)."""
     far, written = effect.beyond(at.values(), PUBLISHED_ITERS, k.rng)
     beyond = f"at iters={far}, beyond every size written in its programs at iters=2 and 8 (up to {written})"
     program = _program(k, 24, d, kk, far)
@@ -139,9 +141,10 @@ def _check_trips(k, d, kk, at, seeds):
     pts, seed, want = _draw(k.rng, 24, d, kk, far, False, seeds)
     _check(program(programs.raw_key(seed), pts), want, f"jax.jit(kmeans)(key, points, {kk}, {far}) {beyond}")
     inputs = (programs.raw_key(seed), pts)
-    few, many = sum(effect.trip_counts(at[8].exported, inputs)), sum(effect.trip_counts(program.exported, inputs))
-    if many - few < (far - 8) / MAX_UNROLL:
-        fail("loops", f"the loops of kmeans ran {few} trips in all at iters=8 and {many} {beyond}: the number of "
+    one = _program(k, 24, d, kk, 1)
+    few, many = sum(effect.trip_counts(one.exported, inputs)), sum(effect.trip_counts(program.exported, inputs))
+    if many <= few:
+        fail("loops", f"the loops of kmeans ran {few} trips in all at iters=1 and {many} {beyond}: the number of "
                          "Lloyd steps it runs does not follow `iters` (a loop bounded by a fixed number of steps, "
                          "the ones past `iters` masked out?). One loop of `iters` steps, such as "
                          "`lax.scan(step, init, None, length=iters)`, runs as many trips as the steps asked for.")
@@ -287,6 +290,29 @@ def kmeans(key, points, k, iters):
         return jnp.where((counts > 0)[:, None], sums / jnp.maximum(counts, 1)[:, None], centroids)
 
     return jax.lax.fori_loop(0, iters, step, init)
+''',
+        '''
+def kmeans(key, points, k, iters):
+    n = points.shape[0]
+    init = points[jax.random.choice(key, n, (k,), replace=False)]
+
+    def step(centroids):
+        distances = jnp.sum((points[:, None, :] - centroids[None, :, :]) ** 2, axis=-1)
+        labels = jnp.argmin(distances, axis=1)
+        sums = jax.ops.segment_sum(points, labels, num_segments=k)
+        counts = jax.ops.segment_sum(jnp.ones(n, points.dtype), labels, num_segments=k)
+        return jnp.where((counts > 0)[:, None], sums / jnp.maximum(counts, 1)[:, None], centroids)
+
+    def more(state):  # stops early once a step changes nothing: every later step would repeat it
+        i, _, changed = state
+        return (i < iters) & changed
+
+    def body(state):
+        i, centroids, _ = state
+        new = step(centroids)
+        return i + 1, new, jnp.any(new != centroids)
+
+    return jax.lax.while_loop(more, body, (0, init, jnp.bool_(True)))[1]
 ''',
     ],
 }
