@@ -35,7 +35,9 @@ START_TIMEOUT = 60.0    # seconds the child may take to be ready (JAX's import, 
 DEFAULT_CPU_SECONDS = 1800  # CPU seconds of one child, all its runs
 START_NICE = 10         # the contained child's nice value until it is ready
 _HEADER = struct.Struct(">Q")
-_ENV_KEEP = ("LANG", "LC_ALL", "TZ")
+# The grader's, as a kernel's environment keeps them (autograder/sandbox/environment.py): where the
+# packages come from PYTHONPATH (a TPU machine's JAX and wheels), the runner finds them there too.
+_ENV_KEEP = ("LANG", "LC_ALL", "TZ", "PYTHONPATH")
 # The judge's inputs are small: compiling a program costs far more than running it (0.9 s against
 # milliseconds for 03's twenty Adam steps). LLVM's lowest optimization level compiles it in half
 # the time; the program's operations and their floating-point semantics are XLA's either way.
