@@ -353,10 +353,19 @@ def test_the_formgraders_button_fails_naming_why_its_grading_command_did_not_gra
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: told)
     step = CourseAutograde(config=Config({"CourseDirectory": {"root": str(ROOT),
                                                               "submitted_directory": str(state / "submitted")}}))
-    assert (state / "autograded" / "alice" / A / "result.json").exists()  # an earlier grade is there
-    with pytest.raises(RuntimeError, match=f"could not grade alice/{A} .*: alice/{A}: the machine broke"):
-        step.preprocess({}, {"nbgrader": {"student": "alice", "assignment": A,
-                                          "db_url": f"sqlite:///{state / 'gradebook.db'}"}})
+    earlier = state / "autograded" / "alice" / A / "result.json"  # an earlier grade is there
+    kept = earlier.read_bytes() if earlier.exists() else None
+    earlier.parent.mkdir(parents=True, exist_ok=True)
+    earlier.write_text(json.dumps({"student": "alice", "score": 5.0, "max_score": 5.0, "tests": []}))
+    try:
+        with pytest.raises(RuntimeError, match=f"could not grade alice/{A} .*: alice/{A}: the machine broke"):
+            step.preprocess({}, {"nbgrader": {"student": "alice", "assignment": A,
+                                              "db_url": f"sqlite:///{state / 'gradebook.db'}"}})
+    finally:
+        if kept is None:
+            earlier.unlink()
+        else:
+            earlier.write_bytes(kept)
 
 
 def test_autograde_refuses_a_setting_it_cannot_use_and_changes_nothing(course):
