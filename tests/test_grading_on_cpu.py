@@ -57,9 +57,6 @@ def test_review_falls_back_to_the_cpu_with_a_note(tmp_path):
 
 @pytest.mark.notebook
 @pytest.mark.xdist_group("grading")
-@pytest.mark.xfail(strict=True, reason="the program runner's environment drops the grader's PYTHONPATH "
-                   "(autograder/judge/runner.py _ENV_KEEP): every program test fails with 'Please install "
-                   "flatbuffers' or cannot import JAX; remove this mark with the fix")
 def test_a_solution_grades_full_marks_where_the_packages_come_from_pythonpath(tmp_path):
     """The TPU machines' layout: the interpreter has no JAX of its own; JAX and Jupyter's packages
     are folders on PYTHONPATH (the machine's JAX, and the wheels gpu_run.sh installs in /tmp/site).
