@@ -146,8 +146,8 @@ def _check_trips(k, d, kk, at, seeds):
     if many <= few:
         fail("loops", f"the loops of kmeans ran {few} trips in all at iters=1 and {many} {beyond}: the number of "
                          "Lloyd steps it runs does not follow `iters` (a loop bounded by a fixed number of steps, "
-                         "the ones past `iters` masked out?). One loop of `iters` steps, such as "
-                         "`lax.scan(step, init, None, length=iters)`, runs as many trips as the steps asked for.")
+                         "the ones past `iters` masked out?). A loop on the device runs one trip per step "
+                         "asked for, however many that is.")
 
 
 def _check(got, want, what):
