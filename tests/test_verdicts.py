@@ -156,3 +156,34 @@ def test_the_graders_own_runner_failing_is_not_graded_a_program_failing_is_a_zer
     assert not v.passed and not v.graded and v.feedback.startswith("Not graded: The grader's program runner")
     v = judge.verdict(raises(ProgramFailure("The program crashed when the grader ran it.")), k, "test_f")
     assert not v.passed and v.graded and "crashed" in v.feedback
+
+
+def test_a_runner_that_cannot_start_while_a_traced_program_runs_is_not_graded():
+    """The runner failing under a traced program's run (Traced.__call__, which turns the
+    program's own failures into a zero) is still the machine's fault: not graded."""
+    import numpy as np
+
+    from autograder.judge.programs import Traced
+    from autograder.judge.runner import ProgramFailure, RunnerFault
+
+    class Failing:
+        def __init__(self, exc):
+            self.exc = exc
+
+        def call(self, *args, **kwargs):
+            raise self.exc
+
+    def test_with(exc):
+        def test(k):
+            k.call("f", 1)
+            prog = object.__new__(Traced)  # its facts are not read: only its run is under test
+            prog.exported, prog.label = Failing(exc), "`f`"
+            prog(np.zeros(3, np.float32))
+        return test
+
+    k = judge.Kernel(channel=AnsweringChannel(1))
+    v = judge.verdict(test_with(RunnerFault("The grader's program runner could not start; please tell the "
+                                            "course staff.")), k, "test_f")
+    assert not v.passed and not v.graded and "program runner could not start" in v.feedback, v.feedback
+    v = judge.verdict(test_with(ProgramFailure("The program crashed when the grader ran it.")), k, "test_f")
+    assert not v.passed and v.graded and "failed when the grader ran it" in v.feedback, v.feedback

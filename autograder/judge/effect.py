@@ -241,9 +241,10 @@ def runs_a_loop(program, args=(), kwargs=None, *, timeout: float = 20.0, **run) 
         second = jax.tree_util.tree_leaves(Exported(variant, runner=program.runner, name=program.name).run(
             args, kwargs, timeout=timeout, **run)[0])
     except ProgramFailure as exc:
+        from .runner import RunnerFault
         from .starvation import Starved
 
-        if isinstance(exc, Starved):
+        if isinstance(exc, (Starved, RunnerFault)):  # the machine's fault, not the program's
             raise
         return True
     return any(not np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True) for a, b in zip(first, second))

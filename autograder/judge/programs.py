@@ -84,13 +84,14 @@ class Traced:
 
         from ..feedback import ExerciseFailure
         from .channel import ChannelError
+        from .runner import RunnerFault
         from .starvation import Starved
 
         inputs = tuple(as_inputs(a) for a in args)
         named = {n: as_inputs(v) for n, v in kwargs.items()}
         try:
             out = self.exported.call(*inputs, **named)
-        except (ExerciseFailure, ChannelError, Starved):  # a starved machine's: not graded
+        except (ExerciseFailure, ChannelError, Starved, RunnerFault):  # the machine's fault: not graded
             raise
         except Exception as exc:  # noqa: BLE001 - the learner's program, or inputs it does not take
             raise ExerciseFailure("numerics", f"the program of {self.label} failed when the grader ran "
