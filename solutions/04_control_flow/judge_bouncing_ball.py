@@ -4,7 +4,7 @@
 ``v0`` and ``dt`` float32 traced arguments); each exported program is run here on inputs drawn
 from ``k.rng`` and compared with a float64 NumPy reference (atol 1e-3), on inputs for which no
 bounce is decided within 1e-3 of the floor; the two programs, read as parsed modules
-(:mod:`autograder.judge.mlir`), must have the same number of operations, checked before
+(:mod:`autograder.judge.mlir`), must have about the same number of operations (``effect.grows``: a few of slack), checked before
 either is run (an unrolled answer is told that its program grows, never timed out). The compile count over
 new values is a kernel-side claim: it can fail the test, never pass it.
 """
@@ -84,7 +84,7 @@ def test_bouncing_ball(k):
     # unrolled program of a few hundred steps would be slow to compile and run).
     programs_at = {steps: _program(k, steps) for steps in lengths}
     sizes = {steps: program.total for steps, program in programs_at.items()}
-    if sizes[lengths[0]] != sizes[lengths[1]]:
+    if effect.grows(sizes[lengths[0]], sizes[lengths[1]]):
         shown = ", ".join(f"{s} operations at steps={n}" for n, s in sizes.items())
         fail("loops", f"the program of bouncing_ball grows with `steps` ({shown}): a Python loop over "
                          "the steps is being unrolled into it.")
@@ -107,7 +107,7 @@ def test_bouncing_ball(k):
     except ExerciseFailure as exc:
         fail("loops", f"jax.jit(bouncing_ball) fails {beyond}: it is written for the step counts it was tried at "
                          f"(a loop unrolled over a fixed number of steps?): {exc.detail}")
-    if program.total != sizes[lengths[0]]:
+    if effect.grows(sizes[lengths[0]], program.total):
         fail("loops", f"the program of bouncing_ball grows with `steps` ({sizes[lengths[0]]} operations at "
                          f"steps={lengths[0]}, {program.total} {beyond}): a Python loop over the steps is unrolled.")
     # Kernel-side claim: one compile for new x0, v0 and dt at one `steps`.
@@ -184,5 +184,22 @@ def bouncing_ball(x0, v0, dt, steps):
         return (x, v), x
     return jax.lax.scan(step, (x0, v0), None, length=256)[1][:steps]
 ''', "beyond every size written in its programs", "loops"),
+    ],
+}
+
+RIGHT = {
+    "bouncing_ball": [
+        '''
+def bouncing_ball(x0, v0, dt, steps):
+    def one_step(i, state):  # a fori_loop writing each height into a buffer
+        x, v, heights = state
+        v = v - 9.81 * dt
+        x = x + v * dt
+        x, v = jnp.where(x < 0, -x, x), jnp.where(x < 0, -0.8 * v, v)
+        return x, v, heights.at[i].set(x)
+
+    start = (jnp.asarray(x0, jnp.float32), jnp.asarray(v0, jnp.float32), jnp.zeros(steps, jnp.float32))
+    return jax.lax.fori_loop(0, steps, one_step, start)[2]
+''',
     ],
 }
