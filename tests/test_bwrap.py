@@ -229,6 +229,8 @@ def test_an_ordinary_user_grades_contained_by_bubblewrap_at_full_marks(graded):
     assert "error" not in result, result["error"]
     assert result["containment"] == "user-namespace", result
     assert "bubblewrap" in result["containment_reason"], result
+    # its box a tmpfs of the grading process's own user and mount namespace, never the disk
+    assert "files limited to 1024 MiB (a tmpfs)" in result["containment_reason"], result["containment_reason"]
     assert result["score"] == result["max_score"] > 0, [t["feedback"] for t in result["tests"]]
     assert report is not None, f"the probe did not run: the test proves nothing\n{stderr[-2000:]}"
 
