@@ -187,3 +187,21 @@ def test_a_runner_that_cannot_start_while_a_traced_program_runs_is_not_graded():
     assert not v.passed and not v.graded and "program runner could not start" in v.feedback, v.feedback
     v = judge.verdict(test_with(ProgramFailure("The program crashed when the grader ran it.")), k, "test_f")
     assert not v.passed and v.graded and "failed when the grader ran it" in v.feedback, v.feedback
+
+
+def test_tests_the_judge_left_undecided_are_zeros_unless_the_grader_failed(tmp_path):
+    """write_verdicts: a test the judge never decided is a zero where the submission's run ended
+    it (the kernel died, its time ran out), and not graded where the grader itself failed."""
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    def notebook():
+        cell = new_code_cell("assert True")
+        cell.metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": "test_f", "points": 1}
+        return new_notebook(cells=[cell])
+
+    step = judge.JudgeStep(tmp_path)
+    feedback = step.write_verdicts(notebook(), "Not run to completion: the kernel died.")
+    assert feedback == {"test_f": "Not run to completion: the kernel died."} and step.ungraded == {}
+    step = judge.JudgeStep(tmp_path)
+    feedback = step.write_verdicts(notebook(), "Not graded: internal grading error (RuntimeError).", graded=False)
+    assert step.ungraded == {"test_f": "Not graded: internal grading error (RuntimeError)."}, step.ungraded

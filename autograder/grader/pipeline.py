@@ -217,7 +217,9 @@ def score(g: Grading) -> None:
     # Scores come from the judge's verdicts alone: outputs are replaced, and nothing the kernel
     # printed or replied counts.
     g.judge.restore(g.nb)
-    feedback = g.judge.write_verdicts(g.nb, _not_judged(g))
+    # the grader's own failure while judging leaves its undecided tests not graded, never zeros
+    feedback = g.judge.write_verdicts(g.nb, _not_judged(g),
+                                      graded=g.client.died_at is not None or g.judge_error is None)
     g.result = Result(g.given, g.assignment, containment=g.box.mode,
                       containment_reason="; ".join(r for r in (g.box.reason, g.box_limit) if r))
     g.result.tests = save_autogrades(g.nb, g.res, g.source, feedback)

@@ -323,15 +323,18 @@ class JudgeStep:
             msg = not_graded(f"Not graded: the grader could not reach the kernel ({type(exc).__name__}: {exc}).")
             self.verdicts = {g: msg for g in self.grade_ids}
 
-    def write_verdicts(self, nb, not_judged: str) -> dict:
+    def write_verdicts(self, nb, not_judged: str, graded: bool = True) -> dict:
         """Write each test cell's verdict as its outputs; ``{grade_id: feedback}`` ('' exactly
-        for a passed test). Tests the judge did not decide (the kernel died, the time ran out)
-        fail with ``not_judged``. :attr:`ungraded` is then ``{grade_id: why}`` of the tests that
-        could not be graded (the grader's fault or the machine's: an error, not a zero)."""
+        for a passed test). Tests the judge did not decide fail with ``not_judged``: a zero where
+        the submission's run ended them (the kernel died, the time ran out), not graded where
+        ``graded`` is false (the grader's own failure). :attr:`ungraded` is then ``{grade_id: why}``
+        of the tests that could not be graded (the grader's fault or the machine's: an error,
+        not a zero)."""
         from nbformat.v4 import new_output
 
         self.close()  # the judge is done: no more programs to run
-        undecided = failed(not_judged or "Not run to completion.")
+        why = not_judged or "Not run to completion."
+        undecided = failed(why) if graded else not_graded(why)
         feedback, self.ungraded = {}, {}
         for cell in nb.cells:
             if not is_test_cell(cell):
