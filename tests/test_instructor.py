@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from autograder.common.course import test_cells as source_tests
-from conftest import PROCESSES, ROOT, released_notebook, solution_notebook
+from conftest import PROCESSES, ROOT, STARVED_REGRADES, released_notebook, solution_notebook, starved
 
 pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("instructor")]
 A = "01_phases"
@@ -452,6 +452,12 @@ def test_autograde_marks_only_the_tests_left_not_graded(course, monkeypatch, cap
 
     def one_left(paths, settings, **kwargs):
         results = real(paths, settings, **kwargs)
+        for _ in range(STARVED_REGRADES):  # what a busy machine left not graded, graded again (run_grader's rule)
+            again = [i for i, r in enumerate(results) if starved({"tests": r.tests})]
+            if not again:
+                break
+            for i, r in zip(again, real([paths[i] for i in again], settings, **kwargs)):
+                results[i] = r
         for r in results:
             if Path(r.notebook).parent.parent.name == "dave":
                 t = r.tests[0]
