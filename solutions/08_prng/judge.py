@@ -15,14 +15,17 @@ exported through the ``threefry_jit_call`` fixture, which turns it off). Kernel-
 JAX's key-reuse checker only (the kernel alone sees a key consumed twice); init_mlp's key
 reuse also has an outside symptom, same-shaped layers with the same numbers, checked here.
 noisy_batch's program is read at 3 and 6 rows before any is run: one that grows with the batch
-(a Python loop over the rows, unrolled) is told so instead of timing out.
+(a Python loop over the rows, unrolled) is told so instead of timing out; then at a number of rows
+past those programs' operations (a loop unrolled over rows padded to a fixed count grows or fails
+there), and run at one beyond every size written in them (:func:`autograder.judge.effect.beyond`).
 """
 import numpy as np
 
-from autograder.judge import call, check_close, fail
-from autograder.judge import programs
+from autograder.judge import call, check_close, ExerciseFailure, fail
+from autograder.judge import effect, programs
 from autograder.judge import AsJax, Fixture, Key, Ref, Spec
 
+PUBLISHED = 512  # the most rows noisy_batch is tried at (the visible test's 12, this judge's 256 to 512)
 _TAIL = float(np.log(1e11))  # each statistical bound fails a correct answer with p < 1e-11
 
 
@@ -220,26 +223,45 @@ def _noisy(k, seed, x, partitionable=True):
     return out.astype(np.float64)
 
 
-def _check_not_unrolled(k, d):
+def _check_not_unrolled(k, d, published):
     """The program of noisy_batch at 3 and 6 rows, read before any is run: a loop over the rows
     in Python is unrolled, one copy of the draw per row (hundreds of rows then take minutes to
-    compile), so it is told so instead of running out of time."""
-    sizes = {}
-    for rows in (3, 6):
-        program = programs.trace(k, "noisy_batch", Spec((2,), "uint32"), Spec((rows, d), "float32"),
-                                 label="jax.jit(noisy_batch)")
-        sizes[rows] = program.total
+    compile), so it is told so instead of running out of time. Then at a number of rows beyond
+    every published one and the number of operations of those programs (a loop unrolled over
+    rows padded to a fixed count has at least one operation per row, so it grows or fails
+    there). Returns ``(far, written, small)``: a number of rows beyond every size written in the
+    programs at 3 and 6 rows (:func:`autograder.judge.effect.beyond`), and the operations at 3."""
+    def trace(rows):
+        return programs.trace(k, "noisy_batch", Spec((2,), "uint32"), Spec((rows, d), "float32"),
+                              label="jax.jit(noisy_batch)")
+
+    traced = {rows: trace(rows) for rows in (3, 6)}
+    sizes = {rows: p.total for rows, p in traced.items()}
     if sizes[6] > 1.1 * sizes[3]:  # a few constants may differ with the batch; a copy per row doubles it
         fail("per_example_keys", f"the program of noisy_batch grows with the batch ({sizes[3]} operations "
                                     f"at 3 rows, {sizes[6]} at 6): a Python loop over the rows is unrolled "
                                     "into it, one copy of the random draw per row, so a batch of a few hundred "
                                     "rows takes minutes to compile. Draw every row's noise, from its own key, "
                                     "in a program whose size does not depend on the batch.")
+    many = effect.past_operations(traced.values(), published, k.rng)
+    try:
+        grown = trace(many).total
+    except ExerciseFailure as exc:
+        fail("per_example_keys", f"jax.jit(noisy_batch) cannot be traced at {many} rows, beyond every number of "
+                                    f"rows it was tried at and the {max(sizes.values())} operations of its program: "
+                                    "it is written for the batch sizes it was tried at (a loop unrolled over rows "
+                                    f"padded to a fixed count?): {exc.detail}")
+    if effect.grows(sizes[3], grown):
+        fail("per_example_keys", f"the program of noisy_batch grows with the batch ({sizes[3]} operations at 3 "
+                                    f"rows, {grown} at {many}, beyond every number of rows it was tried at): a "
+                                    "loop over the rows, padded to a fixed count, is unrolled into it, one copy "
+                                    "of the random draw per row.")
+    return (*effect.beyond(traced.values(), published, k.rng), sizes[3])
 
 
 def test_noisy_batch(k):
     n, d = int(k.rng.integers(256, 513)), int(k.rng.integers(4, 9))
-    _check_not_unrolled(k, d)
+    far, written, small = _check_not_unrolled(k, d, (12, PUBLISHED))
     cut = int(k.rng.integers(n // 4, 3 * n // 4))
     x = k.rng.normal(size=(n, d)).astype(np.float32)
     s0, s1, s2 = k.distinct_seeds(3)
@@ -278,6 +300,32 @@ def test_noisy_batch(k):
     if not (low <= rms <= high and abs(mean) <= _mean_bound(pooled.size)):
         fail("numerics", f"the noise has mean {mean:.3f} and standard deviation {pooled.std():.3f} "
                             f"(over {pooled.size} draws); standard normal noise has 0 and 1.")
+    # ... and at a number of rows beyond every size written in its programs (a count rows are
+    # padded to, a loop's bound) and every one it was tried at: a row's noise is still its own
+    # there, the first n rows keep theirs, and the program is no larger.
+    beyond = f"at {far} rows, beyond every size written in its programs at 3 and 6 rows (up to {written})"
+    xf = np.concatenate([x, k.rng.normal(size=(far - n, d)).astype(np.float32)])
+    try:
+        total = programs.trace(k, "noisy_batch", Spec((2,), "uint32"), Spec((far, d), "float32"),
+                               label="jax.jit(noisy_batch)").total
+        tail = _noisy(k, s0, xf) - xf
+    except ExerciseFailure as exc:
+        fail("per_example_keys", f"jax.jit(noisy_batch) fails {beyond}: it is written for the batch sizes it "
+                                    f"was tried at (a loop over rows padded to a fixed count?): {exc.detail}")
+    if effect.grows(small, total):
+        fail("per_example_keys", f"the program of noisy_batch grows with the batch ({small} operations at 3 rows, "
+                                    f"{total} {beyond}): a loop over the rows is unrolled into it.")
+    if not np.allclose(tail[:n], noise, atol=1e-5):
+        fail("per_example_keys", f"jax.jit(noisy_batch) {beyond}: the noise of the first {n} rows is not the "
+                                    f"noise they got in a batch of {n}, so a row's noise depends on more than "
+                                    "`key` and its index once the batch is that large.")
+    low, high = _rms_bounds((far - n) * d)
+    rest = tail[n:]
+    rms, mean = float(np.sqrt(np.mean(rest ** 2))), float(rest.mean())
+    if not (low <= rms <= high and abs(mean) <= _mean_bound(rest.size)):
+        fail("per_example_keys", f"jax.jit(noisy_batch) {beyond}: the noise of rows {n} to {far - 1} has mean "
+                                    f"{mean:.3f} and standard deviation {rest.std():.3f}, where standard normal "
+                                    "noise has 0 and 1: rows past a fixed count get no noise of their own.")
     # No key consumed twice (JAX's key-reuse checker, kernel-side: it inspects the
     # program traced under jit).
     k.claim("check_no_key_reuse", Fixture("trace_static"), (Ref("noisy_batch"), [], Key(s1), _f32(x)),
@@ -381,6 +429,13 @@ def noisy_batch(key, x):
             for i in range(x.shape[0])]
     return jnp.stack(rows)
 ''', "the program of noisy_batch grows with the batch", "per_example_keys"),
+        ('''
+def noisy_batch(key, x):
+    # a Python loop over x padded to 64 rows: the same program at every batch size up to 64
+    padded = jnp.pad(x, ((0, 64 - x.shape[0]), (0, 0)))
+    rows = [padded[i] + jax.random.normal(jax.random.fold_in(key, i), x.shape[1:], x.dtype) for i in range(64)]
+    return jnp.stack(rows)[:x.shape[0]]
+''', "beyond every number of rows it was tried at", "per_example_keys"),
     ],
 }
 

@@ -5,15 +5,17 @@ The contract is exact: image ``i`` uses ``jax.random.split(key, n)[i]``, its cor
 The reference is computed here with the judge's own JAX from the same keys. The learner's
 program (``size`` static, the key as raw ``uint32[2]`` data and the images traced) is read at
 3 and 6 images before any is run: one that grows with the batch (a Python loop over the images)
-is told so. Its values on fresh images, keys and sizes are compared exactly (a crop copies
+is told so; so is one that grows or fails at a number of images past those programs' operations
+(a loop unrolled over images padded to a fixed count), and its values are checked at a number of
+images beyond every size written in them too. Its values on fresh images, keys and sizes are compared exactly (a crop copies
 numbers); an answer that cuts every image at one place, or that draws corners from one key, is
 told which. The compile count over new keys and images at one ``size`` is a kernel-side claim:
 it can fail the test, never pass it.
 """
 import numpy as np
 
-from autograder.judge import fail
-from autograder.judge import programs
+from autograder.judge import ExerciseFailure, fail
+from autograder.judge import effect, programs
 from autograder.judge import AsJax, Fixture, Key, Ref, Spec
 
 
@@ -47,13 +49,37 @@ def _program_flag_off(k, n, h, w, size):
                                 "jax_threefry_partitionable off")
 
 
+PUBLISHED = 9  # the most images random_crop is tried at (the visible test's 6, this judge's 2 to 9)
+
+
 def _check_not_unrolled(k, h, w, size):
-    sizes = {n: _program(k, n, h, w, size).total for n in (3, 6)}
+    """The program at 3 and 6 images, read before any is run (a Python loop over the images is
+    unrolled, a copy per image), then at a number of images beyond every published one and the
+    operations of those programs (a loop unrolled over images padded to a fixed count has at
+    least one operation per image: it grows or fails there). Returns ``(far, written, small)``:
+    a number of images beyond every size written in the programs at 3 and 6 images
+    (:func:`autograder.judge.effect.beyond`), and the operations at 3."""
+    traced = {n: _program(k, n, h, w, size) for n in (3, 6)}
+    sizes = {n: p.total for n, p in traced.items()}
     if sizes[6] > 1.1 * sizes[3]:  # a few constants may differ with the batch; a copy per image doubles it
         fail("per_example_keys", f"the program of random_crop grows with the number of images ({sizes[3]} "
                                     f"operations at 3 images, {sizes[6]} at 6): a Python loop over the images is "
                                     "unrolled into it, one copy of the draw and the cut per image. Crop every "
                                     "image, from its own key, in a program whose size does not depend on the batch.")
+    many = effect.past_operations(traced.values(), (PUBLISHED,), k.rng)
+    try:
+        grown = _program(k, many, h, w, size).total
+    except ExerciseFailure as exc:
+        fail("per_example_keys", f"jax.jit(random_crop) cannot be traced at {many} images, beyond every number of "
+                                    f"images it was tried at and the {max(sizes.values())} operations of its "
+                                    "program: it is written for the batch sizes it was tried at (a loop unrolled "
+                                    f"over images padded to a fixed count?): {exc.detail}")
+    if effect.grows(sizes[3], grown):
+        fail("per_example_keys", f"the program of random_crop grows with the number of images ({sizes[3]} operations "
+                                    f"at 3 images, {grown} at {many}, beyond every number of images it was tried at): "
+                                    "a loop over the images, padded to a fixed count, is unrolled into it, one copy "
+                                    "of the draw and the cut per image.")
+    return (*effect.beyond(traced.values(), (PUBLISHED,), k.rng), sizes[3])
 
 
 def _check(got, images, seed, size, what, partitionable=True):
@@ -91,8 +117,8 @@ def test_random_crop(k):
     rng = k.rng
     h, w = int(rng.integers(8, 17)), int(rng.integers(8, 17))
     size = int(rng.integers(2, min(h, w) - 2))  # at least 4 positions a side: a wrong corner shows
-    _check_not_unrolled(k, h, w, size)
-    seeds = k.distinct_seeds(4)
+    far, written, small = _check_not_unrolled(k, h, w, size)
+    seeds = k.distinct_seeds(5)
     for trial, (n, s) in enumerate([(int(rng.integers(5, 10)), size), (int(rng.integers(5, 10)), 1),
                                     (int(rng.integers(2, 5)), min(h, w))]):
         images = rng.normal(size=(n, h, w)).astype(np.float32)
@@ -107,6 +133,29 @@ def test_random_crop(k):
     got = _program_flag_off(k, n, h, w, size)(programs.raw_key(seeds[3]), images)
     _check(got, images, seeds[3], size, f"jax.jit(random_crop)(key, images, {size}) on {n} images of {h} x {w} "
                                         "with jax_threefry_partitionable off", partitionable=False)
+    # ... and at a number of images beyond every size written in its programs (a count images are
+    # padded to, a loop's bound) and every one it was tried at, small images keeping it cheap: the
+    # same contract there, and a program no larger.
+    beyond = f"at {far} images, beyond every size written in its programs at 3 and 6 images (up to {written})"
+    fh, fw = int(rng.integers(3, 6)), int(rng.integers(3, 6))
+    images = rng.normal(size=(far, fh, fw)).astype(np.float32)
+    try:
+        program = _program(k, far, fh, fw, 2)
+        got = np.asarray(program(programs.raw_key(seeds[4]), images))
+    except ExerciseFailure as exc:
+        fail("per_example_keys", f"jax.jit(random_crop) fails {beyond}: it is written for the batch sizes it was "
+                                    f"tried at (a loop over images padded to a fixed count?): {exc.detail}")
+    if effect.grows(small, program.total):
+        fail("per_example_keys", f"the program of random_crop grows with the number of images ({small} operations "
+                                    f"at 3 images, {program.total} {beyond}): a loop over the images is unrolled "
+                                    "into it.")
+    want = _crops(images, _corners(seeds[4], far, fh, fw, 2), 2)
+    if got.shape != want.shape or not np.array_equal(got, want):
+        wrong = (f"has shape {got.shape}, expected {want.shape}" if got.shape != want.shape else
+                 f"cuts {int(np.sum(np.any(got != want, axis=(1, 2))))} of the images elsewhere than their keys "
+                 f"draw (the first, image {int(np.argmax(np.any(got != want, axis=(1, 2))))})")
+        fail("per_example_keys", f"jax.jit(random_crop)(key, images, 2) on {fh} x {fw} images {beyond} {wrong}: "
+                                    "each image's crop comes from its own key of the split, at every batch size.")
     # Kernel-side claim: new keys and new images reuse the program compiled for one size.
     n = int(rng.integers(3, 7))
     calls = [((Ref("random_crop"), Key(s), AsJax(rng.normal(size=(n, h, w)).astype(np.float32))), {"size": size})
@@ -166,6 +215,19 @@ def random_crop(key, images, size):
 
     return jax.vmap(crop_one)(jnp.arange(n), images)
 ''', "with jax_threefry_partitionable off, where the i-th key", "per_example_keys"),
+         ('''
+def random_crop(key, images, size):
+    # a Python loop over the images padded to 16: the same program at every batch size up to 16
+    n, h, w = images.shape
+    padded = jnp.pad(images, ((0, 16 - n), (0, 0), (0, 0)))
+    keys = jax.random.key_data(jax.random.split(key, n))  # the contract's keys, padded too
+    keys = jax.random.wrap_key_data(jnp.pad(keys, ((0, 16 - n), (0, 0))))
+    crops = []
+    for i, k in enumerate(keys):
+        top, left = jax.random.randint(k, (2,), 0, jnp.array([h - size + 1, w - size + 1]))
+        crops.append(jax.lax.dynamic_slice(padded[i], (top, left), (size, size)))
+    return jnp.stack(crops)[:n]
+''', "beyond every number of images it was tried at", "per_example_keys"),
     ],
 }
 
