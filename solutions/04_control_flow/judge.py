@@ -134,10 +134,41 @@ def _long_starts(rng, count, min_steps=400, high=3_000_000):
     return found[:count]
 
 
+_TRIPS_AT = (1, 6, 27)  # 0, 8 and 111 steps
+
+
+def _check_trips(program):
+    """The trips each loop of the program's entry function runs for n in :data:`_TRIPS_AT`,
+    observed (:func:`autograder.judge.effect.trip_counts`: a counter added to each loop, run in
+    the program runner), whatever its condition is written as: a loop that runs as long as n's
+    sequence says runs a different number of trips for sequences of 0, 8 and 111 steps. A program
+    whose loops all sit inside a branch or another loop has no such loop to count; there the
+    loops' written conditions are read instead (see docs/security.md)."""
+    from autograder.judge import effect
+
+    trips = {n: effect.trip_counts(program.exported, (_i32(n),)) for n in _TRIPS_AT}
+    counts = list(trips.values())
+    if counts[0]:
+        if all(c == counts[0] for c in counts):
+            seen = ", ".join(f"{n}: {c[0] if len(c) == 1 else c}" for n, c in trips.items())
+            steps = ", ".join(str(int(_collatz_reference(n))) for n in _TRIPS_AT)
+            fail("loops", "the loop of collatz_steps runs a fixed number of times whatever n is: the grader counted "
+                             f"its trips for n = {', '.join(map(str, _TRIPS_AT))}, whose sequences take {steps} steps, "
+                             f"and saw the same count for each ({seen}). A loop with a fixed trip count falls "
+                             "short whenever a sequence is longer than its bound, and only n's own sequence knows "
+                             "how many steps it takes, so the loop must run as long as it says.")
+    elif program.fixed_loops == program.count("stablehlo.while"):
+        fail("loops", "the loop of collatz_steps runs a fixed number of times whatever n is (its condition "
+                         "reads only a counter with fixed bounds): a loop with a fixed trip count falls short "
+                         "whenever a sequence is longer than its bound, and only n's own sequence knows how "
+                         "many steps it takes, so the loop's condition must depend on it.")
+
+
 def test_collatz_steps(k):
     # One program for every n: exported with `n` traced, with a loop whose trip count depends on
-    # the input (a fori_loop or scan with a fixed count and a done flag is refused from the program:
-    # no n within int32 and below 3e6 takes more than 494 steps, so values alone cannot tell), run
+    # the input (a fori_loop or scan with a fixed count and a done flag is refused by the trips its
+    # loops run, observed: no n within int32 and below 3e6 takes more than 494 steps, so values
+    # alone cannot tell), run
     # here on every n. 27 takes 111 steps and 871 takes 178; the drawn long ones take 400 to 494.
     ns = ([1, 6, 2, 7, 27, 97, 871] + [int(v) for v in k.rng.integers(2, 5000, size=3)]
           + _long_starts(k.rng, 2))
@@ -148,11 +179,8 @@ def test_collatz_steps(k):
         if not program.has_loops:
             fail("loops", "the program of collatz_steps has no loop: the number of steps depends on n, "
                              "so the loop has to run in the program, on the device.")
-        if program.fixed_loops == program.count("stablehlo.while"):
-            fail("loops", "the loop of collatz_steps runs a fixed number of times whatever n is (its condition "
-                             "reads only a counter with fixed bounds): a loop with a fixed trip count falls short "
-                             "whenever a sequence is longer than its bound, and only n's own sequence knows how "
-                             "many steps it takes, so the loop's condition must depend on it.")
+        if n == ns[0]:
+            _check_trips(program)
         got, want = program(_i32(n)), _collatz_reference(n)
         try:
             check_close(got, want, what=f"{what} (steps to reach 1)", idea="loops", dtype=np.int32)
@@ -400,6 +428,16 @@ def collatz_steps(n):
         return (jnp.where(done, v, jnp.where(v % 2 == 0, v // 2, 3 * v + 1)), jnp.where(done, steps, steps + 1),
                 i + 1)
     return jax.lax.while_loop(lambda s: s[2] < 1000 + (n < 0), body, (n, jnp.int32(0), jnp.int32(0)))[1]
+''', "runs a fixed number of times whatever n is: the grader counted its trips", "loops"),
+        ('''
+def collatz_steps(n):
+    # about 1000 steps, a flag stopping the work; the count differs with n's parity, so it varies
+    def body(state):
+        v, steps, i = state
+        done = v == 1
+        return (jnp.where(done, v, jnp.where(v % 2 == 0, v // 2, 3 * v + 1)), jnp.where(done, steps, steps + 1),
+                i + 1)
+    return jax.lax.while_loop(lambda s: s[2] < 1000 + n % 2, body, (n, jnp.int32(0), jnp.int32(0)))[1]
 ''', "runs its body for n = 1, whose sequence takes no step", "loops"),
     ],
     "ema": [
@@ -470,6 +508,26 @@ def piecewise(x, k):
 
 
 RIGHT = {
+    "collatz_steps": [
+        '''
+def collatz_steps(n):
+    # the step count carried next to the value, the loop running while the value is above 1
+    def step(state):
+        value, steps = state
+        return lax.cond(value % 2 == 0, lambda v: v // 2, lambda v: 3 * v + 1, value), steps + 1
+    return lax.while_loop(lambda s: s[0] > 1, step, (jnp.asarray(n, jnp.int32), jnp.int32(0)))[1]
+''',
+        '''
+def collatz_steps(n):
+    # n = 1 answered by a branch; the loop, in the other one, runs as long as the sequence says
+    def walk(n):
+        def step(state):
+            value, steps = state
+            return jnp.where(value % 2 == 0, value // 2, 3 * value + 1), steps + 1
+        return lax.while_loop(lambda s: s[0] != 1, step, (n, jnp.int32(0)))[1]
+    return lax.cond(n == 1, lambda n: jnp.int32(0), walk, n)
+''',
+    ],
     "piecewise": [
         '''
 def piecewise(x, k):
