@@ -450,13 +450,18 @@ def test_autograde_marks_only_the_tests_left_not_graded(course, monkeypatch, cap
 
     real = batch.grade_many
 
+    def each_here(paths, settings, **kwargs):
+        # one notebook a call, graded in this process: a batch forks grading processes from this
+        # test worker, whose JAX may already run threads (other tests'), and such a child can hang
+        return [r for p in paths for r in real([p], settings, **kwargs)]
+
     def one_left(paths, settings, **kwargs):
-        results = real(paths, settings, **kwargs)
+        results = each_here(paths, settings, **kwargs)
         for _ in range(STARVED_REGRADES):  # what a busy machine left not graded, graded again (run_grader's rule)
             again = [i for i, r in enumerate(results) if starved({"tests": r.tests})]
             if not again:
                 break
-            for i, r in zip(again, real([paths[i] for i in again], settings, **kwargs)):
+            for i, r in zip(again, each_here([paths[i] for i in again], settings, **kwargs)):
                 results[i] = r
         for r in results:
             if Path(r.notebook).parent.parent.name == "dave":
