@@ -24,11 +24,25 @@
 # folder of wheels; GRADE_HELD=1 grades the solutions (GRADE_PATTERN: a regex over their paths;
 # GRADE_JOBS grading processes, default 4) while another process holds the device; BENCH=0 skips
 # the benchmark (grading only, e.g. `GRADE_HELD=1 BENCH=0`: about two minutes on the TPU machine).
+# ARCHIVE: a `git archive` of one commit (e.g. `git archive -o build/head.tar HEAD`, carried to the
+# machine): everything runs in that tree, extracted to /tmp/tree, so a shared working tree's
+# uncommitted edits are not measured; the commit is printed (and saved in $OUT/commit). FLOORS: a
+# file for the kernel floors: measured and saved there by the first run, reused by the next ones
+# on the same machine (each costs ~45 s on a TPU).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 : "${OUT:?set OUT to the folder for the results}"
 PY=${PYTHON:-python3}
 WHEELS=${WHEELS:-.whl}
+if [ -n "${ARCHIVE:-}" ]; then
+    [[ $WHEELS = /* ]] || WHEELS=$PWD/$WHEELS
+    [[ $ARCHIVE = /* ]] || ARCHIVE=$PWD/$ARCHIVE
+    rm -rf /tmp/tree && mkdir -p /tmp/tree && tar -xf "$ARCHIVE" -C /tmp/tree || exit 1
+    commit=$("$PY" -c 'import sys, tarfile; print(tarfile.open(sys.argv[1]).pax_headers.get("comment", "unknown"))' "$ARCHIVE")
+    mkdir -p "$OUT" && echo "$commit" > "$OUT/commit"
+    echo "gpu_run: the tree of commit $commit (git archive), in /tmp/tree"
+    cd /tmp/tree || exit 1
+fi
 export PYTHONUNBUFFERED=1
 # a GPU shared by the measuring child and each kernel in turn: none takes 75% of it up front
 export XLA_PYTHON_CLIENT_PREALLOCATE=false
@@ -79,9 +93,15 @@ bench() {
     backend=$("$PY" -c 'import jax; print(jax.default_backend())') || return 1
     echo "gpu_run: backend $backend"
     sleep 3   # a TPU can refuse a process that opens it just after another closed it
+    local floors=()
+    [ -n "${FLOORS:-}" ] && [ -s "$FLOORS" ] && floors=(--floors "$(cat "$FLOORS")") && echo "gpu_run: floors from $FLOORS"
     timeout "${BENCH_LIMIT:-540}" "$PY" scripts/bench.py --out "$OUT/bench-$backend.md" \
         --executed "$OUT/executed" --cell-timeout "${CELL_TIMEOUT:-90}" --gap "${GAP:-3}" \
-        ${NOTEBOOKS:+--notebooks "$NOTEBOOKS"} ${BENCH_ARGS:-}
+        ${NOTEBOOKS:+--notebooks "$NOTEBOOKS"} "${floors[@]}" ${BENCH_ARGS:-} 2>&1 | tee /tmp/bench.err
+    local rc=${PIPESTATUS[0]}
+    # bench.py prints the floors it measured (or was given) as JSON: saved for the next run
+    [ -n "${FLOORS:-}" ] && [ ! -s "$FLOORS" ] && sed -n 's/^bench: floors //p' /tmp/bench.err | tail -1 > "$FLOORS"
+    return "$rc"
 }
 
 grade_held() {
