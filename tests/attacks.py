@@ -334,9 +334,10 @@ PROGRAM_ATTACKS = {
 #
 # The forged agent: every claim holds; every call runs eagerly (jit=False); and every kernel-side
 # observation a fixture reports (is it jitted, traces counted, what a call printed, the arguments
-# as a call left them, two calls that differ, the order in which a timer waited, a layer's tree
-# structures, where an output's pieces live, the PRNG flag of a call) says what a right answer
-# would show. The values the learner's code returns are its own: forging those is writing the
+# as a call left them, two calls that differ, a layer's tree structures, where an output's pieces
+# live, the PRNG flag of a call) says what a right answer would show. (06's timer and training
+# loop run on simulated devices the judge answers itself: their fixtures report nothing a forged
+# reply could set right, and 06's row shows them earning nothing.) The values the learner's code returns are its own: forging those is writing the
 # answer (the exercises judged on kernel values, docs/security.md).
 _CLAIMS_FORGED_AGENT = (
     "import copy as _copy\nimport jax as _jax\nimport numpy as _np\nimport autograder.agent as _agent\n"
@@ -382,8 +383,6 @@ _CLAIMS_FORGED_AGENT = (
     "    elif name == 'adam_twice':\n"
     "        value['second'] = value['first']\n"
     "        value['after'][2] = value['fresh']\n"
-    "    elif name == 'honest_timer_on':\n"
-    "        value['waited'] = [i + 1 for i in range(len(value['calls']))]\n"
     "    elif name == 'linear_report' and 'error' not in value:\n"
     "        value.update(same_type=True, same_structure=True, grad_same_structure=True, map_same_structure=True)\n"
     "    elif name == 'linear_structures' and 'error' not in value:\n"
@@ -535,7 +534,7 @@ CLAIM_ATTACKS = {
     "04_control_flow": ClaimAttack("04_control_flow", dict(_STATIC_DATA_04), imports=_PARTIAL),
     "05_shapes": ClaimAttack("05_shapes", {"segment_mean": _SEGMENT_IDS_STATIC}, imports=_PARTIAL),
     "06_async_dispatch": ClaimAttack("06_async_dispatch", {"honest_time": _HONEST_TIME_OVERLAPS, "train_losses": 1,
-                                                           "fused_update": 2}),
+                                                           "fused_update": 2, "logged_losses": 3}),
     "07_pytrees": ClaimAttack("07_pytrees", {"sgd_update": _SGD_UPDATE_IN_PLACE, "Linear": _LINEAR_NAMED_LAYERS}),
     "08_prng": ClaimAttack("08_prng", {"dropout": _DROPOUT_SPLITS_THEN_DRAWS, "init_mlp": 2, "noisy_batch": 1}),
     "09_sharding": ClaimAttack("09_sharding", {"shard_rows": 1, "explicit_matmul": 1}),

@@ -405,6 +405,54 @@ def test_a_timer_runs_on_a_device_the_judge_times_itself(kernel):
     assert device.starts == [] and device.waited == {}  # its number is a guess: nothing was timed
 
 
+def test_a_training_loop_runs_on_steps_the_judge_answers_itself(kernel):
+    """logged_losses' step (06): each call and each first wait for a loss is a prompt the judge
+    answers, so the judge sees the calls, the params threaded and when each loss was waited for,
+    and the losses' values reach the kernel only as answers to waits: a loop that reads a loss
+    inside it is seen waiting early, and a kernel that returns losses without waiting for them
+    cannot know them."""
+    import runpy
+
+    k, kc = kernel
+    judged = runpy.run_path(str(ROOT / "solutions" / "06_async_dispatch" / "judge_logged_losses.py"))
+    kc.execute_interactive(
+        "def after_the_loop(step, params, batches, every):\n"
+        "    logged = []\n"
+        "    for i, batch in enumerate(batches):\n"
+        "        params, loss = step(params, batch)\n"
+        "        if i % every == 0:\n"
+        "            logged.append(loss)\n"
+        "    return params, [float(v) for v in logged]\n"
+        "def inside_the_loop(step, params, batches, every):\n"
+        "    logged = []\n"
+        "    for i, batch in enumerate(batches):\n"
+        "        params, loss = step(params, batch)\n"
+        "        if i % every == 0:\n"
+        "            logged.append(float(loss))\n"
+        "    return params, logged\n"
+        "def never_waits(step, params, batches, every):\n"
+        "    for batch in batches:\n"
+        "        params, loss = step(params, batch)\n"
+        "    return params, [float(i) for i in range(0, len(batches), every)]  # a guess at the values\n",
+        timeout=30)
+
+    def run(fn, n=7, every=3):
+        steps = judged["_Steps"](np.random.default_rng(0), n)
+        report = k.fixture("judged_logged_on")(wire.Ref(fn), steps.tokens[0], list(range(10, 10 + n)), every,
+                                                what=fn, on_input=steps)
+        return report, steps
+
+    report, steps = run("after_the_loop")
+    assert [b for _, b in steps.calls] == [str(b) for b in range(10, 17)]  # seen by the judge
+    assert [p for p, _ in steps.calls] == [str(t) for t in steps.tokens[:7]]  # each call given the last params
+    assert steps.waited == {0: 7, 3: 7, 6: 7}  # every wait after the last call
+    assert report == {"params": steps.tokens[7], "losses": [steps.values[i] for i in (0, 3, 6)]}
+    _, steps = run("inside_the_loop")
+    assert steps.waited == {0: 1, 3: 4, 6: 7}
+    report, steps = run("never_waits")
+    assert steps.waited == {} and report["losses"] != [steps.values[i] for i in (0, 3, 6)]
+
+
 def test_export_moves_the_traced_program_into_the_judge(kernel):
     pytest.importorskip("flatbuffers", reason="jax.export serialization needs the flatbuffers package")
     k, _ = kernel

@@ -1,12 +1,17 @@
 """The judge of 06_async_dispatch's ``logged_losses`` (trusted: runs in the grader, never in the kernel).
 
-The learner's function is handed a simulated jitted step (fixture ``logged_on``): each call
-returns at once, its loss a :class:`autograder.timing.SimulatedResult` worth the call's index,
-and the kernel records which batch each call got and, for each loss, how many calls had been
-made when it was first waited for. Judged here from that data: every batch stepped once, in
-order; the losses of steps ``0, every, 2 * every, ...`` returned as Python floats; no loss waited
-for before every step was dispatched. Then the notebook's own ``sgd_step`` on real arrays,
-against a NumPy reference of the same SGD.
+The learner's function is handed a simulated jitted step that the judge answers itself (fixture
+``judged_logged_on``, :class:`_Steps` here): each call of ``step`` is a prompt to the judge
+(Jupyter's stdin, :meth:`autograder.judge.Channel.request`'s ``on_input``) carrying the params
+and batch it got, answered with the new params (a number drawn here); each loss is worth a value
+drawn here and held here, sent to the kernel only as the answer to the first wait for it (a
+``float``, ``.item()``, a print or format, ``jnp.stack``...). So the judge itself counts the
+calls, sees the params threaded from call to call and when each loss was first waited for, and
+the losses that earn the point are values the kernel can know only by waiting for them: every
+batch stepped once, in order, each call given the params the last one returned; no loss waited
+for before every step was dispatched; the losses of steps ``0, every, 2 * every, ...`` returned
+as Python floats, and the last params. Then the notebook's own ``sgd_step`` on real arrays,
+against a NumPy reference of the same SGD (kernel values: it can only fail the test).
 """
 import numpy as np
 
@@ -14,25 +19,62 @@ from autograder.judge import call, check_close, fail
 from autograder.judge import AsJax, Ref
 
 
+class _Steps:
+    """The judge's side of the simulated step (the kernel's ``judged_logged_on``): answers each
+    ``step <params> <batch>`` prompt with the new params and each first ``loss <i>`` with step
+    i's loss, and records what it saw: the calls' params and batches, and how many calls had
+    been made when each loss was first waited for."""
+
+    def __init__(self, rng, n):
+        self.tokens = [int(t) for t in 1000 + rng.choice(999_000, size=n + 1, replace=False)]
+        # Distinct, and exact in float32 and in decimal: a loss converted through float32 stays itself.
+        self.values = [float(v) / 16 for v in 16 + rng.choice(1008, size=n, replace=False)]
+        self.calls, self.waited = [], {}
+
+    def __call__(self, prompt):
+        kind, _, rest = prompt.partition(" ")
+        if kind == "step":
+            params, _, batch = rest.partition(" ")
+            self.calls.append((params, batch))
+            return str(self.tokens[len(self.calls)]) if len(self.calls) < len(self.tokens) else ""
+        if kind == "loss" and rest.isdigit() and int(rest) < len(self.calls):
+            i = int(rest)
+            self.waited.setdefault(i, len(self.calls))
+            return repr(self.values[i])
+        return ""
+
+
 def _simulated(k, n, every):
     what = f"logged_losses(step, params, {n} batches, every={every})"
-    report = k.fixture("logged_on")(Ref("logged_losses"), n, every, what=what)
-    calls, waited, losses = report.get("calls"), report.get("waited"), report.get("losses")
-    if calls != list(range(100, 100 + n)):
-        fail("async", f"{what} called step on the batches {calls!r:.120}; call it once on every batch, in order.")
-    early = [i for i, w in enumerate(waited) if w is not None and w < n]
+    steps = _Steps(k.rng, n)
+    batches = [int(b) for b in 100 + k.rng.choice(900, size=n, replace=False)]
+    report = k.fixture("judged_logged_on")(Ref("logged_losses"), steps.tokens[0], batches, every, what=what,
+                                           on_input=steps)
+    got = [b for _, b in steps.calls]
+    if got != [str(b) for b in batches]:
+        fail("async", f"{what} called step on the batches {got!r:.120}; call it once on every batch, in order "
+                         f"({batches!r:.120}).")
+    for i, (params, _) in enumerate(steps.calls):
+        if params != str(steps.tokens[i]):
+            fail("async", f"{what} gave step {i} the params {params!r:.40}, not the params "
+                             f"{'it was given' if i == 0 else 'the previous step returned'}: thread the params "
+                             "from each step into the next.")
+    early = sorted((i, w) for i, w in steps.waited.items() if w < n)
     if early:
-        i = early[0]
-        fail("async", f"{what} waited for the loss of step {i} after {waited[i]} of the {n} steps had been "
+        i, w = early[0]
+        fail("async", f"{what} waited for the loss of step {i} after {w} of the {n} steps had been "
                          "dispatched: reading a result inside the loop (converting, printing or formatting it) stalls "
                          "the loop there until the device is done, before every step is dispatched.")
-    want = [float(i) for i in range(0, n, every)]
+    losses = report.get("losses") if isinstance(report, dict) else None
     if not isinstance(losses, list) or any(type(v) is not float for v in losses):
         fail("async", f"{what} returned the losses {losses!r:.120}; return a Python list of floats.")
-    if losses != want:
-        fail("async", f"{what} returned the losses of the steps {[int(v) for v in losses]!r:.120}; expected "
-                         f"those of steps {[int(v) for v in want]!r:.120} (0, every, 2 * every, ...).")
-    if report.get("params") != n:
+    want = list(range(0, n, every))
+    step_of = {v: i for i, v in enumerate(steps.values)}
+    if losses != [steps.values[i] for i in want]:
+        shown = [step_of.get(v, "?") for v in losses]
+        fail("async", f"{what} returned the losses of the steps {shown!r:.120}; expected those of steps "
+                         f"{want!r:.120} (0, every, 2 * every, ...).")
+    if report.get("params") != steps.tokens[n]:
         fail("async", f"{what} did not return the params of the last step.")
 
 
@@ -52,7 +94,7 @@ def test_logged_losses(k):
     rng = k.rng
     for n, every in ((int(rng.integers(7, 12)), int(rng.integers(2, 4))), (int(rng.integers(3, 6)), 1)):
         _simulated(k, n, every)
-    # The notebook's own sgd_step on real arrays: values.
+    # The notebook's own sgd_step on real arrays: values computed in the kernel (they can only fail).
     d, n, every = 3, int(rng.integers(5, 9)), int(rng.integers(2, 4))
     params = {"w": (rng.normal(size=d) * 0.1).astype(np.float32), "b": np.float32(0.0)}
     batches = [(rng.normal(size=(8, d)).astype(np.float32), rng.normal(size=8).astype(np.float32)) for _ in range(n)]
