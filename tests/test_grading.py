@@ -389,7 +389,7 @@ def test_grading_processes_have_the_judges_memory_cap_and_kernels_do_not(tmp_pat
             "from autograder.grader.pipeline import Options\n"
             "settings = Settings.load()\n"
             "w = batch._Worker(multiprocessing.get_context('fork'), settings.judge_memory_mb)\n"
-            "w.give(0, ('unused', Options(settings)))\n"
+            "w.give(0, batch.Job('unused', Options(settings)))\n"
             "print(w.conn.recv()['data'] if w.conn.poll(60) else 'no answer')\n"
             "w.stop()\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
@@ -400,6 +400,40 @@ def test_grading_processes_have_the_judges_memory_cap_and_kernels_do_not(tmp_pat
     heavy = fill_answers(released_notebook(A), {**SOLUTIONS, **ballast}, tmp_path / "heavy" / A / f"{A}.ipynb")
     results, stderr, code = run_grader([heavy], env={"AUTOGRADER_JUDGE_MEMORY_MB": "1536"})
     assert code == 0 and results["score"] == results["max_score"] == FULL, results
+
+
+STARTED_THEN_BATCH = """\
+import json, sys
+import jax
+from jax._src import xla_bridge
+from autograder.common.settings import Settings
+from autograder.grader import batch, startup
+
+startup.before_fork(parallel=True)  # what a batch's parent imports before it forks: no backend
+print("after the imports:", batch.start_method(), xla_bridge.backends_are_initialized(), file=sys.stderr)
+assert batch.start_method() == "fork" and not xla_bridge.backends_are_initialized()
+float(jax.numpy.ones(3).sum())  # JAX's backend and its threads started, as in a test process
+print("after a computation:", batch.start_method(), file=sys.stderr)
+results = batch.grade_many(sys.argv[1:], Settings.load(), workers=2, notebook_timeout=60)
+print(json.dumps([r.as_dict() for r in results]))
+"""
+
+
+def test_a_batch_from_a_process_whose_jax_has_started_grades_every_notebook(tmp_path):
+    """grade_many forks its grading processes; a child forked from a process whose JAX backend
+    runs would have JAX's state without its threads, hang on its first computation and end "not
+    graded" past its time limit. From such a process the batch spawns them instead: both
+    notebooks are graded (full marks and zero), within their time. Importing JAX (what a batch's
+    parent does before it forks) starts no backend: there it still forks."""
+    solved = fill_answers(released_notebook(A), SOLUTIONS, tmp_path / "solved" / A / f"{A}.ipynb")
+    released = _write(tmp_path, "released", _released())
+    proc = subprocess.run([sys.executable, "-c", STARTED_THEN_BATCH, str(solved), str(released)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "after a computation: spawn" in proc.stderr, proc.stderr[-3000:]
+    good, bad = json.loads(proc.stdout.splitlines()[-1])
+    assert not good.get("error") and good["score"] == good["max_score"] == FULL, good
+    assert not bad.get("error") and bad["score"] == 0 and len(bad["tests"]) == len(TESTS), bad
 
 
 def test_a_notebook_too_large_to_read_gets_a_clear_message_and_others_are_graded(tmp_path):

@@ -1,26 +1,31 @@
 """Grading many notebooks at once: in parallel over the machine's cores, in order, nothing lost.
 
-Each submission is graded by :func:`autograder.grader.pipeline.grade_notebook`: one alone in the
-command's own process, several in grading processes forked from a warm parent (nbgrader
-imported once), each grading one notebook at a time. A submission that crashes its kernel,
-times out or cannot be read still gets a row (with the reason and zero for what could not be
-graded); in a batch, one that kills its grading process is graded once more in a fresh one, and
-after a second death gets a row saying so: it never costs another notebook its grade, and no
-submission is silently missing. One whose tests a starved machine left not graded is graded once
-more alone, where starved again is its own doing (a zero with the reason).
+Each submission (a :class:`Job`) is graded by :func:`autograder.grader.pipeline.grade_notebook`:
+one alone in the command's own process, several in grading processes forked from a warm parent
+(nbgrader and the judge's JAX imported once), each grading one notebook at a time; from a process
+whose JAX has started its backends (a test, a notebook calling the grader), whose threads a
+forked child would not have, they are spawned instead (:func:`start_method`). A submission that
+crashes its kernel, times out or cannot be read still gets a row (with the reason and zero for
+what could not be graded); in a batch, one that kills its grading process is graded once more in
+a fresh one, and after a second death gets a row saying so: it never costs another notebook its
+grade, and no submission is silently missing. One whose tests a starved machine left not graded
+is graded once more alone, where starved again is its own doing (a zero with the reason).
 """
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import NamedTuple
 
 from ..common.settings import Settings
 from .pipeline import Options, grade_notebook
 from .result import Result, failed_result
 from ..sandbox.containment import NAMESPACE, NONE, PROCESS_GROUP, USER_NAMESPACE
 from ..sandbox.judge_memory import limit_judge_memory
+from ..sandbox import launcher
 from ..sandbox.launch import die_with_parent
 from ..sandbox.mounts import private_mounts
 from . import startup
@@ -34,16 +39,22 @@ def default_workers(n_jobs: int) -> int:
     return max(1, min(cores + 1, n_jobs))
 
 
-def _grade(job) -> Result:
+class Job(NamedTuple):
+    """One notebook of a batch and how to grade it (a grading process is sent it whole)."""
+
+    path: str
+    options: Options
+
+
+def _grade(job: Job) -> Result:
     try:
-        return grade_notebook(*job)
+        return grade_notebook(job.path, job.options)
     except Exception as exc:  # noqa: BLE001 - the row says why, every test listed at zero
         return _failed(job, f"internal grading error: {type(exc).__name__}: {exc}")
 
 
-def _failed(job, why: str) -> Result:
-    path, options = job
-    return failed_result(path, why, options.root or options.settings.course_root or None)
+def _failed(job: Job, why: str) -> Result:
+    return failed_result(job.path, why, job.options.root or job.options.settings.course_root or None)
 
 
 def _worker(conn, die_with_parent_now, judge_memory_mb: int) -> None:
@@ -80,12 +91,35 @@ DIED = ("the grading process died twice while grading this notebook (the submiss
         "or exhausted the machine's memory or processes); every other notebook was graded normally")
 
 
+def start_method() -> str:
+    """How a batch starts its grading processes: ``"fork"`` (each inherits what the parent imported
+    before, :func:`startup.before_fork`), or ``"spawn"`` (a fresh interpreter that imports what it
+    needs) where this process's JAX has started its backends. A forked child has its parent's
+    memory but only the forking thread: JAX's backends, whose threads and locks stay behind, would
+    hang its first computation until the notebook's time limit, and the notebook would end "not
+    graded". Importing JAX starts no backend (the batch's parent imports it before forking)."""
+    jax = sys.modules.get("jax")
+    if jax is None:
+        return "fork"
+    try:
+        from jax._src import xla_bridge
+
+        started = xla_bridge.backends_are_initialized()
+    except Exception:  # noqa: BLE001 - a JAX that cannot say: never fork from it
+        started = True
+    return "spawn" if started else "fork"
+
+
 class _Worker:
-    """A forked grading process (warm: nbgrader, the judge and JAX imported) and its one job."""
+    """A grading process (forked: nbgrader, the judge and JAX imported; or spawned) and its one job."""
 
     def __init__(self, ctx, judge_memory_mb: int):
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker, args=(child, die_with_parent(), judge_memory_mb), daemon=True)
+        # a forked child calls a function prepared here (it must load nothing); a spawned one loads
+        # what it needs itself (its arguments are pickled: a partial of a module's function)
+        dies = (die_with_parent() if ctx.get_start_method() == "fork"
+                else functools.partial(launcher.die_with_parent, os.getpid()))
+        self.proc = ctx.Process(target=_worker, args=(child, dies, judge_memory_mb), daemon=True)
         self.proc.start()
         child.close()
         self.job = None  # the index of the job it is grading
@@ -95,7 +129,7 @@ class _Worker:
         import time
 
         self.job = i
-        self.overdue_at = time.monotonic() + job_limit(job[1])
+        self.overdue_at = time.monotonic() + job_limit(job.options)
         self.conn.send(job)
 
     def ask_to_stop(self):
@@ -121,12 +155,17 @@ def grade_many(paths, settings: Settings, *, workers: int | None = None, progres
     paths = [str(p) for p in paths]
     folders = {f for p in paths for f in (Path(p).resolve().parent, Path(p).resolve().parent.parent)}
     options = Options(settings, **{"hide": tuple(sorted(map(str, folders))), **options})  # out of every kernel's sight
-    jobs = [(p, replace(options, **per_job(p)) if per_job else options) for p in paths]
+    jobs = [_job(p, options, per_job) for p in paths]
     if len(jobs) == 1:
         results = [grade_here(jobs[0], progress)]
     else:
         results = _grade_in_processes(jobs, min(workers or default_workers(len(jobs)), len(jobs)), progress)
     return _starved_graded_alone(jobs, results)
+
+
+def _job(path: str, options: Options, per_job) -> Job:
+    """``path``'s job: the batch's ``options``, with what ``per_job(path)`` changes for it."""
+    return Job(path, replace(options, **per_job(path)) if per_job else options)
 
 
 def _starved_graded_alone(jobs, results: list) -> list:
@@ -138,12 +177,12 @@ def _starved_graded_alone(jobs, results: list) -> list:
 
     for i, r in enumerate(results):
         if any(is_starved(str(t.get("feedback", ""))) for t in r.tests if isinstance(t, dict)):
-            job = (jobs[i][0], replace(jobs[i][1], alone=True))
+            job = Job(jobs[i].path, replace(jobs[i].options, alone=True))
             results[i] = grade_here(job) if len(jobs) == 1 else _grade_in_processes([job], 1, False)[0]
     return results
 
 
-def grade_here(job, progress: bool = False) -> Result:
+def grade_here(job: Job, progress: bool = False) -> Result:
     """Grade one notebook in this process (a learner's one-notebook command: nothing to fork
     for). As in a grading process, as root its boxes' tmpfs mounts are made in a mount
     namespace of this process's own (before any thread starts), and its data memory is capped
@@ -153,7 +192,7 @@ def grade_here(job, progress: bool = False) -> Result:
     private_mounts()
     bar = _progress(1) if progress else None
     memory = resource.getrlimit(resource.RLIMIT_DATA)
-    limit_judge_memory(job[1].settings.judge_memory_mb)
+    limit_judge_memory(job.options.settings.judge_memory_mb)
     try:
         result = _grade(job)
     finally:
@@ -172,9 +211,11 @@ def _grade_in_processes(jobs, workers: int, progress: bool) -> list[Result]:
 
     results: list[Result | None] = [None] * len(jobs)
     bar = _progress(len(jobs)) if progress else None
-    # Before the processes fork, once: the imports. Each grading process probes the sandbox
-    # while its first kernel boots (pipeline's check_box).
-    startup.before_fork(parallel=workers > 1)
+    method = start_method()
+    if method == "fork":
+        # Before the processes fork, once: the imports. Each grading process probes the sandbox
+        # while its first kernel boots (pipeline's check_box).
+        startup.before_fork(parallel=workers > 1)
     # What the parent holds now is shared with every grading process, page for page, until one
     # writes to it, and a collection of the cyclic garbage collector writes to every object it
     # visits: frozen (moved out of its reach, as the gc module's documentation advises before a
@@ -182,7 +223,7 @@ def _grade_in_processes(jobs, workers: int, progress: bool) -> list[Result]:
     # batch (unless the caller had frozen objects of its own), as the caller left it.
     thaw = gc.get_freeze_count() == 0
     gc.freeze()
-    ctx = multiprocessing.get_context("fork")
+    ctx = multiprocessing.get_context(method)
     queue = list(range(len(jobs)))
     attempts = [0] * len(jobs)
     pool: list[_Worker] = []
@@ -196,7 +237,7 @@ def _grade_in_processes(jobs, workers: int, progress: bool) -> list[Result]:
         while queue or any(w.job is not None for w in pool):
             idle = [w for w in pool if w.job is None]
             while len(idle) < len(queue) and len(pool) < workers:
-                pool.append(_Worker(ctx, jobs[0][1].settings.judge_memory_mb))
+                pool.append(_Worker(ctx, jobs[0].options.settings.judge_memory_mb))
                 idle.append(pool[-1])
             for w in idle[:len(queue)]:
                 i = queue.pop(0)
@@ -212,7 +253,7 @@ def _grade_in_processes(jobs, workers: int, progress: bool) -> list[Result]:
                     w.proc.kill()
                     w.proc.join(timeout=5)
                     w.conn.close()
-                    finish(i, _failed(jobs[i], OVERDUE.format(limit=job_limit(jobs[i][1]))))
+                    finish(i, _failed(jobs[i], OVERDUE.format(limit=job_limit(jobs[i].options))))
                     continue
                 if w.conn not in ready and w.proc.sentinel not in ready:
                     continue
