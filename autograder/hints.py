@@ -140,15 +140,14 @@ def find_notebook(given) -> Path:
     ``<course>/<assignment>/`` (nbgrader's fetch) or ``<assignment>/``; the checkout's
     ``exercises/<assignment>/``. Raises ValueError naming where it looked, or the notebooks it
     found when one place holds several."""
-    from .common.course import package_root
-
     path = Path(given).expanduser()
     if path.exists():
         return path
     name = path.name if path.suffix == ".ipynb" else f"{path.name}.ipynb"
     stem = name.removesuffix(".ipynb")
     home = Path.home()
-    tiers = [[Path.cwd()], [home / stem, *sorted(home.glob(f"*/{stem}"))], [package_root() / "exercises" / stem]]
+    checkout = Path(__file__).resolve().parent.parent  # the folder holding the package
+    tiers = [[Path.cwd()], [home / stem, *sorted(home.glob(f"*/{stem}"))], [checkout / "exercises" / stem]]
     for tier in tiers:
         found = []
         for folder in tier:
