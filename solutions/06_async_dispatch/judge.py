@@ -365,5 +365,34 @@ def fused_update(w, x, y, lr):
     # one program per call: a new jitted function, the learning rate baked in as a constant
     return jax.jit(lambda w, x, y: apply_update(w, grad_mse(w, x, y), lr))(w, x, y)
 ''', "after the first call a new `lr` must reuse the compiled program", "recompiles"),
+        ('''
+def fused_update(w, x, y, lr):
+    """One SGD step on mean squared error, as one compiled program."""
+    # the starting code: a jitted function made anew at every call, and the update outside it
+    step = jax.jit(lambda w, x, y: lr * grad_mse(w, x, y))
+    return w - step(w, x, y)
+''', "besides one jitted call, fused_update runs 1 eager operation(s) outside it", "dispatch"),
+        ('''
+def fused_update(w, x, y, lr):
+    # the whole step in one program, and lr an argument; but the jitted function is made anew at
+    # every call, so each call traces and compiles again, whatever its learning rate
+    step = jax.jit(lambda w, x, y, lr: apply_update(w, grad_mse(w, x, y), lr))
+    return step(w, x, y, lr)
+''', "A program built anew inside the function at every call compiles at every call", "recompiles"),
+    ],
+}
+
+
+RIGHT = {
+    "fused_update": [
+        '''
+@jax.jit
+def _sgd_step(w, x, y, lr):
+    return w - lr * grad_mse(w, x, y)  # jitted once, where it is defined
+
+
+def fused_update(w, x, y, lr):
+    return _sgd_step(w, x, y, lr)  # a plain function whose call runs that one program
+''',
     ],
 }

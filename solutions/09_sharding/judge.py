@@ -123,7 +123,28 @@ def _check_rows(k, x, order, what):
     expected = _rows_placement(shape, [[d] for d in res["mesh"]]) if len(shape) == 2 else None
     if expected is None or not _same_placement(res["placement"], expected):
         fail("sharding", f"{what} is placed as {_placed_as(out)}, expected NamedSharding(P('data', None)).")
-    check_close(out, np.asarray(x.value if hasattr(x, "value") else x), what=what, idea="sharding")
+    want = np.asarray(x.value if hasattr(x, "value") else x)
+    _check_block_order(out, want, len(res["mesh"]), what)
+    check_close(out, want, what=what, idea="sharding")
+
+
+def _check_block_order(out, want, n, what):
+    """Right rows in the wrong places: every block of rows of the result is a whole block of
+    ``x``, and some are another one than the block their position names (the blocks were cut in
+    one order of the devices and placed by another)."""
+    got = np.asarray(out)
+    if got.shape != want.shape or got.ndim != 2 or got.shape[0] % n or np.array_equal(got, want):
+        return
+    rows = got.shape[0] // n
+    blocks, wanted = got.reshape(n, rows, -1), want.reshape(n, rows, -1)
+    source = [next((j for j in range(n) if np.array_equal(blocks[i], wanted[j])), None) for i in range(n)]
+    if None in source or source == list(range(n)):
+        return
+    moved = [f"rows {i * rows}-{(i + 1) * rows - 1} hold x's rows {j * rows}-{(j + 1) * rows - 1}"
+             for i, j in enumerate(source) if i != j]
+    fail("sharding", f"{what} holds whole blocks of rows of x, in another order: {'; '.join(moved[:3])}. Its "
+                        "sharding says which rows each device holds, by the device's position in the mesh; the "
+                        "values a device holds must be those rows.")
 
 
 def test_shard_rows(k):
@@ -507,6 +528,16 @@ def shard_rows(x, mesh):
     own = jax.sharding.Mesh(np.array(jax.devices()[:mesh.size]), ("data",), axis_types=(AxisType.Auto,))
     return jax.device_put(x, NamedSharding(own, P("data")))  # ignores the mesh it is given
 ''', "than the mesh it was given", "sharding"),
+        ('''
+def shard_rows(x, mesh):
+    """`x` with its rows split over the mesh axis "data" and its columns replicated."""
+    # the starting code: blocks cut in the order of jax.devices(), placed by the mesh's order
+    rows = NamedSharding(mesh, P("data", None))
+    devices = jax.devices()
+    size = x.shape[0] // len(devices)
+    blocks = [jax.device_put(x[i * size:(i + 1) * size], d) for i, d in enumerate(devices)]
+    return jax.make_array_from_single_device_arrays(x.shape, rows, blocks)
+''', "holds whole blocks of rows of x, in another order", "sharding"),
     ],
     "explicit_matmul": [
         ('''
@@ -613,6 +644,20 @@ def signature_key(x):
 }
 
 RIGHT = {
+    "shard_rows": [
+        '''
+def shard_rows(x, mesh):
+    rows = NamedSharding(mesh, P("data", None))
+    return jax.make_array_from_callback(x.shape, rows, lambda index: x[index])  # each device's own rows
+''',
+        '''
+def shard_rows(x, mesh):
+    # the block by block assembly, each device's block cut by the index its sharding gives it
+    rows = NamedSharding(mesh, P("data", None))
+    blocks = [jax.device_put(x[index], d) for d, index in rows.addressable_devices_indices_map(x.shape).items()]
+    return jax.make_array_from_single_device_arrays(x.shape, rows, blocks)
+''',
+    ],
     "global_mean": [
         '''
 def global_mean(x, mesh):
