@@ -361,6 +361,11 @@ def _messages(assignment: str) -> dict[str, list[str]]:
     for judge in sorted((ROOT / "solutions" / assignment).glob("judge*.py")):
         module = ast.parse(judge.read_text())
         functions = {f.name: f for f in module.body if isinstance(f, ast.FunctionDef)}
+        # Module-level texts a message is built from (`fail(idea, detail + _HINT)`, a table of
+        # mistakes and their messages): the strings of every module-level assignment that a
+        # reached function names, the known answers (WRONG, RIGHT) aside.
+        constants = {t.id: node.value for node in module.body if isinstance(node, ast.Assign)
+                     for t in node.targets if isinstance(t, ast.Name) and t.id not in ("WRONG", "RIGHT")}
         for name, fn in functions.items():
             if not name.startswith("test_"):
                 continue
@@ -372,6 +377,8 @@ def _messages(assignment: str) -> dict[str, list[str]]:
                 reached.add(here)
                 todo += [n.id for n in ast.walk(functions[here]) if isinstance(n, ast.Name) and n.id in functions]
             out.setdefault(name[5:], []).extend(t for f in reached for n in message_nodes(functions[f]) for t in texts(n))
+            named = {n.id for f in reached for n in ast.walk(functions[f]) if isinstance(n, ast.Name)}
+            out[name[5:]].extend(t for c in sorted(named & set(constants)) for t in texts(constants[c]))
     return out
 
 
@@ -410,3 +417,25 @@ def test_no_failure_message_gives_a_code_token_of_the_solution(assignment):
     assert not leaks, leaks
     orders = [(gid, text) for gid in forbidden for text in messages[gid] if re.search(r"\b[Uu]se `", text)]
     assert not orders, f"a message that tells the learner which code to use: {orders}"
+
+
+@pytest.mark.parametrize("assignment, gid, text", [
+    ("04_control_flow", "piecewise", "a Python `if` on a traced value: pick the branch with `lax.switch(k, BRANCHES, x)`"),
+    ("01_phases", "runtime_print", "print it with `jax.debug.print` instead"),
+    ("09_sharding", "explicit_matmul", "give the product out_sharding=P('data', None)"),
+])
+def test_the_code_token_check_refuses_a_text_that_gives_the_fix(assignment, gid, text):
+    """The check above could fail: a text that names the solution's code is refused, and the texts
+    a judge builds its messages from (module-level ones too) are read."""
+    forbidden = next(tokens for a, g, tokens, _ in _exercises() if (a, g) == (assignment, gid))
+    assert _leaks(text, forbidden), (text, sorted(forbidden))
+
+
+def test_the_failure_messages_read_include_the_judges_module_level_texts():
+    import ast
+
+    judge = ROOT / "solutions" / "09_sharding" / "judge.py"
+    hint = next(node.value.value if isinstance(node.value, ast.Constant) else ast.literal_eval(node.value)
+                for node in ast.parse(judge.read_text()).body
+                if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "_HINT")
+    assert hint in _messages("09_sharding")["explicit_matmul"]
