@@ -16,6 +16,10 @@ The targets (issue 42), each with its verdict:
     ``jupyter execute`` of the same notebook, on a quiet machine;
 (4) no fork server, no zygote, no compile cache shared between submissions.
 
+Where the machine allows it (root: BSD process accounting), one more run of the parallel batch
+says where a submission's CPU goes, process kind by process kind (:class:`Breakdown`), outside
+the meter's group and its figures.
+
 Writes docs/bench-grading.md, keeping its hand-written section on what the figures show pays.
 """
 from __future__ import annotations
@@ -25,6 +29,7 @@ import os
 import platform
 import resource
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -122,6 +127,110 @@ def _load() -> str:
         return ", ".join(f"{x:.1f}" for x in os.getloadavg())
     except OSError:
         return "unknown"
+
+
+class Breakdown:
+    """A command's CPU seconds by process kind (the grading command, its grading processes, the
+    kernels, the program runners, the sandbox's launcher steps, bubblewrap): BSD process
+    accounting (``acct(2)``: root only) writes each process's own CPU when it ends, by pid; a
+    poller of ``/proc`` meanwhile notes each pid's parent and command line. Every process
+    descending from the command counts, whoever reaps it."""
+
+    RECORD = struct.Struct("<BBHIIIIIIf8H16s")  # struct acct_v3 (linux/acct.h)
+
+    def __init__(self, folder: Path):
+        self.file = folder / "pacct"
+
+    def run(self, cmd: list[str], **kw) -> dict[str, tuple[float, int]] | None:
+        """``{kind: (CPU seconds, processes)}`` of ``cmd``'s run, or None where accounting cannot
+        be turned on (not root)."""
+        import ctypes
+        import threading
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        self.file.write_bytes(b"")
+        if libc.acct(str(self.file).encode()) != 0:
+            return None
+        parent, command, stop = {}, {}, threading.Event()
+        poller = threading.Thread(target=self._poll, args=(stop, parent, command), daemon=True)
+        poller.start()
+        try:
+            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kw)
+            proc.wait()
+            time.sleep(0.5)  # the last processes of its sandboxes, killed, are written
+        finally:
+            libc.acct(None)
+            stop.set()
+            poller.join()
+        kinds: dict[str, tuple[float, int]] = {}
+        for pid, ppid, cpu, comm in self._records():
+            parent.setdefault(pid, ppid)  # seen alive: its parent before any reparenting
+            if self._descends(pid, proc.pid, parent):
+                kind = self.kind(command.get(pid, ""), comm, pid == proc.pid)
+                seconds, n = kinds.get(kind, (0.0, 0))
+                kinds[kind] = (seconds + cpu, n + 1)
+        return kinds
+
+    @staticmethod
+    def kind(cmdline: str, comm: str, is_command: bool) -> str:
+        """A process's kind from its last command line (a launcher's ``limits`` executes what it
+        starts: the kernel's process is the inner launcher's)."""
+        words = cmdline.split()
+        module = words[words.index("-m") + 1] if "-m" in words[:-1] else ""
+        if is_command:
+            return "the grading command (imports, forks, results)"
+        if module == "autograder":
+            return "grading processes (pipeline, judge)"
+        if module == "autograder.sandbox.kernel_launcher":
+            return "kernels (the notebook, the judge's requests)"
+        if module == "autograder.judge.runner":
+            return "program runners (JAX, the programs)"
+        if module == "autograder.sandbox.launcher" and len(words) > words.index("-m") + 2:
+            return f"launcher `{words[words.index('-m') + 2]}` steps" + (" (then bubblewrap)" if comm == "bwrap" else "")
+        if comm == "bwrap" or (words and words[0].endswith("bwrap")):
+            return "bubblewrap"
+        return "other"
+
+    def _records(self):
+        data = self.file.read_bytes()
+        for at in range(0, len(data) - self.RECORD.size + 1, self.RECORD.size):
+            f = self.RECORD.unpack_from(data, at)
+            if f[1] == 3:  # version 3 records
+                yield f[6], f[7], (_comp(f[10]) + _comp(f[11])) / 100.0, f[18].split(b"\0")[0].decode(errors="replace")
+
+    @staticmethod
+    def _descends(pid: int, root: int, parent: dict) -> bool:
+        for _ in range(64):
+            if pid == root:
+                return True
+            pid = parent.get(pid, 0)
+            if pid <= 1:
+                return False
+        return False
+
+    @staticmethod
+    def _poll(stop, parent: dict, command: dict) -> None:
+        while not stop.is_set():
+            for entry in os.scandir("/proc"):
+                if not entry.name.isdigit():
+                    continue
+                try:
+                    with open(f"/proc/{entry.name}/cmdline", "rb") as f:
+                        cmdline = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+                    with open(f"/proc/{entry.name}/stat") as f:
+                        ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                except (OSError, ValueError, IndexError):
+                    continue
+                pid = int(entry.name)
+                parent.setdefault(pid, ppid)
+                if cmdline:
+                    command[pid] = cmdline
+            stop.wait(0.02)
+
+
+def _comp(value: int) -> int:
+    """acct's comp_t: 13 bits of mantissa, 3 of base-8 exponent (ticks of 1/100 s)."""
+    return (value & 0x1FFF) << (3 * ((value >> 13) & 7))
 
 
 # --------------------------------------------------------------------------- the ways
@@ -315,6 +424,11 @@ def main(argv=None) -> int:
                 for a, one in singles.items():
                     pairs[a].append((meter.run(grade_one, one), meter.run(execute_one, one)))
         load_after = _load()
+        breakdown = None
+        if ways:  # one more parallel run, accounted process by process (outside the meter)
+            breakdown = Breakdown(tmp).run([sys.executable, "-m", "autograder", "grade", *map(str, paths), "--json",
+                                            *(["--jobs", str(args.jobs)] if args.jobs else [])],
+                                           cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     n = args.n
     m = {k: _median(v) for k, v in runs.items()}
     others_total = sum(o for v in runs.values() for _, _, o in v) + sum(
@@ -367,6 +481,18 @@ def main(argv=None) -> int:
             "The floor executes the notebooks in the benchmark's own process (nbclient imported once), "
             "test cells as submitted; nbgrader autograde runs no containment and no program checks.", "",
         ]
+        if breakdown:
+            total = sum(c for c, _ in breakdown.values())
+            lines += [
+                f"Where a submission's CPU goes: one more parallel run of the batch, each process's own CPU "
+                f"from process accounting ({total / n:.2f} s per submission in all, against the meter's "
+                f"{par[1] / n:.2f} s: accounting counts by ticks, without what a busy virtual machine's host "
+                f"stole).", "",
+                "| processes | CPU s per submission | share | processes per submission |",
+                "| --- | ---: | ---: | ---: |",
+                *[f"| {k} | {c / n:.2f} | {c / total:.0%} | {p / n:.1f} |"
+                  for k, (c, p) in sorted(breakdown.items(), key=lambda item: -item[1][0])], "",
+            ]
     report = "\n".join(lines) + kept_notes(Path(args.out))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(report)

@@ -153,6 +153,36 @@ def test_the_meter_counts_a_way_s_whole_tree_and_nothing_else():
     assert others > 0.1, others  # the neighbour, seen as the machine's other work
 
 
+def test_the_breakdown_charges_each_process_of_a_command_by_its_kind(tmp_path):
+    """The report's breakdown (process accounting, root only) charges a command's processes each
+    with its own CPU, by kind, whoever reaps them: a grandchild whose parent ended before it (its
+    busy loop counts) is the command's; a neighbour's busy loop is not. (Accounting counts CPU
+    by ticks without stolen time: on a busy virtual machine it reads below the cgroup meter.)"""
+    breakdown = _bench_grading().Breakdown(tmp_path)
+    spin = "import time\nt = time.process_time()\nwhile time.process_time() - t < {}: pass\n"
+    done = tmp_path / "done"
+    grandchild = spin.format(1.0) + f"open({str(done)!r}, 'w').close()\n"
+    child = f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', {grandchild!r}])\ntime.sleep(0.3)\n"
+    command = (f"import os, subprocess, sys, time\nsubprocess.run([sys.executable, '-c', {child!r}])\n"
+               f"while not os.path.exists({str(done)!r}): time.sleep(0.05)\ntime.sleep(0.2)\n")
+    beside = subprocess.Popen([sys.executable, "-c", spin.format(6.0)])
+    try:
+        kinds = breakdown.run([sys.executable, "-c", command])
+    finally:
+        beside.kill()
+        beside.wait()
+    if kinds is None:
+        pytest.skip("no process accounting here (acct(2) needs root)")
+    assert kinds["the grading command (imports, forks, results)"][1] == 1, kinds
+    cpu, processes = kinds["other"]
+    # the child and the grandchild's 1 s (ticks, without what a busy VM's host stole: 0.8 s and more); not
+    # the neighbour's 6 s
+    assert processes == 2 and 0.5 <= cpu < 2.5, kinds
+    assert breakdown.kind("python -s -P -m autograder.judge.runner serve", "python", False).startswith("program runners")
+    assert breakdown.kind("python -m autograder.sandbox.kernel_launcher -f k.json", "ZMQbg/1", False).startswith("kernels")
+    assert breakdown.kind("python -s -P -m autograder.sandbox.launcher kill 61000", "python", False) == "launcher `kill` steps"
+
+
 # --------------------------------------------------------------------------- a graded kernel starts without ipykernel's debugger
 
 def _with_graded_kernel(box_dir, body):
