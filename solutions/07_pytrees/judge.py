@@ -167,6 +167,7 @@ def test_sgd_update(k):
     _untouched(k, params, grads, lr)
     _check_sgd(f, params, grads, lr, "sgd_update")
     trees = [
+        {"layer1": {"w": r(2, 3), "b": r(3)}, "layer2": {"w": r(3, 2), "b": r(2)}},  # dicts two deep
         [{"w": r(2, 3), "b": r(3)}, {"w": r(3, 2), "b": r(2)}],
         {"encoder": ({"w": r(3, 2), "b": None}, r(2)), "decoder": [r(2, 3)]},
         r(3),
@@ -184,7 +185,7 @@ def test_sgd_update(k):
         _check_sgd(f, p, g, lr, "sgd_update")
         _check_sgd(program, p, g, np.float32(lr), "jax.jit(sgd_update)")
     # One trace for new values and new learning rates of the same structure.
-    p = trees[0]
+    p = trees[1]
     calls = [(_like(k.rng, p), _like(k.rng, p), lr) for lr in (0.1, 0.01, 0.5)]
     report = k.fixture("jit_traces")(Ref("sgd_update"), calls, what="jax.jit(sgd_update)")  # a claim
     traces = report.get("traces") if isinstance(report, dict) else None
@@ -469,7 +470,7 @@ def sgd_update(params, grads, lr):
         ('''
 def sgd_update(params, grads, lr):
     return {k: params[k] - lr * grads[k] for k in params}  # a flat dict only
-''', "raised TypeError (list indices must be integers or slices, not dict)", "pytrees"),
+''', "raised TypeError (unsupported operand type(s) for *: 'float' and 'dict')", "pytrees"),
         ('''
 def sgd_update(params, grads, lr):
     step = float(lr)  # needs a concrete learning rate: breaks under jit
@@ -486,6 +487,39 @@ from functools import partial
 def sgd_update(params, grads, lr):
     return jax.tree.map(lambda p, g: p - lr * g, params, grads)  # every new learning rate compiles again
 ''', "it marks it static, so every new learning rate compiles again", "recompiles"),
+        ('''
+def _update_in_place(p, g, lr):
+    for name in p:
+        if isinstance(p[name], dict):
+            _update_in_place(p[name], g[name], lr)
+        else:
+            p[name] = p[name] - lr * g[name]
+
+
+def sgd_update(params, grads, lr):
+    # the starting code: a shallow copy, then the inner dicts (the caller's own) written in place
+    new = dict(params)
+    _update_in_place(new, grads, lr)
+    return new
+''', "sgd_update changed its argument #1 in place (['layer1']['b']", "tree_state"),
+        ('''
+import copy
+
+
+def sgd_update(params, grads, lr):
+    # a deep copy first: the caller's tree is safe, but the walk knows dicts only
+    new = copy.deepcopy(params)
+
+    def walk(p, g):
+        for name in p:
+            if isinstance(p[name], dict):
+                walk(p[name], g[name])
+            else:
+                p[name] = p[name] - lr * g[name]
+
+    walk(new, grads)
+    return new
+''', "raised TypeError (list indices must be integers or slices, not dict)", "pytrees"),
     ],
     "Linear": [
         ('''
@@ -612,6 +646,19 @@ class Linear:
 }
 
 RIGHT = {
+    "sgd_update": [
+        '''
+def sgd_update(params, grads, lr):
+    # a walk that rebuilds every kind of node, no pytree tool
+    if params is None:
+        return None
+    if isinstance(params, dict):
+        return {k: sgd_update(params[k], grads[k], lr) for k in params}
+    if isinstance(params, (list, tuple)):
+        return type(params)(sgd_update(p, g, lr) for p, g in zip(params, grads))
+    return params - lr * grads
+''',
+    ],
     "tree_l2_norm": [
         '''
 from jax.flatten_util import ravel_pytree
