@@ -187,6 +187,9 @@ def _first_k_reference(x, k):
 def _check_first(got, x, k, what):
     """got against the reference; padding with another value, or counting zeros, is told so."""
     want = _first_k_reference(x, k)
+    if np.shape(got) == want.shape and np.asarray(got).dtype.kind not in "iu":
+        fail("dynamic_shapes", f"{what} is an array of {np.asarray(got).dtype.name}: the contract is an integer "
+                                  f"array of shape ({k},), indices (and -1 where there are fewer than k).")
     try:
         check_close(got, want, what=what, idea="dynamic_shapes", dtype=np.int32)
     except ExerciseFailure as exc:
@@ -365,6 +368,11 @@ def first_k_positive(x, k):
                 break
     return jnp.array(found + [-1] * (k - len(found)), jnp.int32)
 ''', "used a traced value in a Python `if`", "control_flow"),
+        ('''
+def first_k_positive(x, k):
+    idx = jnp.nonzero(x > 0, size=k, fill_value=-1)[0]
+    return idx.astype(jnp.float32)  # the right positions, as floats
+''', "the contract is an integer array of shape", "dynamic_shapes"),
     ],
     "bucket_length": [
         ('''
