@@ -213,3 +213,63 @@ def test_the_trips_a_loop_runs_are_observed_whatever_its_condition(runner):
     unrolled = judge.Exported(export.export(jax.jit(_ema_padded), platforms=("cpu",))(
         jax.ShapeDtypeStruct((5, 2), jnp.float32), jax.ShapeDtypeStruct((), jnp.float32)), runner=runner)
     assert effect.trip_counts(unrolled, (np.ones((5, 2), np.float32), np.float32(0.5))) == []  # no loop runs
+
+
+def _walk(n):
+    def step(s):
+        v, k = s
+        return jnp.where(v % 2 == 0, v // 2, 3 * v + 1), k + 1
+    return lax.while_loop(lambda s: s[0] != 1, step, (n, jnp.int32(0)))[1]
+
+
+def test_the_trips_of_loops_in_branches_and_in_loops_are_observed(runner):
+    """Loops nested in a lax.cond/lax.switch branch count as the branch taken ran them (0 where
+    it has none); loops nested in a loop's body count summed over its trips: a fixed bound in a
+    branch that n = 1 does not take runs 1000 trips for every other n."""
+    def prog(f):
+        return judge.Exported(export.export(jax.jit(f), platforms=("cpu",))(jax.ShapeDtypeStruct((), jnp.int32)),
+                              runner=runner)
+
+    def in_branch(n):
+        return lax.cond(n == 1, lambda n: jnp.int32(0), _walk, n)
+
+    def bounded_in_branch(n):
+        return lax.cond(n == 1, lambda n: jnp.int32(0), _collatz_bounded, n)
+
+    def switch(n):
+        return lax.switch(n % 3, [_walk, _collatz_bounded, lambda n: jnp.int32(0)], n)
+
+    def nested(n):  # a fixed outer loop of 3 trips; the inner loop walks the sequence on the first
+        return lax.fori_loop(0, 3, lambda i, s: (jnp.int32(1), s[1] + _walk(s[0])), (n, jnp.int32(0)))[1]
+
+    def trips(f, ns):
+        p = prog(f)
+        return [effect.trip_counts(p, (np.int32(n),)) for n in ns]
+
+    assert trips(in_branch, (1, 6, 27)) == [[0], [8], [111]]
+    assert trips(bounded_in_branch, (1, 6, 27)) == [[0], [1000], [1000]]
+    assert trips(switch, (6, 1, 27, 5)) == [[8], [1000], [111], [0]]  # n % 3: 0, 1, 0, 2
+    assert trips(nested, (1, 27)) == [[3, 0], [3, 111]]  # the outer loop's, then the inner one's in all
+    assert int(prog(nested)(np.int32(27))) == 111  # the program itself unchanged
+
+
+def test_trips_that_do_no_work_keep_the_nudges_they_carry(runner):
+    """effect.nudges_kept: each trip's changed float values nudged; a loop that recomputes its
+    state from the data on every trip keeps the last nudge only, one whose trips past a count
+    only carry the state on keeps one a trip (the data it reads, carried unchanged, is not
+    nudged)."""
+    def every_trip(x):
+        return lax.fori_loop(0, 20, lambda i, c: jnp.sort(x)[:3] * 0.5 + c * 0.0, jnp.zeros(3, x.dtype))
+
+    def first_few(x):
+        return lax.fori_loop(0, 20, lambda i, c: jnp.where(i < 4, jnp.sort(x)[:3] * 0.5, c), jnp.zeros(3, x.dtype))
+
+    x = np.linspace(-1.0, 1.0, 8).astype(np.float32)
+    progs = {f: judge.Exported(export.export(jax.jit(f), platforms=("cpu",))(jax.ShapeDtypeStruct((8,), jnp.float32)),
+                               runner=runner) for f in (every_trip, first_few)}
+    assert np.array_equal(progs[every_trip](x), progs[first_few](x))  # the same values
+    assert effect.nudges_kept(progs[every_trip], (x,), epsilon=2.0 ** -17) == 1.0
+    assert effect.nudges_kept(progs[first_few], (x,), epsilon=2.0 ** -17) == 17.0  # the 4th trip's, and 16 idle
+    unrolled = judge.Exported(export.export(jax.jit(lambda x: x * 2), platforms=("cpu",))(
+        jax.ShapeDtypeStruct((8,), jnp.float32)), runner=runner)
+    assert effect.nudges_kept(unrolled, (x,), epsilon=2.0 ** -17) is None  # no loop

@@ -222,6 +222,76 @@ def loops_bumped(exported):
     return dataclasses.replace(exported, mlir_module_serialized=blob)
 
 
+def _nudged(op, ir, value, epsilon):
+    """``value`` (a loop's carried value, before ``op``) plus ``epsilon``, where it is a ranked
+    tensor of floats; else None."""
+    try:
+        kind = ir.RankedTensorType(value.type)
+    except (ValueError, TypeError):
+        return None
+    element = kind.element_type
+    if not mlir._is(element, ir.FloatType):
+        return None
+    with ir.InsertionPoint(op), op.location:
+        c = ir.Operation.create("stablehlo.constant", results=[kind], attributes={
+            "value": ir.DenseElementsAttr.get_splat(kind, ir.FloatAttr.get(element, float(epsilon)))})
+        return ir.Operation.create("stablehlo.add", results=[kind], operands=[value, c.results[0]]).results[0]
+
+
+def loops_nudged(exported, epsilon: float):
+    """``exported`` with each loop of its entry function's own block (loops nested in a branch or
+    another loop left as they are) adding ``epsilon`` to every float value its body changes (its
+    state; a value carried through unchanged is data the loop reads), at the end of every trip;
+    None where it has no such loop with a float value."""
+    from jax._src.interpreters import mlir as jax_mlir
+    from jax._src.lib.mlir import ir
+
+    changed = 0
+    with mlir._context():
+        module = _module(exported)
+        for loop in [o.operation for o in _entry_block(module).operations if o.operation.name == mlir.LOOP]:
+            body = loop.regions[1].blocks[0]
+            ret = list(body.operations)[-1].operation
+            for i, v in enumerate(list(ret.operands)):
+                if v == body.arguments[i]:
+                    continue  # carried through unchanged: a value the loop reads (its data), not its state
+                new = _nudged(ret, ir, v, epsilon)
+                if new is not None:
+                    ret.operands[i] = new
+                    changed += 1
+        if not changed:
+            return None
+        blob = jax_mlir.module_to_bytecode(module)
+    return dataclasses.replace(exported, mlir_module_serialized=blob)
+
+
+def nudges_kept(program, args=(), kwargs=None, *, epsilon: float, **run) -> float | None:
+    """How many of the nudges :func:`loops_nudged` gives (``epsilon`` added to the float values a
+    loop carries, at the end of every trip) ``program``'s result on ``args`` keeps: the largest
+    change of a float output, in units of ``epsilon``. A loop that recomputes what it carries from
+    the data on every trip (a Lloyd step: the centroids are the means of their points) keeps
+    only the last trip's (about 1); one whose later trips do no work (the steps past a count
+    masked out) carries the nudges on, one a trip. None where the program has no loop to nudge."""
+    import numpy as np
+    import jax
+
+    from .kernel import Exported
+
+    variant = loops_nudged(program.exported, epsilon)
+    if variant is None:
+        return None
+    first = jax.tree_util.tree_leaves(program.run(args, kwargs, **run)[0])
+    second = jax.tree_util.tree_leaves(Exported(variant, runner=program.runner, name=program.name).run(
+        args, kwargs, **run)[0])
+    kept = 0.0
+    for a, b in zip(first, second):
+        a, b = np.asarray(a), np.asarray(b)
+        if a.dtype.kind == "f" and a.shape == b.shape and a.size:
+            diff = np.abs(b.astype(np.float64) - a.astype(np.float64))
+            kept = max(kept, float(np.max(diff)) / epsilon if np.all(np.isfinite(diff)) else np.inf)
+    return kept
+
+
 def runs_a_loop(program, args=(), kwargs=None, *, timeout: float = 20.0, **run) -> bool:
     """Whether ``program`` (an :class:`autograder.judge.Exported`) runs the body of a loop on
     ``args``: its result changes (or it fails, or runs out of time) when every loop body is
@@ -250,13 +320,104 @@ def runs_a_loop(program, args=(), kwargs=None, *, timeout: float = 20.0, **run) 
     return any(not np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True) for a, b in zip(first, second))
 
 
+def _count_block(block, ir, constant, scalar) -> list:
+    """Give every loop of ``block`` a trip counter (see :func:`counted`), and the loops nested in
+    it theirs, and return the counters' values in ``block``, one a site in order: a loop's own
+    trips, then the trips of each site nested in its body summed over its trips; a
+    conditional's (``lax.cond``/``lax.switch``) trips of the loops in the branch it took, summed
+    (0 where that branch has none). A loop's condition region is not entered."""
+    counters = []
+    for op in [o.operation for o in block.operations]:
+        if op.name == mlir.LOOP:
+            counters += _count_loop(op, ir, constant, scalar)
+        elif op.name in CONDITIONAL and op.regions:
+            counters += _count_branches(op, ir, constant, scalar)
+    return counters
+
+
+def _moved(old, new, extra, ir, scalar):
+    """Move each region of ``old`` into the matching one of ``new``, its block given ``extra``
+    more arguments of type ``scalar`` (returned, per region)."""
+    added = []
+    for region_old, region_new in zip(old.regions, new.regions):
+        before = region_old.blocks[0]
+        after = ir.Block.create_at_start(region_new, [*[a.type for a in before.arguments], *[scalar] * extra],
+                                         [old.location] * (len(before.arguments) + extra))
+        for a_old, a_new in zip(before.arguments, after.arguments):
+            a_old.replace_all_uses_with(a_new)
+        for o in list(before.operations):
+            after.append(o.operation)
+        added.append(list(after.arguments)[len(before.arguments):])
+    return added
+
+
+def _returned(block, ir, more):
+    """Replace ``block``'s terminator by one of the same kind that returns ``more`` besides."""
+    ret = list(block.operations)[-1].operation
+    with ir.InsertionPoint(ret), ret.location:
+        values = more(ret)
+        ir.Operation.create(ret.name, operands=[*ret.operands, *values])
+    ret.erase()
+
+
+def _replaced(old, new, n):
+    for r_old, r_new in zip(old.results, list(new.results)[:n]):
+        r_old.replace_all_uses_with(r_new)
+    old.erase()
+    return list(new.results)[n:]
+
+
+def _count_loop(old, ir, constant, scalar) -> list:
+    inner = _count_block(old.regions[1].blocks[0], ir, constant, scalar)  # nested sites, per trip
+    extra = 1 + len(inner)
+    with ir.InsertionPoint(old), old.location:
+        zeros = [constant(0) for _ in range(extra)]
+        new = ir.Operation.create("stablehlo.while", results=[*[r.type for r in old.results], *[scalar] * extra],
+                                  operands=[*old.operands, *zeros], regions=2)
+    _, carried = _moved(old, new, extra, ir, scalar)
+
+    def more(ret):
+        trips = ir.Operation.create("stablehlo.add", results=[scalar], operands=[carried[0], constant(1)])
+        sums = [ir.Operation.create("stablehlo.add", results=[scalar], operands=[total, value]).results[0]
+                for total, value in zip(carried[1:], inner)]
+        return [trips.results[0], *sums]
+
+    _returned(new.regions[1].blocks[0], ir, more)
+    return _replaced(old, new, len(old.results))
+
+
+def _count_branches(old, ir, constant, scalar) -> list:
+    sites = [_count_block(r.blocks[0], ir, constant, scalar) if len(r.blocks) else [] for r in old.regions]
+    if not any(sites):
+        return []
+    with ir.InsertionPoint(old), old.location:
+        new = ir.Operation.create(old.name, results=[*[r.type for r in old.results], scalar],
+                                  operands=list(old.operands), regions=len(old.regions))
+    for attr in old.attributes:
+        new.attributes[attr.name] = attr.attr
+    _moved(old, new, 0, ir, scalar)
+    for region, values in zip(new.regions, sites):
+        def more(ret, values=values):
+            total = constant(0)
+            for v in values:
+                total = ir.Operation.create("stablehlo.add", results=[scalar], operands=[total, v]).results[0]
+            return [total]
+
+        _returned(region.blocks[0], ir, more)
+    return _replaced(old, new, len(old.results))
+
+
 def counted(exported):
-    """``(variant, n)``: ``exported`` with each of the ``n`` loops of its entry function's own
-    block (not those nested in a branch or another loop) carrying one more value, a trip
-    counter (``int32``, 0 before the loop, one more at the end of each trip), returned after
-    the program's outputs: ``variant``'s outputs are ``(outputs, [trips, ...])``. ``(None, 0)``
-    where it has no such loop. The module is rewritten with JAX's MLIR bindings: a new
-    ``stablehlo.while`` per loop, the old regions' operations moved into it."""
+    """``(variant, n)``: ``exported`` with a trip counter (``int32``, 0 before the loop, one more
+    at the end of each trip) on each of its loops, wherever they sit: the ``n`` counters of the
+    entry function's own sites are returned after the program's outputs (``variant``'s outputs
+    are ``(outputs, [trips, ...])``): a loop of the entry function gives its trips, then those of
+    the sites in its body, summed over its trips (a nested loop's trips in all); a conditional
+    (``lax.cond``/``lax.switch``) with loops in a branch gives the trips of the loops in the
+    branch it took (0 where that branch has none). ``(None, 0)`` where it has no loop outside a
+    loop's condition. The module is rewritten with JAX's MLIR bindings: a new
+    ``stablehlo.while`` per loop carrying the counters, a new conditional returning them, the
+    old regions' operations moved into them."""
     import numpy as np
     import jax
     from jax._src import core
@@ -267,9 +428,6 @@ def counted(exported):
         module = _module(exported)
         func = mlir._functions(module)[mlir._entry(module)]
         block = func.regions[0].blocks[0]
-        loops = [op.operation for op in block.operations if op.operation.name == mlir.LOOP]
-        if not loops:
-            return None, 0
         i32 = ir.IntegerType.get_signless(32)
         scalar = ir.RankedTensorType.get([], i32, loc=ir.Location.unknown())
 
@@ -277,34 +435,10 @@ def counted(exported):
             return ir.Operation.create("stablehlo.constant", results=[scalar], attributes={
                 "value": ir.DenseElementsAttr.get_splat(scalar, ir.IntegerAttr.get(i32, value))}).results[0]
 
-        counters = []
-        for old in loops:
-            with ir.InsertionPoint(old), old.location:
-                new = ir.Operation.create("stablehlo.while", results=[*[r.type for r in old.results], scalar],
-                                          operands=[*old.operands, constant(0)], regions=2)
-            for region_old, region_new in zip(old.regions, new.regions):
-                before = region_old.blocks[0]
-                after = ir.Block.create_at_start(region_new, [*[a.type for a in before.arguments], scalar],
-                                                 [old.location] * (len(before.arguments) + 1))
-                for a_old, a_new in zip(before.arguments, after.arguments):
-                    a_old.replace_all_uses_with(a_new)
-                for op in list(before.operations):
-                    after.append(op.operation)
-            body = new.regions[1].blocks[0]
-            ret = list(body.operations)[-1].operation
-            with ir.InsertionPoint(ret), old.location:
-                trips = body.arguments[len(body.arguments) - 1]
-                more = ir.Operation.create("stablehlo.add", results=[scalar], operands=[trips, constant(1)])
-                ir.Operation.create(ret.name, operands=[*ret.operands, more.results[0]])
-            ret.erase()
-            for r_old, r_new in zip(old.results, list(new.results)[:-1]):
-                r_old.replace_all_uses_with(r_new)
-            old.erase()
-            counters.append(list(new.results)[-1])
-        ret = list(block.operations)[-1].operation
-        with ir.InsertionPoint(ret), ret.location:
-            ir.Operation.create(ret.name, operands=[*ret.operands, *counters])
-        ret.erase()
+        counters = _count_block(block, ir, constant, scalar)
+        if not counters:
+            return None, 0
+        _returned(block, ir, lambda ret: counters)
         kind = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
         func.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
             list(kind.inputs), [*kind.results, *[scalar] * len(counters)]))
@@ -326,10 +460,11 @@ def counted(exported):
 
 
 def trip_counts(program, args=(), kwargs=None, **run) -> list[int]:
-    """The trips each loop of ``program``'s entry function (an :class:`autograder.judge.
-    Exported`; loops nested in a branch or another loop are not counted) ran on ``args``,
-    observed: the program run in the program runner with a trip counter added to each loop
-    (:func:`counted`), whatever its condition is written as. Empty where it has no such loop."""
+    """The trips ``program``'s loops (an :class:`autograder.judge.Exported`) ran on ``args``,
+    one count a site of its entry function (:func:`counted`: a loop's own trips, then the loops
+    nested in its body summed; a conditional's, the trips of the loops in the branch it took),
+    observed: the program run in the program runner with a trip counter added to each loop,
+    whatever its condition is written as. Empty where it has no loop to count."""
     import numpy as np
 
     from .kernel import Exported
@@ -405,3 +540,39 @@ def beyond(programs, published, rng) -> tuple[int, int]:
     a loop unrolled over an input padded to a fixed size fails or grows."""
     written = max(largest_size(p) for p in programs)
     return 2 * max(written, *published) + int(rng.integers(1, 9)), written
+
+
+def not_unrolled(trace, counts, published, rng, *, name: str, unit: str, copy: str, advice: str,
+                 idea: str) -> tuple[int, int, int]:
+    """Judge a program over a batch (rows, images) by its size, before any is run: ``trace(count)``
+    (the learner's program at ``count`` items, a :class:`~autograder.judge.programs.Traced`) at
+    the two ``counts`` must not grow (:func:`grows`: a Python loop over the items is unrolled into
+    it, ``copy``, so a batch of hundreds takes minutes to compile); then at a count beyond every
+    ``published`` one and those programs' operations (:func:`past_operations`: a loop unrolled
+    over items padded to a fixed count has at least one operation per item, so it grows or fails
+    there) it must be traced and not grow either. Fails (``idea``; learner-facing, naming
+    ``name`` and the ``unit``, ``advice`` the last sentence of a growth's message) otherwise.
+    Returns ``(far, written, small)``: :func:`beyond`'s far count and the largest size written in
+    the programs at ``counts``, and the operations at the first count."""
+    from ..feedback import ExerciseFailure, fail
+
+    first, second = counts
+    traced = {c: trace(c) for c in counts}
+    sizes = {c: p.total for c, p in traced.items()}
+    if grows(sizes[first], sizes[second]):
+        fail(idea, f"the program of {name} grows with the number of {unit} ({sizes[first]} operations at "
+                   f"{first} {unit}, {sizes[second]} at {second}): a Python loop over the {unit} is unrolled into "
+                   f"it, {copy}, so a batch of a few hundred {unit} takes minutes to compile. {advice}")
+    many = past_operations(traced.values(), published, rng)
+    try:
+        grown = trace(many).total
+    except ExerciseFailure as exc:
+        fail(idea, f"jax.jit({name}) cannot be traced at {many} {unit}, beyond every number of {unit} it was "
+                   f"tried at and the {max(sizes.values())} operations of its program: it is written for the "
+                   f"batch sizes it was tried at (a loop unrolled over {unit} padded to a fixed count?): "
+                   f"{exc.detail}")
+    if grows(sizes[first], grown):
+        fail(idea, f"the program of {name} grows with the number of {unit} ({sizes[first]} operations at "
+                   f"{first} {unit}, {grown} at {many}, beyond every number of {unit} it was tried at): a loop "
+                   f"over the {unit}, padded to a fixed count, is unrolled into it, {copy}.")
+    return (*beyond(traced.values(), published, rng), sizes[first])

@@ -134,27 +134,46 @@ def _long_starts(rng, count, min_steps=400, high=3_000_000):
     return found[:count]
 
 
-_TRIPS_AT = (1, 6, 27)  # 0, 8 and 111 steps
+_TRIPS_AT = (1, 5, 32, 6, 27)  # 0, 5, 5, 8 and 111 steps: neither n's order nor its parity is the steps'
 
 
-def _check_trips(program):
-    """The trips each loop of the program's entry function runs for n in :data:`_TRIPS_AT`,
-    observed (:func:`autograder.judge.effect.trip_counts`: a counter added to each loop, run in
-    the program runner), whatever its condition is written as: a loop that runs as long as n's
-    sequence says runs a different number of trips for sequences of 0, 8 and 111 steps. A program
-    whose loops all sit inside a branch or another loop has no such loop to count; there the
-    loops' written conditions are read instead (see docs/security.md)."""
+def _follows_steps(trips, steps):
+    """Whether ``trips`` (a count per n) follow ``steps`` (the steps each n's sequence takes): never
+    fewer for more steps, and more for 3 steps more or beyond (a loop may take up to 3 steps a
+    trip)."""
+    for a in trips:
+        for b in trips:
+            if steps[a] < steps[b] and (trips[a] > trips[b] or (steps[b] - steps[a] >= 3 and trips[a] == trips[b])):
+                return False
+    return True
+
+
+def _check_trips(program, rng):
+    """The trips the program's loops run for n in :data:`_TRIPS_AT` and two drawn n, observed
+    (:func:`autograder.judge.effect.trip_counts`: a counter added to each loop, wherever it sits,
+    run in the program runner), whatever its conditions are written as: a loop that runs as long
+    as n's sequence says runs more trips for a sequence of more steps, never fewer. Each site's
+    trips (a loop's; those of the loops nested in its body; those of the loops in the branch a
+    `lax.cond` took), or their sum, must follow the steps; a count fixed in advance does not,
+    however its bound reads n (its parity, n itself) and whichever branch it sits in. Where no
+    loop can be counted (a loop only in another's condition) the written conditions are read."""
     from autograder.judge import effect
 
-    trips = {n: effect.trip_counts(program.exported, (_i32(n),)) for n in _TRIPS_AT}
-    counts = list(trips.values())
-    if counts[0]:
-        if all(c == counts[0] for c in counts):
-            seen = ", ".join(f"{n}: {c[0] if len(c) == 1 else c}" for n, c in trips.items())
-            steps = ", ".join(str(int(_collatz_reference(n))) for n in _TRIPS_AT)
+    ns = list(_TRIPS_AT)
+    while len(ns) < len(_TRIPS_AT) + 2:
+        n = int(rng.integers(2, 5000))
+        if n not in ns:
+            ns.append(n)
+    steps = {n: int(_collatz_reference(n)) for n in ns}
+    trips = {n: effect.trip_counts(program.exported, (_i32(n),)) for n in ns}
+    sites = len(trips[ns[0]])
+    if sites:
+        series = [{n: c[i] for n, c in trips.items()} for i in range(sites)] + [{n: sum(c) for n, c in trips.items()}]
+        if not any(_follows_steps(t, steps) for t in series):
+            seen = ", ".join(f"{n} ({steps[n]} steps): {c[0] if len(c) == 1 else c}" for n, c in trips.items())
             fail("loops", "the loop of collatz_steps runs a fixed number of times whatever n is: the grader counted "
-                             f"its trips for n = {', '.join(map(str, _TRIPS_AT))}, whose sequences take {steps} steps, "
-                             f"and saw the same count for each ({seen}). A loop with a fixed trip count falls "
+                             f"its trips for n = {', '.join(map(str, ns))} and saw {seen}, a count that does not "
+                             "follow how many steps each sequence takes. A loop with a fixed trip count falls "
                              "short whenever a sequence is longer than its bound, and only n's own sequence knows "
                              "how many steps it takes, so the loop must run as long as it says.")
     elif program.fixed_loops == program.count("stablehlo.while"):
@@ -180,7 +199,7 @@ def test_collatz_steps(k):
             fail("loops", "the program of collatz_steps has no loop: the number of steps depends on n, "
                              "so the loop has to run in the program, on the device.")
         if n == ns[0]:
-            _check_trips(program)
+            _check_trips(program, k.rng)
         got, want = program(_i32(n)), _collatz_reference(n)
         try:
             check_close(got, want, what=f"{what} (steps to reach 1)", idea="loops", dtype=np.int32)
@@ -243,8 +262,9 @@ def test_ema(k):
     # (the same growth each time). Then each is run.
     short = int(k.rng.integers(3, 7))
     lengths = (short, 4 * short, 16 * short)
-    sizes = {n: programs.trace(k, "ema", np.zeros((n, 2), np.float32), np.float32(0.5), loops=True,
-                               label="jax.jit(ema)").total for n in lengths}
+    traced = {n: programs.trace(k, "ema", np.zeros((n, 2), np.float32), np.float32(0.5), loops=True,
+                                label="jax.jit(ema)") for n in lengths}
+    sizes = {n: p.total for n, p in traced.items()}
     _check_not_in_proportion(sizes)
     # A long sequence, where a closed form in powers of (1 - alpha) overflows float32: 0.1**40 is
     # below its smallest normal number (and 0.7**300, tried last, below every float32).
@@ -257,9 +277,7 @@ def test_ema(k):
     # a loop unrolled over a padded input is flat at every length below its padding.
     from autograder.judge import effect
 
-    written = max(effect.largest_size(programs.trace(k, "ema", np.zeros((n, 2), np.float32), np.float32(0.5),
-                                                     loops=True, label="jax.jit(ema)").exported) for n in lengths)
-    far = 2 * max(written, *lengths) + int(k.rng.integers(1, 9))
+    far, written = effect.beyond(traced.values(), lengths, k.rng)
     x, a = k.rng.normal(size=(far, 2)).astype(np.float32), float(np.float32(k.rng.uniform(0.05, 0.95)))
     beyond = (f"at length {far}, beyond every size written in its programs at lengths {lengths[0]} to "
               f"{lengths[-1]} (up to {written})")
@@ -438,7 +456,33 @@ def collatz_steps(n):
         return (jnp.where(done, v, jnp.where(v % 2 == 0, v // 2, 3 * v + 1)), jnp.where(done, steps, steps + 1),
                 i + 1)
     return jax.lax.while_loop(lambda s: s[2] < 1000 + n % 2, body, (n, jnp.int32(0), jnp.int32(0)))[1]
-''', "runs its body for n = 1, whose sequence takes no step", "loops"),
+''', "the grader counted its trips", "loops"),
+        ('''
+def collatz_steps(n):
+    # n = 1 answered by a branch; in the other one, 1000 steps whatever n is, a flag stopping the
+    # work: the loop runs no trip for n = 1 and 1000 for every other n
+    def bounded(n):
+        def body(state):
+            v, steps, i = state
+            done = v == 1
+            return (jnp.where(done, v, jnp.where(v % 2 == 0, v // 2, 3 * v + 1)),
+                    jnp.where(done, steps, steps + 1), i + 1)
+        return lax.while_loop(lambda s: s[2] < 1000, body, (n, jnp.int32(0), jnp.int32(0)))[1]
+    return lax.cond(n == 1, lambda n: jnp.int32(0), bounded, n)
+''', "the grader counted its trips", "loops"),
+        ('''
+def collatz_steps(n):
+    # in a branch, a bound that grows with n itself (1000 + n steps), a flag stopping the work: the
+    # trips differ for every n, but follow n, not the steps its sequence takes
+    def bounded(n):
+        def body(state):
+            v, steps, i = state
+            done = v == 1
+            return (jnp.where(done, v, jnp.where(v % 2 == 0, v // 2, 3 * v + 1)),
+                    jnp.where(done, steps, steps + 1), i + 1)
+        return lax.while_loop(lambda s: s[2] < 1000 + n, body, (n, jnp.int32(0), jnp.int32(0)))[1]
+    return lax.cond(n == 1, lambda n: jnp.int32(0), bounded, n)
+''', "the grader counted its trips", "loops"),
     ],
     "ema": [
         ('''
@@ -526,6 +570,19 @@ def collatz_steps(n):
             return jnp.where(value % 2 == 0, value // 2, 3 * value + 1), steps + 1
         return lax.while_loop(lambda s: s[0] != 1, step, (n, jnp.int32(0)))[1]
     return lax.cond(n == 1, lambda n: jnp.int32(0), walk, n)
+''',
+        '''
+def collatz_steps(n):
+    # an outer loop per odd step, an inner one halving while the value is even
+    def halve(state):
+        value, steps = state
+        return value // 2, steps + 1
+
+    def odd_step(state):
+        value, steps = lax.while_loop(lambda s: s[0] % 2 == 0, halve, state)
+        return lax.cond(value > 1, lambda s: (3 * s[0] + 1, s[1] + 1), lambda s: s, (value, steps))
+
+    return lax.while_loop(lambda s: s[0] > 1, odd_step, (jnp.asarray(n, jnp.int32), jnp.int32(0)))[1]
 ''',
     ],
     "piecewise": [

@@ -224,39 +224,20 @@ def _noisy(k, seed, x, partitionable=True):
 
 
 def _check_not_unrolled(k, d, published):
-    """The program of noisy_batch at 3 and 6 rows, read before any is run: a loop over the rows
-    in Python is unrolled, one copy of the draw per row (hundreds of rows then take minutes to
-    compile), so it is told so instead of running out of time. Then at a number of rows beyond
-    every published one and the number of operations of those programs (a loop unrolled over
-    rows padded to a fixed count has at least one operation per row, so it grows or fails
-    there). Returns ``(far, written, small)``: a number of rows beyond every size written in the
-    programs at 3 and 6 rows (:func:`autograder.judge.effect.beyond`), and the operations at 3."""
+    """The program of noisy_batch at 3 and 6 rows, read before any is run, then at a number of
+    rows past those programs' operations (:func:`autograder.judge.effect.not_unrolled`): a loop
+    over the rows in Python is unrolled, one copy of the draw per row, so it is told so instead of
+    running out of time. Returns ``(far, written, small)``: a number of rows beyond every size
+    written in the programs at 3 and 6 rows (:func:`autograder.judge.effect.beyond`), and the
+    operations at 3."""
     def trace(rows):
         return programs.trace(k, "noisy_batch", Spec((2,), "uint32"), Spec((rows, d), "float32"),
                               label="jax.jit(noisy_batch)")
 
-    traced = {rows: trace(rows) for rows in (3, 6)}
-    sizes = {rows: p.total for rows, p in traced.items()}
-    if sizes[6] > 1.1 * sizes[3]:  # a few constants may differ with the batch; a copy per row doubles it
-        fail("per_example_keys", f"the program of noisy_batch grows with the batch ({sizes[3]} operations "
-                                    f"at 3 rows, {sizes[6]} at 6): a Python loop over the rows is unrolled "
-                                    "into it, one copy of the random draw per row, so a batch of a few hundred "
-                                    "rows takes minutes to compile. Draw every row's noise, from its own key, "
-                                    "in a program whose size does not depend on the batch.")
-    many = effect.past_operations(traced.values(), published, k.rng)
-    try:
-        grown = trace(many).total
-    except ExerciseFailure as exc:
-        fail("per_example_keys", f"jax.jit(noisy_batch) cannot be traced at {many} rows, beyond every number of "
-                                    f"rows it was tried at and the {max(sizes.values())} operations of its program: "
-                                    "it is written for the batch sizes it was tried at (a loop unrolled over rows "
-                                    f"padded to a fixed count?): {exc.detail}")
-    if effect.grows(sizes[3], grown):
-        fail("per_example_keys", f"the program of noisy_batch grows with the batch ({sizes[3]} operations at 3 "
-                                    f"rows, {grown} at {many}, beyond every number of rows it was tried at): a "
-                                    "loop over the rows, padded to a fixed count, is unrolled into it, one copy "
-                                    "of the random draw per row.")
-    return (*effect.beyond(traced.values(), published, k.rng), sizes[3])
+    return effect.not_unrolled(trace, (3, 6), published, k.rng, name="noisy_batch", unit="rows",
+                               copy="one copy of the random draw per row", idea="per_example_keys",
+                               advice="Draw every row's noise, from its own key, in a program whose size does "
+                                      "not depend on the batch.")
 
 
 def test_noisy_batch(k):
@@ -404,7 +385,7 @@ def noisy_batch(key, x):
     # a key per row from its index, right numbers, but a Python loop: one draw per row in the program
     return jnp.stack([x[i] + jax.random.normal(jax.random.fold_in(key, i), x.shape[1:], x.dtype)
                       for i in range(x.shape[0])])
-''', "the program of noisy_batch grows with the batch", "per_example_keys"),
+''', "the program of noisy_batch grows with the number of rows", "per_example_keys"),
         ('''
 def noisy_batch(key, x):
     return x + jax.random.normal(key, x.shape, x.dtype)
@@ -428,7 +409,7 @@ def noisy_batch(key, x):
     rows = [x[i] + jax.random.normal(jax.random.fold_in(key, i), x.shape[1:], x.dtype)
             for i in range(x.shape[0])]
     return jnp.stack(rows)
-''', "the program of noisy_batch grows with the batch", "per_example_keys"),
+''', "the program of noisy_batch grows with the number of rows", "per_example_keys"),
         ('''
 def noisy_batch(key, x):
     # a Python loop over x padded to 64 rows: the same program at every batch size up to 64

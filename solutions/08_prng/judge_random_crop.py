@@ -54,32 +54,14 @@ PUBLISHED = 9  # the most images random_crop is tried at (the visible test's 6, 
 
 def _check_not_unrolled(k, h, w, size):
     """The program at 3 and 6 images, read before any is run (a Python loop over the images is
-    unrolled, a copy per image), then at a number of images beyond every published one and the
-    operations of those programs (a loop unrolled over images padded to a fixed count has at
-    least one operation per image: it grows or fails there). Returns ``(far, written, small)``:
-    a number of images beyond every size written in the programs at 3 and 6 images
+    unrolled, a copy per image), then at a number of images past those programs' operations
+    (:func:`autograder.judge.effect.not_unrolled`). Returns ``(far, written, small)``: a number
+    of images beyond every size written in the programs at 3 and 6 images
     (:func:`autograder.judge.effect.beyond`), and the operations at 3."""
-    traced = {n: _program(k, n, h, w, size) for n in (3, 6)}
-    sizes = {n: p.total for n, p in traced.items()}
-    if sizes[6] > 1.1 * sizes[3]:  # a few constants may differ with the batch; a copy per image doubles it
-        fail("per_example_keys", f"the program of random_crop grows with the number of images ({sizes[3]} "
-                                    f"operations at 3 images, {sizes[6]} at 6): a Python loop over the images is "
-                                    "unrolled into it, one copy of the draw and the cut per image. Crop every "
-                                    "image, from its own key, in a program whose size does not depend on the batch.")
-    many = effect.past_operations(traced.values(), (PUBLISHED,), k.rng)
-    try:
-        grown = _program(k, many, h, w, size).total
-    except ExerciseFailure as exc:
-        fail("per_example_keys", f"jax.jit(random_crop) cannot be traced at {many} images, beyond every number of "
-                                    f"images it was tried at and the {max(sizes.values())} operations of its "
-                                    "program: it is written for the batch sizes it was tried at (a loop unrolled "
-                                    f"over images padded to a fixed count?): {exc.detail}")
-    if effect.grows(sizes[3], grown):
-        fail("per_example_keys", f"the program of random_crop grows with the number of images ({sizes[3]} operations "
-                                    f"at 3 images, {grown} at {many}, beyond every number of images it was tried at): "
-                                    "a loop over the images, padded to a fixed count, is unrolled into it, one copy "
-                                    "of the draw and the cut per image.")
-    return (*effect.beyond(traced.values(), (PUBLISHED,), k.rng), sizes[3])
+    return effect.not_unrolled(lambda n: _program(k, n, h, w, size), (3, 6), (PUBLISHED,), k.rng,
+                               name="random_crop", unit="images", copy="one copy of the draw and the cut per image",
+                               idea="per_example_keys", advice="Crop every image, from its own key, in a program "
+                                                               "whose size does not depend on the batch.")
 
 
 def _check(got, images, seed, size, what, partitionable=True):

@@ -18,9 +18,11 @@ be Lloyd's (converged: the reference stops at its fixed point) and its loops mus
 trips, observed (:func:`autograder.judge.effect.trip_counts`), than at iters=1: converged
 centroids look right after any number of steps, so only the trips tell a loop bounded by a
 fixed count (the steps past ``iters`` masked out); a loop that stops once a step changes
-nothing still runs more. Not told: a loop that runs every trip but
-does the work on only the first few, which the centroids show only on an input that has not
-converged by then. Its values are compared at float32 tolerance. The compile count over new keys and points is a
+nothing still runs more. A loop that runs every trip but does the work on only the first few is
+told by its effect (:func:`autograder.judge.effect.nudges_kept`): the values the loop changes are
+nudged at the end of every trip and the program run again; a Lloyd step recomputes the centroids
+from the points, so only the last trip's nudge stays, while trips that only carry the centroids
+on keep one each. Its values are compared at float32 tolerance. The compile count over new keys and points is a
 kernel-side claim: it can fail the test, never pass it.
 """
 import functools
@@ -33,6 +35,9 @@ from autograder.judge import AsJax, Fixture, Key, Ref, Spec
 
 MARGIN = 1e-3  # the least gap, relative, between a point's nearest and next different centroid
 PUBLISHED_ITERS = (0, 2, 3, 4, 6, 8)  # the numbers of steps the visible test and this judge try
+# Added to the values the loop carries at each trip's end (effect.nudges_kept): a few float32 ulps
+# of the centroids (|c| < 32), far below the inputs' tie margin (it moves no point's nearest centroid).
+NUDGE = 2.0 ** -17
 
 
 @functools.lru_cache(maxsize=None)
@@ -148,6 +153,16 @@ def _check_trips(k, d, kk, at, seeds):
                          "Lloyd steps it runs does not follow `iters` (a loop bounded by a fixed number of steps, "
                          "the ones past `iters` masked out?). A loop on the device runs one trip per step "
                          "asked for, however many that is.")
+    # ... and every trip does a step: each trip's end nudged (the centroids it carries plus
+    # NUDGE), a Lloyd step recomputes them from the points, so only the last trip's nudge stays.
+    kept = effect.nudges_kept(program.exported, inputs, epsilon=NUDGE)
+    if kept is not None and kept > 3:
+        fail("loops", f"the loop of kmeans runs its trips {beyond}, but its last trips do no work: the grader "
+                         f"added {NUDGE:.1e} to the values its loop carries at the end of every trip and ran it "
+                         "again. A Lloyd step recomputes the centroids from the points, so a loop whose every trip "
+                         f"is a step keeps only the last trip's nudge; these centroids kept {kept:.0f} of them, one "
+                         "for each trip that only carried them on (the steps past some count masked out or "
+                         "skipped). Every trip up to `iters` must be a Lloyd step.")
 
 
 def _check(got, want, what):
@@ -273,6 +288,23 @@ def kmeans(key, points, k, iters):
 
     return jax.lax.fori_loop(0, 16, step, init)
 ''', "the number of Lloyd steps it runs does not follow `iters`", "loops"),
+        ('''
+def kmeans(key, points, k, iters):
+    # `iters` trips, but Lloyd steps only in the first 16: right at every count up to 16, and
+    # beyond it once the centroids have converged
+    n = points.shape[0]
+    init = points[jax.random.choice(key, n, (k,), replace=False)]
+
+    def step(i, centroids):
+        distances = jnp.sum((points[:, None, :] - centroids[None, :, :]) ** 2, axis=-1)
+        labels = jnp.argmin(distances, axis=1)
+        sums = jax.ops.segment_sum(points, labels, num_segments=k)
+        counts = jax.ops.segment_sum(jnp.ones(n, points.dtype), labels, num_segments=k)
+        new = jnp.where((counts > 0)[:, None], sums / jnp.maximum(counts, 1)[:, None], centroids)
+        return jnp.where(i < 16, new, centroids)
+
+    return jax.lax.fori_loop(0, iters, step, init)
+''', "but its last trips do no work", "loops"),
     ],
 }
 
