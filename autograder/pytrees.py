@@ -30,7 +30,7 @@ def call_on_tree(f, *args, what=None, **kwargs):
             "pytrees",
             f"{label} raised {type(exc).__name__} ({first}) on the tree {shapes}. A pytree can nest "
             "dicts, lists and tuples to any depth, and None is an empty subtree, not a leaf: "
-            "let `jax.tree.leaves` / `jax.tree.map` walk it.")
+            "a walk over it must handle every kind of node.")
 
     return call(f, *args, what=what or f"`{getattr(f, '__name__', 'f')}`", translate=translate, **kwargs)
 
@@ -58,7 +58,7 @@ def check_input_tree_unchanged(f, args, *, what=None):
         if after_def != treedef or changed:
             fail("tree_state", f"{label} changed its argument #{i + 1} in place "
                                f"({', '.join(changed[:4]) or 'its structure'}); return a new pytree "
-                               "(`jax.tree.map` builds one) and leave the old state untouched.")
+                               "and leave the old state untouched.")
 
 
 def check_leaves(obj, expected, *, what):
