@@ -9,7 +9,9 @@ kernel (:class:`InProcess`: the agent's own request handler, ``autograder.agent.
 IPython shell's namespace where the solution notebook's cells ran, the answer cell replaced), and
 the programs it takes run in a program runner, as in a grading; no kernel is started and nothing
 is contained. What this does not test (the kernel, containment, the pipeline) test_exercises.py
-does."""
+does. The answer cell is run afresh before each grading, the notebook's other cells are not: a
+wrong answer that keeps state in a global another cell made (03's ``STATS``) would carry it from
+one grading to the next here, so those are left to test_exercises.py."""
 from __future__ import annotations
 
 import builtins
