@@ -99,6 +99,10 @@ def test_positive_mean(k):
         x.flat[i], x.flat[j] = abs(x.flat[i]) + 0.5, -abs(x.flat[j]) - 0.5  # some positive, some not
         if trial < 2:  # a zero among them: not positive, so not counted
             x.flat[k.rng.permutation([m for m in range(x.size) if m not in (i, j)])[0]] = 0.0
+        if trial == 0:  # a second positive entry: with x[0] the only one, an answer that pads with
+            # index 0 would average x[0] alone, the right mean, and its mistake would show only later
+            other = [m for m in range(x.size) if m not in (i, j) and x.flat[m] != 0.0][0]
+            x.flat[other] = abs(x.flat[other]) + 0.5
         _check_mean(by_shape[shape](x), x, f"jax.jit(positive_mean)'s result on random input #{trial + 1}")
 
 
