@@ -224,6 +224,14 @@ def test_fused_update(k):
     check_close(call(fused_update, *a, what="fused_update(w, x, y, 0.1)"), _reference_update(*a),
                    what="fused_update(w, x, y, 0.1), one step of w - lr * (the gradient of the mean squared "
                         "error),", rtol=1e-4, atol=1e-5)
+    # The caller keeps its arrays: a call that gives an argument's buffer to the output
+    # (donation) deletes the caller's `w`, which a training loop's caller may still read.
+    _, after = k.call_keep_args("fused_update", *a)
+    gone = [name for name, v in zip(("w", "x", "y"), after) if isinstance(v, Opaque)]
+    if gone:
+        fail("purity", f"after fused_update(w, x, y, 0.1) the caller's `{gone[0]}` was deleted: the call gave "
+                          "its input buffer to the output (donation), a side effect on the caller, whose array "
+                          "is gone although the prompt's caller (and its own test) uses it again.")
     # The program one call runs, exported with every argument traced (the learning rate
     # included: a static one fails here), read and run by the judge.
     n, d = int(k.rng.integers(8, 33)), int(k.rng.integers(2, 7))
@@ -388,6 +396,14 @@ def fused_update(w, x, y, lr):
     step = jax.jit(lambda w, x, y, lr: apply_update(w, grad_mse(w, x, y), lr))
     return step(w, x, y, lr)
 ''', "A program built anew inside the function at every call compiles at every call", "recompiles"),
+        ('''
+from functools import partial
+
+@partial(jax.jit, donate_argnums=0)
+def fused_update(w, x, y, lr):
+    # one program, lr traced; but w's buffer is given to the result, deleting the caller's w
+    return w - lr * jax.grad(lambda w_: jnp.mean((x @ w_ - y) ** 2))(w)
+''', "the caller's `w` was deleted", "purity"),
     ],
 }
 
@@ -402,6 +418,12 @@ def _sgd_step(w, x, y, lr):
 
 def fused_update(w, x, y, lr):
     return _sgd_step(w, x, y, lr)  # a plain function whose call runs that one program
+''',
+        '''
+@jax.jit
+def fused_update(w, x, y, lr):
+    # the three given jitted functions called inside one jit: traced into one program
+    return apply_update(w, grad_mse(w, x, y), lr)
 ''',
     ],
 }
