@@ -183,7 +183,7 @@ class Breakdown:
             return "grading processes (pipeline, judge)"
         if module == "autograder.sandbox.kernel_launcher":
             return "kernels (the notebook, the judge's requests)"
-        if module == "autograder.judge.runner":
+        if module == "autograder.judge.runner_child":
             return "program runners (JAX, the programs)"
         if module == "autograder.sandbox.launcher" and len(words) > words.index("-m") + 2:
             return f"launcher `{words[words.index('-m') + 2]}` steps" + (" (then bubblewrap)" if comm == "bwrap" else "")
@@ -343,7 +343,7 @@ def no_shared_process() -> tuple[bool, str]:
     leaks = sorted(cache & set(environment.KERNEL_ENV))
     ok = fresh and not leaks
     return ok, ("kernels run `python -m autograder.sandbox.kernel_launcher`, runners `python -m "
-                "autograder.judge.runner serve`, each exec'd by the sandbox's launcher; no compilation-cache "
+                "autograder.judge.runner_child serve`, each exec'd by the sandbox's launcher; no compilation-cache "
                 "variable in the kernel's environment" if ok else
                 f"kernel command {kernel[:3]}, cache variables passed: {leaks}")
 

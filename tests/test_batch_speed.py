@@ -178,7 +178,7 @@ def test_the_breakdown_charges_each_process_of_a_command_by_its_kind(tmp_path):
     # the child and the grandchild's 1 s (ticks, without what a busy VM's host stole: 0.8 s and more); not
     # the neighbour's 6 s
     assert processes == 2 and 0.5 <= cpu < 2.5, kinds
-    assert breakdown.kind("python -s -P -m autograder.judge.runner serve", "python", False).startswith("program runners")
+    assert breakdown.kind("python -s -P -m autograder.judge.runner_child serve", "python", False).startswith("program runners")
     assert breakdown.kind("python -m autograder.sandbox.kernel_launcher -f k.json", "ZMQbg/1", False).startswith("kernels")
     assert breakdown.kind("python -s -P -m autograder.sandbox.launcher kill 61000", "python", False) == "launcher `kill` steps"
 

@@ -721,7 +721,8 @@ def test_a_killed_grader_leaves_no_grading_process_no_runner_and_no_kernel(tmp_p
         deadline = time.monotonic() + 150
         while time.monotonic() < deadline:  # until the runner has spun in the program a while
             kids = me.children(recursive=True)
-            runners = [p for p in kids if "autograder.judge.runner" in " ".join(ask(p, psutil.Process.cmdline, []))
+            runners = [p for p in kids
+                       if "autograder.judge.runner_child" in " ".join(ask(p, psutil.Process.cmdline, []))
                        and ask(p, lambda q: q.uids().real, 0) >= 61000]
             # starting (JAX's import, 8 devices) takes about 2 s of CPU; the loop takes the rest
             if any(ask(p, lambda q: sum(q.cpu_times()[:2]), 0) > 6 for p in runners):

@@ -29,9 +29,9 @@ def _runners_while(cmd, **kw):
                     line = p.cmdline()
                 except psutil.Error:
                     continue
-                # the runner itself (``python -I -m autograder.judge.runner serve``), not the
+                # the runner itself (``python -s -P -m autograder.judge.runner_child serve``), not the
                 # sandbox's launcher or bwrap before it, whose command lines end the same way
-                if line[-2:] == ["autograder.judge.runner", "serve"] and \
+                if line[-2:] == ["autograder.judge.runner_child", "serve"] and \
                         not any(a == "autograder.sandbox.launcher" or a.endswith("bwrap") for a in line):
                     seen.add(p.pid)
             time.sleep(0.02)

@@ -39,8 +39,8 @@ the submodules ``programs`` and ``mlir`` are imported as such).
 import importlib
 
 # The module defining each public name, imported when the name is first used (``__getattr__``):
-# the program runner (``python -m autograder.judge.runner``) imports this package without the
-# channel's, the kernel's and the step's own imports.
+# the program runner's child (``python -m autograder.judge.runner_child``) imports this package
+# without the channel's, the kernel's and the step's own imports.
 _HOMES = {
     "channel": ("Channel", "ChannelError", "LearnerError"),
     "kernel": ("Exported", "Kernel", "RemoteFunction"),
