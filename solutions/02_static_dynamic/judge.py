@@ -63,6 +63,12 @@ def test_power(k):
     x = draw()
     check_close(_static_call(power, _f32(x), 3, what="power(x, 3)"), _ref_power(x, 3), what="power(x, 3)",
                    rtol=1e-4, atol=1e-5)
+    # The caller keeps its `x` (the visible test uses it again): a call that donates it deletes it.
+    _, after = k.call_keep_args("power", _f32(x), 3)
+    if isinstance(after[0], Opaque):
+        fail("purity", "after power(x, 3) the caller's `x` was deleted: the call gave its input buffer to "
+                          "the output (donation), a side effect on the caller, whose array is gone although "
+                          "the caller uses it again.")
     # From outside: a static argument is hashed into the compile signature, and a JAX array is
     # not hashable, so a `power` with `n` static refuses one. One that accepts it traces `n`.
     try:
@@ -201,6 +207,15 @@ def power(x, n):
         result = result * x
     return result
 ''', "power(x, 0) is wrong", "numerics"),
+        ('''
+@partial(jax.jit, static_argnames="n", donate_argnums=0)
+def power(x, n):
+    # right values and compiles, but the call hands x's buffer to the result: the caller's x is gone
+    result = jnp.ones_like(x)
+    for _ in range(n):
+        result = result * x
+    return result
+''', "the caller's `x` was deleted", "purity"),
     ],
     "scale_by": [
         ('''
