@@ -348,6 +348,15 @@ def test_piecewise(k):
         v = (k.rng.normal(size=3) * 1.5).astype(np.float32)
         _check_branch(program(v, _i32(kk)), v, kk,
                       f"jax.jit(piecewise)({np.round(v.astype(np.float64), 3).tolist()}, {kk})")
+    # A branch not chosen must not touch the result: at 3e19, BRANCHES[1] overflows float32 to inf,
+    # while BRANCHES[2] is 9e19, finite. (A blend of every branch's result by arithmetic gets nan.)
+    v = np.array([3e19, float(k.rng.normal()), -2.5], np.float32)
+    got = program(v, _i32(2))
+    if np.shape(got) == v.shape and not np.isfinite(np.asarray(got, np.float64)).all():
+        fail("branches", "jax.jit(piecewise)([3e19, ...], 2) has non-finite entries although BRANCHES[2] is finite "
+                         "there (BRANCHES[1] overflows to inf at 3e19): a branch that is not chosen reached "
+                         "the result.")
+    _check_branch(got, v, 2, "jax.jit(piecewise)([3e19, ...], 2)")
     k.claim("check_compiles", Fixture("jit_call"), _jit_calls("piecewise", [(_f32(x), _i32(kk)) for kk in (0, 1, 2, 1)]),
             1, what="jax.jit(piecewise)", why="`k` is runtime data: one program must hold every branch.")
 
@@ -547,6 +556,11 @@ def piecewise(x, k):
         return BRANCHES[1](x)
     return BRANCHES[2](x)
 ''', "used a traced value in a Python `if`", "control_flow"),
+        ('''
+def piecewise(x, k):
+    # every branch weighted by 0 or 1 and summed: 0 * inf is nan where a branch not chosen overflows
+    return sum((k == i) * f(x) for i, f in enumerate(BRANCHES))
+''', "a branch that is not chosen reached the result", "branches"),
     ],
 }
 
