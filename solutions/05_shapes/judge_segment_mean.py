@@ -27,6 +27,13 @@ def _draw(rng, n, num_segments):
     used = np.array([s for s in range(num_segments) if s not in empty], np.int32)
     ids = rng.choice(used, size=n).astype(np.int32)
     values = (rng.normal(size=n) * rng.uniform(0.5, 4.0)).astype(np.float32)
+    # A value of exactly 0.0 (never the first) in a segment with other entries: an entry like any other.
+    counts = np.bincount(ids[1:], minlength=num_segments)
+    shared = [i for i in range(1, n) if counts[ids[i]] >= 2]
+    if not shared:
+        ids[2] = ids[1]
+        shared = [2]
+    values[shared[int(rng.integers(len(shared)))]] = 0.0
     return values, ids
 
 
@@ -67,6 +74,10 @@ def _check_means(got, values, ids, num_segments, what):
         if np.allclose(g, padded, rtol=1e-4, atol=1e-6):
             fail("shapes", f"{exc.detail} It averages in entries that are not in the segment (a fixed-size "
                               "selection is padded with a real entry, and the padding counts in its mean).")
+        nonzero = np.bincount(ids, weights=(np.asarray(values) != 0).astype(np.float64), minlength=num_segments)
+        if np.allclose(g, np.where(nonzero > 0, sums / np.maximum(nonzero, 1), 0.0), rtol=1e-4, atol=1e-6):
+            fail("shapes", f"{exc.detail} It counts only the nonzero values of a segment, but a value of 0.0 "
+                              "is an entry of its segment like any other.")
         if np.allclose(g, sums / n, rtol=1e-4, atol=1e-6):
             fail("shapes", f"{exc.detail} It divides each segment's sum by the number of all values; a "
                               "segment's mean divides by the number of values in that segment.")
@@ -104,6 +115,13 @@ WRONG = {
     "segment_mean": [
         ('''
 def segment_mean(values, segment_ids, num_segments):
+    # counts the entries by their values: a 0.0 is not counted
+    sums = jax.ops.segment_sum(values, segment_ids, num_segments)
+    counts = jax.ops.segment_sum((values != 0).astype(jnp.float32), segment_ids, num_segments)
+    return sums / jnp.maximum(counts, 1.0)
+''', "a value of 0.0 is an entry of its segment", "shapes"),
+        ('''
+def segment_mean(values, segment_ids, num_segments):
     means = []
     for s in range(num_segments):
         idx = jnp.flatnonzero(segment_ids == s)  # as many indices as the segment has entries
@@ -132,5 +150,18 @@ def segment_mean(values, segment_ids, num_segments):
     sums = jnp.sum(jnp.where(member, values[:, None], 0.0), axis=0)
     return sums / values.shape[0]  # every segment divided by all n values
 ''', "divides each segment's sum by the number of all values", "shapes"),
+    ],
+}
+
+RIGHT = {
+    "segment_mean": [
+        '''
+def segment_mean(values, segment_ids, num_segments):
+    # a one-hot mask (n, num_segments): sums and counts as column sums, a fixed shape throughout
+    onehot = (segment_ids[:, None] == jnp.arange(num_segments)[None, :]).astype(jnp.float32)
+    sums = jnp.sum(onehot * values[:, None], axis=0)
+    counts = jnp.sum(onehot, axis=0)
+    return jnp.where(counts > 0, sums / jnp.maximum(counts, 1.0), 0.0)
+''',
     ],
 }
