@@ -14,9 +14,27 @@ import numpy as np
 from autograder.judge import call, check_close, check_matches_reference, ExerciseFailure, fail
 from autograder.judge import programs
 from autograder.judge import LearnerError
-from autograder.judge import AsJax, Spec, values
+from autograder.judge import AsJax, Opaque, Spec, values
 
 F32 = np.float32  # the exercises' dtype
+
+
+def _deleted(tree) -> bool:
+    """Whether an argument as the call left it holds a deleted array (the kernel sends an
+    :class:`Opaque` for what is not data: a donated, deleted buffer)."""
+    if isinstance(tree, dict):
+        return any(_deleted(v) for v in tree.values())
+    if isinstance(tree, (list, tuple)):
+        return any(_deleted(v) for v in tree)
+    return isinstance(tree, Opaque)
+
+
+def _check_not_donated(after, label, what="`x`"):
+    """The caller's arguments after the call: a donated one is deleted, a side effect on the caller."""
+    if any(_deleted(a) for a in after):
+        fail("purity", f"after {label} the caller's {what} was deleted: the call gave its input buffer to the "
+                          "output (donation), a side effect on the caller, whose array is gone although the "
+                          "caller uses it again.")
 
 
 def _f32(x):
@@ -62,7 +80,9 @@ def _pair(got, what):
 def test_step(k):
     step = k.fn("step")
     x0 = float(np.float32(k.rng.uniform(0.5, 4.0)))
-    got, (s0_after, _) = k.call_keep_args("step", _state(0, 0.0), _f32(x0))
+    got, after = k.call_keep_args("step", _state(0, 0.0), _f32(x0))
+    _check_not_donated(after, f"step(state, {x0:.4g})", "`state` or `x`")
+    s0_after = after[0]
     s1, y1 = _pair(got, f"step({{count: 0, total: 0}}, {x0:.4g})")
     check_close((s1, y1), ({"count": 1, "total": x0}, x0), what=f"step({{count: 0, total: 0}}, {x0:.4g})",
                    idea="state")
@@ -161,12 +181,25 @@ def test_set_diagonal(k):
         out, after = _call_immutable(set_diagonal, _f32(xv), 7.0, what="set_diagonal(x, 7.0)"), None
     check_close(out, _ref_set_diagonal(xv, 7.0), what="set_diagonal(x, 7.0)", idea="inplace")
     if after is not None:
+        _check_not_donated(after, "set_diagonal(x, 7.0)")
         check_close(after[0], xv, what="x after set_diagonal(x, 7.0)", idea="inplace")
     # The program of jax.jit(set_diagonal), with v a scalar and a vector: the values that count.
     for v in (np.float32(4.0), k.rng.normal(size=4).astype(np.float32)):
         shown = "a scalar v" if np.ndim(v) == 0 else "a vector v"
         check_close(_set_diagonal_program(k, xv, v)(xv, v), _ref_set_diagonal(xv, v),
                        what=f"jax.jit(set_diagonal)(x, v) with {shown}", idea="inplace", dtype=F32)
+    # The diagonal is replaced, whatever it held: nan and inf there must not reach the result.
+    xs = xv.copy()
+    xs[np.arange(3), np.arange(3)] = (np.nan, np.inf, -np.inf)
+    for v in (np.float32(-2.0), k.rng.normal(size=4).astype(np.float32)):
+        shown = "a scalar v" if np.ndim(v) == 0 else "a vector v"
+        got = _set_diagonal_program(k, xs, v)(xs, v)
+        if np.shape(got) == xs.shape and not np.isfinite(np.asarray(got, np.float64)).all():
+            fail("inplace", f"jax.jit(set_diagonal)(x, v) with {shown}, on an x holding nan, inf and -inf on its "
+                               "diagonal, returned non-finite entries: the old diagonal reached the result through "
+                               "arithmetic, but setting an entry replaces it, whatever it held.")
+        check_close(got, _ref_set_diagonal(xs, v), what=f"jax.jit(set_diagonal)(x, v) with {shown}, on an x "
+                       "holding nan, inf and -inf on its diagonal,", idea="inplace", dtype=F32)
     k.claim("check_globals_unchanged", "set_diagonal", _f32(xv), 4.0, what="`set_diagonal`")
     v = k.rng.normal(size=4).astype(np.float32)
     out = _call_immutable(set_diagonal, _f32(xv), _f32(v), what="set_diagonal(x, v) with a vector v")
@@ -248,6 +281,8 @@ def test_normalize_batch(k):
     normalize_batch = k.fn("normalize_batch")
     b1 = k.rng.normal(size=(8, 3)).astype(np.float32)
     b2 = (3.0 * k.rng.normal(size=(8, 3)) + 5.0).astype(np.float32)
+    _, after = k.call_keep_args("normalize_batch", _f32(b1))
+    _check_not_donated(after, "normalize_batch(x)")
     _same_twice(normalize_batch, (_f32(b1),), "`normalize_batch`")
     k.claim("check_globals_unchanged", "normalize_batch", _f32(b1), what="`normalize_batch`")
     _check_normalized(normalize_batch, b1, "normalize_batch(batch 1)")
@@ -282,6 +317,14 @@ def test_normalize_batch(k):
 
 WRONG = {
     "step": [
+        ('''
+def _step(state, x):
+    count, total = state["count"] + 1, state["total"] + x
+    return {"count": count, "total": total}, total / count
+
+
+step = jax.jit(_step, donate_argnums=0)  # right values, but the caller's state buffers go to the result
+''', "the caller's `state` or `x` was deleted", "purity"),
         ('''
 STEPS_TAKEN = 0
 
@@ -325,6 +368,29 @@ def step(state, x):
     ],
     "set_diagonal": [
         ('''
+def _set(x, v):
+    i = jnp.arange(x.shape[0])
+    return x.at[i, i].set(v)
+
+
+def set_diagonal(x, v):
+    return jax.jit(_set, donate_argnums=0)(jnp.asarray(x), v)  # x's buffer becomes the result's: the caller's JAX array is gone
+''', "the caller's `x` was deleted", "purity"),
+        ('''
+def set_diagonal(x, v):
+    # a mask by arithmetic: the old diagonal times 0 is nan where it held nan or inf
+    x = jnp.asarray(x)
+    eye = jnp.eye(x.shape[0], dtype=x.dtype)
+    return x * (1 - eye) + eye * v
+''', "the old diagonal reached the result", "inplace"),
+        ('''
+def set_diagonal(x, v):
+    # subtracts the old diagonal: inf - inf is nan
+    x = jnp.asarray(x)
+    n = x.shape[0]
+    return x - jnp.diag(jnp.diag(x)) + jnp.diag(jnp.broadcast_to(v, (n,)))
+''', "the old diagonal reached the result", "inplace"),
+        ('''
 def set_diagonal(x, v):
     # a copy through NumPy: fine eagerly, impossible on a tracer under jit
     out = np.array(x, copy=True)
@@ -345,6 +411,14 @@ def set_diagonal(x, v):
 ''', "set_diagonal(x, 7.0) is wrong", "inplace"),
     ],
     "normalize_batch": [
+        ('''
+def _normalize(x):
+    centred = x - jnp.mean(x, axis=0)
+    return centred / jnp.sqrt(jnp.mean(centred ** 2, axis=0) + 1e-5)
+
+
+normalize_batch = jax.jit(_normalize, donate_argnums=0)  # right values, but the caller's batch goes to the result
+''', "the caller's `x` was deleted", "purity"),
         ('''
 _CACHE = {}
 
@@ -393,6 +467,14 @@ def normalize_batch(x):
 }
 
 RIGHT = {
+    "set_diagonal": [
+        '''
+def set_diagonal(x, v):
+    # a selection, not arithmetic: where the identity's mask is set, v; elsewhere, x
+    x = jnp.asarray(x)
+    return jnp.where(jnp.eye(x.shape[0], dtype=bool), jnp.asarray(v, x.dtype), x)
+''',
+    ],
     "normalize_batch": [
         '''
 def normalize_batch(x):

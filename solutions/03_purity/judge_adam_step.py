@@ -51,8 +51,10 @@ def _draw_params(rng):
                      shapes)
 
 
-def _reference(params, grads, lrs):
-    """The params after every step of Adam (float64), from t = 0 and zero moments."""
+def _reference(params, grads, lrs, eps_at="denominator"):
+    """The params after every step of Adam (float64), from t = 0 and zero moments. ``eps_at``:
+    where eps is added ("denominator", Adam's; "root", under the square root; "update", to the
+    whole update): the last two are usual mistakes, named when a result matches them."""
     p = _tree_map(lambda a: np.asarray(a, np.float64), params)
     flat_p = dict(_leaves(p))
     m = {k: np.zeros_like(v) for k, v in flat_p.items()}
@@ -64,7 +66,14 @@ def _reference(params, grads, lrs):
             gk = np.asarray(flat_g[key], np.float64)
             m[key] = B1 * m[key] + (1 - B1) * gk
             v[key] = B2 * v[key] + (1 - B2) * gk * gk
-            flat_p[key] = flat_p[key] - lr * (m[key] / (1 - B1 ** t)) / (np.sqrt(v[key] / (1 - B2 ** t)) + EPS)
+            m_hat, v_hat = m[key] / (1 - B1 ** t), v[key] / (1 - B2 ** t)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                if eps_at == "root":
+                    flat_p[key] = flat_p[key] - lr * m_hat / np.sqrt(v_hat + EPS)
+                elif eps_at == "update":
+                    flat_p[key] = flat_p[key] - (lr * m_hat / np.sqrt(v_hat) + EPS)
+                else:
+                    flat_p[key] = flat_p[key] - lr * m_hat / (np.sqrt(v_hat) + EPS)
         out.append(dict(flat_p))
     return out
 
@@ -151,6 +160,33 @@ def test_adam_step(k):
         fail("state", "the traced steps of adam_step did not return new params at every step.")
     for i, got in enumerate(outs):
         _check_step(got, want[i], i + 1, f"adam_step's step {i + 1} (traced from adam_init, lr={lrs[i]:.4g})")
+    # The same program on gradients that vanish: every step's gradient 0 for params['scale'] (a
+    # parameter the loss does not use) and about 1e-6 for params['hidden']['b'], where sqrt(v_hat)
+    # is about 1e-6 and eps, 1e-8, must still only guard the division.
+    small = [dict(g, scale=np.float32(0.0), hidden=dict(g["hidden"], b=(g["hidden"]["b"] * 1e-6).astype(np.float32)))
+             for g in grads]
+    want_small = _reference(params, small, lrs)
+    outs = program(params, small, [np.float32(lr) for lr in lrs])
+    if not isinstance(outs, (list, tuple)) or len(outs) != steps:
+        fail("state", "the traced steps of adam_step did not return new params at every step.")
+    for i, got in enumerate(outs):
+        what = (f"adam_step's step {i + 1} (traced from adam_init, lr={lrs[i]:.4g}) on gradients 0 for "
+                "params['scale'] and about 1e-6 for params['hidden']['b']")
+        try:
+            _check_step(got, want_small[i], i + 1, what)
+        except ExerciseFailure as exc:
+            for eps_at, hint in (("root", "It adds eps under the square root, where it outweighs a small "
+                                          "v_hat: Adam adds eps to sqrt(v_hat), only to guard the division."),
+                                 ("update", "It adds eps to the whole update, which moves a parameter whose "
+                                            "gradient is 0 (and divides 0 by 0): Adam adds eps to sqrt(v_hat), "
+                                            "only to guard the division.")):
+                alt = _reference(params, small, lrs, eps_at)[i]
+                flat = dict(_leaves(got)) if isinstance(got, dict) else {}
+                if flat.keys() == alt.keys() and all(
+                        np.allclose(np.asarray(flat[key], np.float64), alt[key], rtol=RTOL, atol=ATOL, equal_nan=True)
+                        for key in alt):
+                    fail("state", f"{exc.detail} {hint}")
+            raise
     # Claim: jax.jit(adam_step) traces once for all the steps and every lr; its values too.
     n = min(steps, 6)
     run = call(k.fn(Fixture("adam_jit_run")), Ref("adam_init"), Ref("adam_step"), _as_jax(params),
@@ -195,6 +231,38 @@ def test_adam_step(k):
 
 WRONG = {
     "adam_step": [
+        ('''
+def adam_init(params):
+    zeros = lambda tree: jax.tree_util.tree_map(jnp.zeros_like, tree)
+    return {"m": zeros(params), "v": zeros(params), "t": jnp.zeros((), jnp.int32)}
+
+
+def adam_step(params, grads, state, lr):
+    b1, b2, eps = 0.9, 0.999, 1e-8
+    t = state["t"] + 1
+    m = jax.tree_util.tree_map(lambda m, g: b1 * m + (1 - b1) * g, state["m"], grads)
+    v = jax.tree_util.tree_map(lambda v, g: b2 * v + (1 - b2) * g * g, state["v"], grads)
+    c1, c2 = 1 - b1 ** t.astype(jnp.float32), 1 - b2 ** t.astype(jnp.float32)
+    # eps under the square root: right while v_hat is far above eps
+    new_params = jax.tree_util.tree_map(lambda p, m, v: p - lr * (m / c1) / jnp.sqrt(v / c2 + eps), params, m, v)
+    return new_params, {"m": m, "v": v, "t": t}
+''', "It adds eps under the square root", "state"),
+        ('''
+def adam_init(params):
+    zeros = lambda tree: jax.tree_util.tree_map(jnp.zeros_like, tree)
+    return {"m": zeros(params), "v": zeros(params), "t": jnp.zeros((), jnp.int32)}
+
+
+def adam_step(params, grads, state, lr):
+    b1, b2, eps = 0.9, 0.999, 1e-8
+    t = state["t"] + 1
+    m = jax.tree_util.tree_map(lambda m, g: b1 * m + (1 - b1) * g, state["m"], grads)
+    v = jax.tree_util.tree_map(lambda v, g: b2 * v + (1 - b2) * g * g, state["v"], grads)
+    c1, c2 = 1 - b1 ** t.astype(jnp.float32), 1 - b2 ** t.astype(jnp.float32)
+    # eps added to the update, not to the denominator
+    new_params = jax.tree_util.tree_map(lambda p, m, v: p - (lr * (m / c1) / jnp.sqrt(v / c2) + eps), params, m, v)
+    return new_params, {"m": m, "v": v, "t": t}
+''', "It adds eps to the whole update", "state"),
         ('''
 STEP = [0]  # the step count kept outside the state
 
