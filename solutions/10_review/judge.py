@@ -194,6 +194,13 @@ def test_train(k):
     if np.allclose(np.asarray(losses), np.asarray(out1[1])):
         fail("prng", "different keys gave the same losses: draw each step's minibatch from a key "
                         "split (or folded) from `key`.")
+    # ... and different parameters: each step's update is the gradient on the minibatch the key
+    # drew, so after many steps two keys end at other parameters (the losses alone can come
+    # from minibatches that no update used).
+    if all(np.allclose(a, b, rtol=1e-6, atol=0.0) for a, b in zip(_as_np(out)[:-1], _as_np(out1)[:-1])):
+        fail("capstone", "different keys gave different losses but the same trained parameters: the updates "
+                            "do not depend on the minibatches the key draws. Each step's update is the "
+                            "gradient of the loss on that step's minibatch, the one whose loss it reports.")
     # With lr = 0 the parameters never move, so each step's loss is the loss of its minibatch
     # alone: equal losses at every step are one minibatch drawn again and again, from one key.
     frozen = np.asarray(program(programs.raw_key(s2), *inputs, lr=np.float32(0.0))[1], np.float64)
@@ -325,6 +332,16 @@ def train(key, params, xs, ys, steps, lr):
 
     return jax.lax.fori_loop(0, 1000, body, (params, jnp.zeros(steps, jnp.float32)))
 ''', "It stops updating the parameters before the last step", "loops"),
+        ('''
+def train(key, params, xs, ys, steps, lr):
+    def step(params, k):
+        idx = jax.random.randint(k, (BATCH,), 0, xs.shape[0])
+        loss = loss_fn(params, xs[idx], ys[idx])     # the loss reported: a minibatch's...
+        grads = jax.grad(loss_fn)(params, xs, ys)    # ...the update: the gradient on all the data
+        return jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads), loss
+
+    return jax.lax.scan(step, params, jax.random.split(key, steps))
+''', "the updates do not depend on the minibatches the key draws", "capstone"),
     ],
 }
 
@@ -340,6 +357,15 @@ def train(key, params, xs, ys, steps, lr):
         return params, losses.at[i].set(loss)
 
     return jax.lax.fori_loop(0, steps, body, (params, jnp.zeros(steps, jnp.float32)))
+''',
+        '''
+def train(key, params, xs, ys, steps, lr):
+    def step(params, k):  # a scan over split keys; each minibatch drawn without replacement
+        idx = jax.random.permutation(k, xs.shape[0])[:BATCH]
+        loss, grads = jax.value_and_grad(loss_fn)(params, xs[idx], ys[idx])
+        return jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads), loss
+
+    return jax.lax.scan(step, params, jax.random.split(key, steps))
 ''',
     ],
 }
