@@ -58,28 +58,30 @@ def _bools(mask):
     return np.bool_(mask)
 
 
-def _specials(rng, shape):
+def _specials(rng, shape, trainable=False):
     """Parameters and gradients with the values a frozen leaf must keep exactly: -0.0 beside a
-    negative gradient, inf and nan parameters, inf and nan gradients."""
+    negative gradient, inf and nan parameters, inf and nan gradients. On a ``trainable`` leaf,
+    where they must become ``p - lr * g`` (inf, -inf, nan), the inf and nan gradients come first,
+    so that every leaf, two entries or more, holds both."""
     p = rng.normal(size=shape).astype(np.float32)
     g = rng.normal(size=shape).astype(np.float32)
     flat_p, flat_g = p.reshape(-1), g.reshape(-1)
     picks = rng.permutation(flat_p.size)
     special = [(-0.0, -abs(float(flat_g[0])) - 0.5), (np.inf, 1.0), (np.nan, 2.0), (1.5, np.inf),
                (-2.5, np.nan), (0.0, -1.0)]
+    if trainable:
+        special = special[3:5] + special[:3] + special[5:]
     for i, (pv, gv) in zip(picks, special):
         flat_p[i], flat_g[i] = pv, gv
     return p, g
 
 
 def _inputs(rng, cover):
-    """(params, grads) as NumPy trees: special values on frozen leaves, finite ones on trainable."""
+    """(params, grads) as NumPy trees: special values (inf, nan, -0.0) on every leaf."""
     params, grads = {}, {}
 
     def build(shape, flag):
-        if flag:
-            return (rng.normal(size=shape).astype(np.float32), rng.normal(size=shape).astype(np.float32))
-        return _specials(rng, shape)
+        return _specials(rng, shape, trainable=flag)
 
     both = _tree_map(build, _STRUCTURE, cover)
     params = _tree_map(lambda pg: pg[0], both)
@@ -121,8 +123,19 @@ def _check_node(got, p, g, flag, lr, shown, path):
                            f"expected float32{p.shape}.")
     arr = np.asarray(arr, np.float32)
     if flag:
+        want = (p.astype(np.float64) - lr * g.astype(np.float64)).reshape(-1)
+        flat = arr.reshape(-1)
+        odd = ~np.isfinite(want)  # inf or nan in p or g: p - lr * g is inf, -inf or nan
+        same = np.where(np.isnan(want), np.isnan(flat), flat == want)
+        if (odd & ~same).any():
+            bad = int(np.flatnonzero(odd & ~same)[0])
+            fail("pytrees", f"{shown}: the trainable leaf params{path}, entry {bad}: p was "
+                               f"{float(p.reshape(-1)[bad])!r} and its gradient {float(g.reshape(-1)[bad])!r}, "
+                               f"so p - lr * g is {float(want[bad])!r}; it came back {float(flat[bad])!r}. A leaf "
+                               "whose flag is true is p - lr * g for every float32 value, inf and nan included.")
         rtol, atol = tolerance("float32")
-        check_close(arr, p.astype(np.float64) - lr * g.astype(np.float64),
+        check_close(np.where(odd, 0.0, flat).astype(np.float32).reshape(p.shape),
+                       np.where(odd, 0.0, want).reshape(p.shape),
                        what=f"{shown}, the trainable leaf params{path} (p - lr * g),", rtol=rtol, atol=atol,
                        idea="pytrees")
     elif not np.array_equal(arr.view(np.uint32), p.view(np.uint32)):
@@ -224,5 +237,29 @@ def masked_update(params, grads, trainable, lr):
         return jax.tree.map(lambda p, g: jnp.where(flag, p - lr * g, p).astype(jnp.bfloat16), p_subtree, g_subtree)
     return jax.tree.map(update_subtree, trainable, params, grads)
 ''', "expected float32", "pytrees"),
+        ('''
+def masked_update(params, grads, trainable, lr):
+    def update_subtree(flag, p_subtree, g_subtree):
+        # "careful": a non-finite gradient is skipped, so a trainable leaf keeps p there
+        return jax.tree.map(lambda p, g: jnp.where(flag & jnp.isfinite(g), p - lr * g, p), p_subtree, g_subtree)
+    return jax.tree.map(update_subtree, trainable, params, grads)
+''', "A leaf whose flag is true is p - lr * g for every float32 value", "pytrees"),
+    ],
+}
+
+RIGHT = {
+    "masked_update": [
+        '''
+def masked_update(params, grads, trainable, lr):
+    # the mask broadcast to params' full structure first, then one flag per leaf
+    full = jax.tree_util.tree_broadcast(trainable, params)
+    return jax.tree.map(lambda t, p, g: jnp.where(t, p - lr * g, p), full, params, grads)
+''',
+        '''
+def masked_update(params, grads, trainable, lr):
+    def update_subtree(flag, p_subtree, g_subtree):  # a lax.cond per leaf on the traced flag
+        return jax.tree.map(lambda p, g: jax.lax.cond(flag, lambda: p - lr * g, lambda: p), p_subtree, g_subtree)
+    return jax.tree.map(update_subtree, trainable, params, grads)
+''',
     ],
 }
