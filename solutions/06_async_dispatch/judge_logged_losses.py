@@ -92,7 +92,10 @@ def _reference(params, batches, every):
 
 def test_logged_losses(k):
     rng = k.rng
-    for n, every in ((int(rng.integers(7, 12)), int(rng.integers(2, 4))), (int(rng.integers(3, 6)), 1)):
+    # ... and one long run: a print or a float every 10, 50 or 100 steps (after the first) waits
+    # inside the loop too, which a run shorter than its period never shows.
+    for n, every in ((int(rng.integers(7, 12)), int(rng.integers(2, 4))), (int(rng.integers(3, 6)), 1),
+                     (int(rng.integers(210, 241)), int(rng.integers(5, 9)))):
         _simulated(k, n, every)
     # The notebook's own sgd_step on real arrays: values computed in the kernel (they can only fail).
     d, n, every = 3, int(rng.integers(5, 9)), int(rng.integers(2, 4))
@@ -161,6 +164,17 @@ def logged_losses(step, params, batches, every):
             logged.append(loss)
     return params, [float(v) for v in logged]
 ''', "before every step is dispatched", "async"),
+        ('''
+def logged_losses(step, params, batches, every):
+    logged = []
+    for i, batch in enumerate(batches):
+        params, loss = step(params, batch)
+        if i % every == 0:
+            logged.append(loss)
+        if (i + 1) % 100 == 0:  # progress every 100 steps: a wait there, in a long run
+            print(f"step {i + 1}: loss {loss:.4f}")
+    return params, [float(v) for v in logged]
+''', "waited for the loss of step 99 after 100", "async"),
     ],
 }
 
