@@ -179,6 +179,19 @@ def test_masked_sequence_sum(k):
         what = f"masked_sequence_sum (called directly) on random input #{trial + 1} whose padding holds nan and inf"
         _check_sums(call(k.fn("masked_sequence_sum"), AsJax(tokens), AsJax(lengths), what=what),
                     tokens, lengths, what)
+    # A row's own entries are summed whatever they hold: an inf among them makes that row's sum inf.
+    lengths = k.rng.integers(2, 8, size=3)
+    lengths[-1] = 8
+    tokens, lengths = _padded(k.rng, 3, 8, lengths, wild=True)
+    tokens[0, int(k.rng.integers(0, lengths[0]))] = np.inf
+    what = "jax.jit(masked_sequence_sum) on an input whose row 0 holds inf among its own entries"
+    try:
+        _check_sums(by_shape[(3, 8)](tokens, lengths), tokens, lengths, what)
+    except ExerciseFailure as exc:
+        if "padding" in exc.detail:
+            raise
+        fail("shapes", f"{exc.detail} A row's own entries count whatever they hold: the sum of entries "
+                          "one of which is inf is inf; only the padding must stay out of the sum.")
 
 
 # --------------------------------------------------------------------------- first_k_positive
@@ -305,6 +318,13 @@ def positive_mean(x):
 ''', "It counts zeros as positive entries", "shapes"),
     ],
     "masked_sequence_sum": [
+        ('''
+def masked_sequence_sum(tokens, lengths):
+    # nan and inf made finite everywhere first: the padding is safe, but an inf in a row's own
+    # entries is changed too (to the largest float32), so that row's sum is no longer inf
+    mask = jnp.arange(tokens.shape[1])[None, :] < lengths[:, None]
+    return jnp.sum(jnp.nan_to_num(tokens) * mask, axis=1)
+''', "A row's own entries count whatever they hold", "shapes"),
         ('''
 def masked_sequence_sum(tokens, lengths):
     return jnp.stack([jnp.sum(tokens[i, :int(lengths[i])]) for i in range(tokens.shape[0])])
