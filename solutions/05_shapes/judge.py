@@ -440,5 +440,21 @@ def first_k_positive(x, k):
     out = jnp.full((k + 1,), -1, jnp.int32).at[slot].set(jnp.arange(x.shape[0], dtype=jnp.int32))
     return out[:k]
 ''',
+        '''
+def first_k_positive(x, k):
+    # a stable sort puts the positive entries first, in order; padded to k, then -1 past their count
+    positive = x > 0
+    order = jnp.argsort(~positive, stable=True).astype(jnp.int32)
+    order = jnp.concatenate([order, jnp.full((max(k - x.shape[0], 0),), -1, jnp.int32)])[:k]
+    return jnp.where(jnp.arange(k) < jnp.sum(positive), order, -1)
+''',
+    ],
+    "positive_mean": [
+        '''
+def positive_mean(x):
+    positive = x > 0
+    # a masked mean; with no positive entry it is 0 / 0, and the selection returns 0.0 instead
+    return jnp.where(positive.any(), jnp.mean(x, where=positive), 0.0)
+''',
     ],
 }
