@@ -625,5 +625,15 @@ def ema(xs, alpha):
 
     return lax.associative_scan(combine, (a, b))[1]
 ''',
+        '''
+def ema(xs, alpha):
+    # unrolled, y[t] = sum_s alpha (1-alpha)**(t-s) xs[s] + (1-alpha)**(t+1) xs[0]: a convolution with
+    # decaying weights (they only shrink, so a long sequence underflows harmlessly to 0, never overflows)
+    T = xs.shape[0]
+    decay = (1 - alpha) ** jnp.arange(T, dtype=xs.dtype)
+    flat = xs.reshape(T, -1)
+    conv = jax.vmap(lambda col: jnp.convolve(col, alpha * decay)[:T], in_axes=1, out_axes=1)(flat)
+    return (conv + ((1 - alpha) * decay)[:, None] * flat[0]).reshape(xs.shape)
+''',
     ],
 }
