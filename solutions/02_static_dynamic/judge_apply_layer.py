@@ -14,7 +14,7 @@ import numpy as np
 
 from autograder.judge import call, check_close, ExerciseFailure, fail
 from autograder.judge import programs
-from autograder.judge import AsJax, Fixture, Ref, Spec
+from autograder.judge import AsJax, Fixture, Opaque, Ref, Spec
 
 ACTIVATIONS = ("relu", "tanh", "gelu")
 
@@ -109,6 +109,13 @@ def test_apply_layer(k):
             x, cfg = draw_x(), _draw_config(rng, activation, depth)
             what = f"apply_layer(x, {cfg})"
             _check_value(call(layer, _f32(x), cfg, what=what, translate=_translate), x, cfg, what)
+    # The caller keeps its `x` (the visible test uses it again): a call that donates it deletes it.
+    x, cfg = draw_x(), _draw_config(rng, "tanh", 2)
+    _, after = k.call_keep_args("apply_layer", _f32(x), cfg)
+    if isinstance(after[0], Opaque):
+        fail("purity", "after apply_layer(x, config) the caller's `x` was deleted: the call gave its input buffer "
+                          "to the output (donation), a side effect on the caller, whose array is gone although the "
+                          "caller uses it again.")
     # Data all the way down: one exported program per (activation, depth), run here on new data.
     for activation in rng.permutation(ACTIVATIONS)[:2]:
         depth = int(rng.integers(1, 5))
@@ -134,6 +141,22 @@ def test_apply_layer(k):
 
 WRONG = {
     "apply_layer": [
+        ('''
+_ACTS = {"relu": jax.nn.relu, "tanh": jnp.tanh, "gelu": jax.nn.gelu}
+
+
+@partial(jax.jit, static_argnames=("activation", "depth"), donate_argnums=0)
+def _layer(x, scale, shift, activation, depth):
+    y = x
+    for _ in range(depth):
+        y = _ACTS[activation](y * scale + shift)
+    return y
+
+
+def apply_layer(x, config):
+    # right values and compiles, but x's buffer is handed to the result: the caller's x is gone
+    return _layer(x, config["scale"], config["shift"], activation=config["activation"], depth=config["depth"])
+''', "the caller's `x` was deleted", "purity"),
         ('''
 @partial(jax.jit, static_argnames="items")
 def _layer(x, items):
