@@ -209,6 +209,17 @@ def test_train(k):
                              f"steps reported the same minibatch loss ({frozen[0]:.5f}): every step drew the "
                              "same minibatch, from the same key. Each step needs a key of its own, derived "
                              "from `key`.")
+    # ... and how much they vary tells the minibatch's size: each is a mean of BATCH of the 256
+    # examples' losses at the initial parameters, whose variance the judge knows. The sample
+    # variance of the 60 losses over sigma^2 / BATCH: for BATCH examples drawn with replacement
+    # at least 0.39 in 100000 simulated runs (0.88 times that without replacement), for 8 x BATCH
+    # at most 0.25 there.
+    per_example = (np.tanh(xd @ params["w1"] + params["b1"]) @ params["w2"] + params["b2"] - yd) ** 2
+    spread = float(np.var(frozen, ddof=1) / (np.var(per_example) / BATCH)) if frozen.shape == (_STEPS,) else 1.0
+    if spread < 0.25:
+        fail("capstone", f"with lr=0 the {_STEPS} minibatch losses vary {spread:.2f} times as much as losses of "
+                            f"minibatches of {BATCH} examples do: each step's minibatch holds more examples than "
+                            f"BATCH = {BATCH}.")
     lv = np.asarray(losses, np.float64)
     if not np.all(np.isfinite(lv)) or lv[:5].mean() <= lv[-5:].mean():
         fail("capstone", "the minibatch losses do not go down over the steps: check the update "
@@ -342,6 +353,15 @@ def train(key, params, xs, ys, steps, lr):
 
     return jax.lax.scan(step, params, jax.random.split(key, steps))
 ''', "the updates do not depend on the minibatches the key draws", "capstone"),
+        ('''
+def train(key, params, xs, ys, steps, lr):
+    def step(params, k):
+        idx = jax.random.randint(k, (8 * BATCH,), 0, xs.shape[0])  # a larger minibatch than BATCH
+        loss, grads = jax.value_and_grad(loss_fn)(params, xs[idx], ys[idx])
+        return jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads), loss
+
+    return jax.lax.scan(step, params, jax.random.split(key, steps))
+''', "each step's minibatch holds more examples than", "capstone"),
     ],
 }
 
