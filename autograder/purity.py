@@ -13,8 +13,8 @@ from .feedback import _explain, call, fail
 from .numerics import check_close
 
 
-def _fingerprint(value):
-    """A comparable snapshot of a global's value (``None`` when it cannot be taken)."""
+def _fingerprint(value, depth=0):
+    """A comparable snapshot of a global's value."""
     if isinstance(value, (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type)):
         return ("id", id(value))
     try:
@@ -33,7 +33,23 @@ def _fingerprint(value):
     try:
         return ("pickle", pickle.dumps(value, protocol=4))
     except Exception:  # noqa: BLE001
+        return _container_fingerprint(value, depth)
+
+
+# A container pickle refuses (it holds a tracer, a lock, an open file...) is fingerprinted by its
+# type, length and elements, so an append or a new key still shows; deeper or longer than this,
+# by its length and identity only.
+_DEPTH, _ELEMENTS = 4, 10_000
+
+
+def _container_fingerprint(value, depth):
+    if depth >= _DEPTH or not isinstance(value, (list, tuple, dict, set, frozenset)):
         return ("id", id(value))
+    if isinstance(value, (set, frozenset)) or len(value) > _ELEMENTS:
+        return ("container", type(value).__name__, id(value), len(value))
+    items = value.items() if isinstance(value, dict) else enumerate(value)
+    return ("container", type(value).__name__,
+            tuple((_fingerprint(k, depth + 1), _fingerprint(v, depth + 1)) for k, v in items))
 
 
 # IPython's own bookkeeping in a notebook's namespace: the output and input history (`_`, `__`,

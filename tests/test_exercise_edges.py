@@ -25,6 +25,30 @@ def test_a_global_named_with_an_underscore_is_watched_and_ipython_names_are_not(
     assert changed_globals(before, snapshot_globals(namespace)) == ["_SEEN"]
 
 
+def test_a_global_list_that_holds_a_tracer_is_still_watched():
+    """A traced call that appended to a global list leaves a tracer there, which pickle refuses:
+    the list is then fingerprinted by its elements, so a later append (or a changed entry of a
+    dict holding one) shows; before, such a list was watched by its identity only."""
+    log, table = [], {}
+
+    @jax.jit
+    def traced(x):
+        log.append(x)
+        table["last"] = x
+        return x * 2.0
+
+    traced(jnp.ones(2))
+    namespace = {"log": log, "table": table, "nested": [[log]]}
+    before = snapshot_globals(namespace)
+    assert changed_globals(before, snapshot_globals(namespace)) == []
+    log.append(1.0)
+    table["count"] = 1
+    assert changed_globals(before, snapshot_globals(namespace)) == ["log", "nested", "table"]
+    cycle = [log]
+    cycle.append(cycle)  # a container that holds itself ends at a fixed depth
+    assert changed_globals(snapshot_globals({"c": cycle}), snapshot_globals({"c": cycle})) == []
+
+
 def test_a_donated_argument_travels_as_a_deleted_array():
     x = jnp.ones((2, 3))
     jax.jit(lambda a: a * 2.0, donate_argnums=0)(x)

@@ -302,6 +302,14 @@ def scaled(x, scale):
     return x * SCALE
 ''', "changed the global(s) ['SCALE']", "purity"),
         ('''
+_seen = []
+
+
+def scaled(x, scale):
+    _seen.append(scale)  # a history of the scales: under jit (the export too) it keeps a tracer
+    return x * scale
+''', "changed the global(s) ['_seen']", "purity"),
+        ('''
 def scaled(x, scale):
     return x * float(scale)  # needs a concrete value: fails to trace
 ''', "needed the concrete value of a traced array", "static"),

@@ -345,6 +345,19 @@ def step(state, x):
     return {"count": count, "total": total}, total / count
 ''', "changed the global(s) ['_SEEN']", "purity"),
         ('''
+_LOG = []
+
+
+def step(state, x):
+    _LOG.append(x)  # under jit it holds a tracer, which pickle refuses: still a global written
+    count = state["count"] + 1
+    total = state["total"] + x
+    return {"count": count, "total": total}, total / count
+
+
+jax.jit(step)({"count": jnp.int32(0), "total": jnp.float32(0.0)}, jnp.float32(1.0))
+''', "changed the global(s) ['_LOG']", "purity"),
+        ('''
 def step(state, x, _seen=[]):
     # the history hides in a mutable default argument instead of a global
     _seen.append(x)
