@@ -158,7 +158,7 @@ def test_a_failed_test_or_check_offers_the_next_hint_and_a_pass_none(tmp_path):
     released = nbformat.read(str(released_notebook(a)), as_version=4)
     setup = next(c for c in released.cells if "import autograder as ag" in c.source)
     test_step = next(c for c in released.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test_step")
-    wrong = wrong_answers(a)["step"][0][0]
+    wrong = next(src for src, phrase, _ in wrong_answers(a)["step"] if "changed the global" in phrase)
     right = next(c.source for c in _answer_cells(solution_notebook(a)) if c.metadata["nbgrader"]["grade_id"] == "step")
     cells = [setup.source, wrong, test_step.source, right, test_step.source, released.cells[-1].source]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in cells])
