@@ -525,12 +525,12 @@ class ClaimAttack:
 _PARTIAL = "from functools import partial\n"
 
 CLAIM_ATTACKS = {
-    "01_phases": ClaimAttack("01_phases", {"runtime_print": 1, "scaled": 1}),
+    "01_phases": ClaimAttack("01_phases", {"runtime_print": 1, "scaled": 2}),
     "02_static_dynamic": ClaimAttack("02_static_dynamic", {"power": 0, "scale_by": 1, "reduce_along": 2,
-                                                           "apply_layer": 2}),
-    "03_purity": ClaimAttack("03_purity", {"step": 0, "set_diagonal": _SET_DIAGONAL_COUNTS_CALLS,
-                                           "normalize_batch": 1, "adam_step": 1}),
-    "03_purity_state_in_place": ClaimAttack("03_purity", {"step": 2}),
+                                                           "apply_layer": 3}),
+    "03_purity": ClaimAttack("03_purity", {"step": 1, "set_diagonal": _SET_DIAGONAL_COUNTS_CALLS,
+                                           "normalize_batch": 2, "adam_step": 3}),
+    "03_purity_state_in_place": ClaimAttack("03_purity", {"step": 4}),
     "04_control_flow": ClaimAttack("04_control_flow", dict(_STATIC_DATA_04), imports=_PARTIAL),
     "05_shapes": ClaimAttack("05_shapes", {"segment_mean": _SEGMENT_IDS_STATIC}, imports=_PARTIAL),
     "06_async_dispatch": ClaimAttack("06_async_dispatch", {"honest_time": _HONEST_TIME_OVERLAPS, "train_losses": 1,

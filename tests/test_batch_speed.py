@@ -80,7 +80,13 @@ def test_one_notebook_is_graded_in_the_commands_own_process_and_its_memory_cap_g
 
 # --------------------------------------------------------------------------- the benchmark runs
 
+# acct(2) is one switch for the whole machine: the tests that turn process accounting on (the
+# bench's breakdown run, the breakdown's own test) run one after the other, on one worker.
+PROCESS_ACCOUNTING = pytest.mark.xdist_group("process-accounting")
+
+
 @pytest.mark.notebook
+@PROCESS_ACCOUNTING
 def test_make_bench_grading_measures_its_targets_in_one_run(tmp_path):
     """scripts/bench_grading.py (``make bench-grading``) runs end to end on a small batch and
     reports the issue's four targets, each with its figure and verdict, which meter measured
@@ -153,6 +159,7 @@ def test_the_meter_counts_a_way_s_whole_tree_and_nothing_else():
     assert others > 0.1, others  # the neighbour, seen as the machine's other work
 
 
+@PROCESS_ACCOUNTING
 def test_the_breakdown_charges_each_process_of_a_command_by_its_kind(tmp_path):
     """The report's breakdown (process accounting, root only) charges a command's processes each
     with its own CPU, by kind, whoever reaps them: a grandchild whose parent ended before it (its
