@@ -177,9 +177,9 @@ def collective_bytes(program) -> int:
     return total
 
 
-def _bumped(op, ir, value):
-    """``value`` (a loop's carried value, before ``op``) plus one, where it is a ranked tensor of
-    numbers; else None."""
+def _plus(op, ir, value, amount, *, integers):
+    """``value`` (a loop's carried value, before ``op``) plus ``amount``, where it is a ranked
+    tensor of floats (or, with ``integers``, of integers wider than a bit); else None."""
     try:
         kind = ir.RankedTensorType(value.type)
     except (ValueError, TypeError):
@@ -187,32 +187,34 @@ def _bumped(op, ir, value):
     element = kind.element_type
     with op.location:
         if mlir._is(element, ir.FloatType):
-            one = ir.FloatAttr.get(element, 1.0)
-        elif mlir._is(element, ir.IntegerType) and ir.IntegerType(element).width > 1:
-            one = ir.IntegerAttr.get(element, 1)
+            step = ir.FloatAttr.get(element, float(amount))
+        elif integers and mlir._is(element, ir.IntegerType) and ir.IntegerType(element).width > 1:
+            step = ir.IntegerAttr.get(element, int(amount))
         else:
             return None
     with ir.InsertionPoint(op), op.location:
         c = ir.Operation.create("stablehlo.constant", results=[kind],
-                                attributes={"value": ir.DenseElementsAttr.get_splat(kind, one)})
+                                attributes={"value": ir.DenseElementsAttr.get_splat(kind, step)})
         return ir.Operation.create("stablehlo.add", results=[kind], operands=[value, c.results[0]]).results[0]
 
 
-def loops_bumped(exported):
-    """``exported`` with every loop's body changed to add one to each value it carries on (a
-    program that runs a loop's body at all computes something else), or None where it has no
-    loop whose body can be."""
+def _loops_rewritten(exported, loops, amount, *, integers, state_only):
+    """``exported`` with the loops ``loops(module)`` returns each adding ``amount`` to the values
+    its body carries on, at the end of every trip (``state_only``: not those carried through
+    unchanged), or None where no value could be."""
     from jax._src.interpreters import mlir as jax_mlir
     from jax._src.lib.mlir import ir
 
     changed = 0
     with mlir._context():
         module = _module(exported)
-        for loop in [o for o in mlir._walk(module.operation) if o.name == mlir.LOOP]:
+        for loop in loops(module):
             body = loop.regions[1].blocks[0]
             ret = list(body.operations)[-1].operation
             for i, v in enumerate(list(ret.operands)):
-                new = _bumped(ret, ir, v)
+                if state_only and v == body.arguments[i]:
+                    continue  # carried through unchanged: a value the loop reads (its data), not its state
+                new = _plus(ret, ir, v, amount, integers=integers)
                 if new is not None:
                     ret.operands[i] = new
                     changed += 1
@@ -222,20 +224,12 @@ def loops_bumped(exported):
     return dataclasses.replace(exported, mlir_module_serialized=blob)
 
 
-def _nudged(op, ir, value, epsilon):
-    """``value`` (a loop's carried value, before ``op``) plus ``epsilon``, where it is a ranked
-    tensor of floats; else None."""
-    try:
-        kind = ir.RankedTensorType(value.type)
-    except (ValueError, TypeError):
-        return None
-    element = kind.element_type
-    if not mlir._is(element, ir.FloatType):
-        return None
-    with ir.InsertionPoint(op), op.location:
-        c = ir.Operation.create("stablehlo.constant", results=[kind], attributes={
-            "value": ir.DenseElementsAttr.get_splat(kind, ir.FloatAttr.get(element, float(epsilon)))})
-        return ir.Operation.create("stablehlo.add", results=[kind], operands=[value, c.results[0]]).results[0]
+def loops_bumped(exported):
+    """``exported`` with every loop's body changed to add one to each value it carries on (a
+    program that runs a loop's body at all computes something else), or None where it has no
+    loop whose body can be."""
+    return _loops_rewritten(exported, lambda m: [o for o in mlir._walk(m.operation) if o.name == mlir.LOOP],
+                            1, integers=True, state_only=False)
 
 
 def loops_nudged(exported, epsilon: float):
@@ -243,26 +237,9 @@ def loops_nudged(exported, epsilon: float):
     another loop left as they are) adding ``epsilon`` to every float value its body changes (its
     state; a value carried through unchanged is data the loop reads), at the end of every trip;
     None where it has no such loop with a float value."""
-    from jax._src.interpreters import mlir as jax_mlir
-    from jax._src.lib.mlir import ir
-
-    changed = 0
-    with mlir._context():
-        module = _module(exported)
-        for loop in [o.operation for o in _entry_block(module).operations if o.operation.name == mlir.LOOP]:
-            body = loop.regions[1].blocks[0]
-            ret = list(body.operations)[-1].operation
-            for i, v in enumerate(list(ret.operands)):
-                if v == body.arguments[i]:
-                    continue  # carried through unchanged: a value the loop reads (its data), not its state
-                new = _nudged(ret, ir, v, epsilon)
-                if new is not None:
-                    ret.operands[i] = new
-                    changed += 1
-        if not changed:
-            return None
-        blob = jax_mlir.module_to_bytecode(module)
-    return dataclasses.replace(exported, mlir_module_serialized=blob)
+    return _loops_rewritten(
+        exported, lambda m: [o.operation for o in _entry_block(m).operations if o.operation.name == mlir.LOOP],
+        epsilon, integers=False, state_only=True)
 
 
 def nudges_kept(program, args=(), kwargs=None, *, epsilon: float, **run) -> float | None:
