@@ -505,16 +505,49 @@ _SEGMENT_IDS_STATIC = (
 
 
 @dataclass(frozen=True)
+class Known:
+    """A known wrong answer of a judge file's ``WRONG`` list, named by its feedback phrase (and,
+    where several share that phrase, a piece of its source that only it holds): the same answer
+    however entries are added or reordered. :meth:`find` raises when not exactly one matches."""
+    phrase: str
+    source: str = ""
+
+    def find(self, entries, gid: str) -> str:
+        """The source of the one entry of ``entries`` (``WRONG[gid]``) this names."""
+        hits = [src for src, phrase, *_ in entries if phrase == self.phrase and self.source in src]
+        if len(hits) != 1:
+            raise LookupError(
+                f"{len(hits)} known wrong answers of {gid} have the phrase {self.phrase!r}"
+                + (f" and hold {self.source!r}" if self.source else "")
+                + f", expected exactly one: name it by a phrase (and source) of {[p for _, p, *_ in entries]}")
+        return hits[0]
+
+
+@dataclass(frozen=True)
 class ClaimAttack:
     assignment: str
-    answers: dict                  # {answer grade_id: index into the judge files' WRONG, or source}
+    answers: dict                  # {answer grade_id: a Known wrong answer of the judge files, or source}
     forged: bool = True            # False: the same answers with the honest agent (a control)
     imports: str = ""              # put before the forged agent (names the answers need)
+
+    def sources(self, wrong: dict) -> dict:
+        """``{grade_id: source}`` of the answers (each :class:`Known` found in ``wrong``, the WRONG
+        data of the assignment's judge files; an index is refused: a new entry put first would
+        change what it names)."""
+        out = {}
+        for gid, src in self.answers.items():
+            if isinstance(src, Known):
+                out[gid] = src.find(wrong.get(gid, []), gid)
+            elif isinstance(src, str):
+                out[gid] = src
+            else:
+                raise TypeError(f"{self.assignment} {gid}: name a known wrong answer by Known(phrase), not {src!r}")
+        return out
 
     def filled(self, released: dict, wrong: dict) -> dict:
         """``{grade_id: source}`` to write into the released notebook, whose answers (in order)
         are ``released``; ``wrong``: the WRONG data of the assignment's judge files."""
-        out = {gid: (wrong[gid][src][0] if isinstance(src, int) else src) for gid, src in self.answers.items()}
+        out = self.sources(wrong)
         first = next(iter(released))
         head = self.imports + (_CLAIMS_FORGED_AGENT if self.forged else "")
         if head:
@@ -525,20 +558,35 @@ class ClaimAttack:
 _PARTIAL = "from functools import partial\n"
 
 CLAIM_ATTACKS = {
-    "01_phases": ClaimAttack("01_phases", {"runtime_print": 1, "scaled": 2}),
-    "02_static_dynamic": ClaimAttack("02_static_dynamic", {"power": 0, "scale_by": 1, "reduce_along": 2,
-                                                           "apply_layer": 3}),
-    "03_purity": ClaimAttack("03_purity", {"step": 1, "set_diagonal": _SET_DIAGONAL_COUNTS_CALLS,
-                                           "normalize_batch": 2, "adam_step": 3}),
-    "03_purity_state_in_place": ClaimAttack("03_purity", {"step": 4}),
+    "01_phases": ClaimAttack("01_phases", {"runtime_print": Known("does not show the values"),
+                                           "scaled": Known("changed the global(s) ['SCALE']")}),
+    "02_static_dynamic": ClaimAttack("02_static_dynamic", {
+        "power": Known("`n` is traced, not static"),
+        "scale_by": Known("`scale_by` is not a jitted function"),
+        "reduce_along": Known("`reduce_along` is not a jitted function", "a new function object is a new cache entry"),
+        "apply_layer": Known("distinct (activation, depth) compiled")}),
+    "03_purity": ClaimAttack("03_purity", {"step": Known("changed the global(s) ['STEPS_TAKEN']"),
+                                           "set_diagonal": _SET_DIAGONAL_COUNTS_CALLS,
+                                           "normalize_batch": Known("changed the global(s) ['SEEN']"),
+                                           "adam_step": Known("changed the state it was given")}),
+    "03_purity_state_in_place": ClaimAttack("03_purity", {
+        "step": Known("`step` gave different results for the same inputs")}),
     "04_control_flow": ClaimAttack("04_control_flow", dict(_STATIC_DATA_04), imports=_PARTIAL),
     "05_shapes": ClaimAttack("05_shapes", {"segment_mean": _SEGMENT_IDS_STATIC}, imports=_PARTIAL),
-    "06_async_dispatch": ClaimAttack("06_async_dispatch", {"honest_time": _HONEST_TIME_OVERLAPS, "train_losses": 1,
-                                                           "fused_update": 2, "logged_losses": 3}),
+    "06_async_dispatch": ClaimAttack("06_async_dispatch", {
+        "honest_time": _HONEST_TIME_OVERLAPS,
+        "train_losses": Known("converted a traced array to NumPy"),
+        "fused_update": Known("it marks one of them (such as the learning rate) static, so every new value compiles again"),
+        "logged_losses": Known("before every step is dispatched", "printing a result reads its value")}),
     "07_pytrees": ClaimAttack("07_pytrees", {"sgd_update": _SGD_UPDATE_IN_PLACE, "Linear": _LINEAR_NAMED_LAYERS}),
-    "08_prng": ClaimAttack("08_prng", {"dropout": _DROPOUT_SPLITS_THEN_DRAWS, "init_mlp": 2, "noisy_batch": 1}),
-    "09_sharding": ClaimAttack("09_sharding", {"shard_rows": 1, "explicit_matmul": 1}),
-    "10_review": ClaimAttack("10_review", {"train": 2}),
+    "08_prng": ClaimAttack("08_prng", {
+        "dropout": _DROPOUT_SPLITS_THEN_DRAWS,
+        "init_mlp": Known("more than once (Previously-consumed key passed to random_split"),
+        "noisy_batch": Known("rows changed when the batch was cut from")}),
+    "09_sharding": ClaimAttack("09_sharding", {
+        "shard_rows": Known("is placed as NamedSharding(P()), expected NamedSharding(P('data', None))"),
+        "explicit_matmul": Known("whose sharding is P(None, None), expected P('data', None)")}),
+    "10_review": ClaimAttack("10_review", {"train": Known("jax.jit(train) consumed the same key more than once")}),
 }
 # The released notebook as is, with the forged agent: its starting code is wrong, and where it is
 # wrong only in what a claim sees (01's runtime_print, 02's reduce_along), that is listed too.
