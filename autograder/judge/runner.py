@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import base64
 import os
-import struct
 import threading
 import time
 
+from .runner_frames import HEADER, frame, limits, wire
 from .starvation import Starved, Watch
 
 JUDGE_CPU_DEVICES = 8   # virtual CPU devices of the child and of every grading process (09's programs need 8)
@@ -33,7 +33,6 @@ RUN_TIMEOUT = 60.0      # wall-clock seconds one program may run
 START_TIMEOUT = 60.0    # seconds the child may take to be ready (JAX's import, its devices)
 DEFAULT_CPU_SECONDS = 1800  # CPU seconds of one child, all its runs
 START_NICE = 10         # the contained child's nice value until it is ready
-_HEADER = struct.Struct(">Q")
 # The grader's, as a kernel's environment keeps them (autograder/sandbox/environment.py): where the
 # packages come from PYTHONPATH (a TPU machine's JAX and wheels), the runner finds them there too.
 _ENV_KEEP = ("LANG", "LC_ALL", "TZ", "PYTHONPATH")
@@ -59,16 +58,6 @@ def ensure_judge_devices() -> None:
         jax.config.update("jax_num_cpu_devices", JUDGE_CPU_DEVICES)
     except Exception:  # noqa: BLE001 - the backends already exist, or an older JAX
         pass
-
-
-def _wire():
-    from .. import wire  # NumPy: imported by the first run, not with this module
-
-    return wire
-
-
-def _limits():
-    return _wire().Limits(max_bytes=128 * 2**20, max_str=96 * 2**20)  # a program's bytes are one string
 
 
 class ProgramFailure(Exception):
@@ -215,9 +204,9 @@ class ProgramRunner:
 
     # -- framing
     def _send(self, payload: dict) -> None:
-        data = _wire().encode(payload, limits=_limits()).encode("utf-8")
+        data = frame(payload)
         try:
-            self.proc.stdin.write(_HEADER.pack(len(data)) + data)
+            self.proc.stdin.write(data)
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError, ValueError):
             raise _Died() from None
@@ -228,16 +217,16 @@ class ProgramRunner:
         fd = self.proc.stdout.fileno()
         need = None
         while True:
-            if need is None and len(self._buf) >= _HEADER.size:
-                need = _HEADER.unpack(self._buf[:_HEADER.size])[0]
-                if need > _limits().max_bytes:
+            if need is None and len(self._buf) >= HEADER.size:
+                need = HEADER.unpack(self._buf[:HEADER.size])[0]
+                if need > limits().max_bytes:
                     raise _Died()
-            if need is not None and len(self._buf) >= _HEADER.size + need:
-                text = self._buf[_HEADER.size:_HEADER.size + need].decode("utf-8", errors="replace")
-                self._buf = self._buf[_HEADER.size + need:]
+            if need is not None and len(self._buf) >= HEADER.size + need:
+                text = self._buf[HEADER.size:HEADER.size + need].decode("utf-8", errors="replace")
+                self._buf = self._buf[HEADER.size + need:]
                 try:  # the child ran a learner's program: its answer is data to check
-                    reply = _wire().decode(text, limits=_limits())
-                except _wire().WireError:
+                    reply = wire().decode(text, limits=limits())
+                except wire().WireError:
                     raise _Died() from None
                 if not isinstance(reply, dict):
                     raise _Died()

@@ -2,7 +2,7 @@
 
 :class:`autograder.judge.runner.ProgramRunner` starts it
 (``python -s -P -m autograder.judge.runner_child serve``, contained as that module's docstring
-says) and talks to it over its standard input and output, framed as :mod:`.runner` frames them:
+says) and talks to it over its standard input and output, framed by :mod:`.runner_frames` (as :mod:`.runner` frames them):
 each request holds a serialized ``jax.export`` program and its inputs as flat arrays, each reply
 the output arrays only, both :mod:`autograder.wire` data (nothing is pickled). :func:`serve`
 places the inputs on the program's mesh of virtual CPU devices
@@ -14,7 +14,9 @@ import base64
 import os
 import sys
 
-from .runner import _HEADER, _limits, _wire, ensure_judge_devices  # the frames both ends read and write
+from .runner import ensure_judge_devices
+from .runner_frames import HEADER, frame, limits  # the frames both ends read and write
+from .runner_frames import wire as codec
 
 
 def _mesh_of(jax, exp):
@@ -106,12 +108,11 @@ def serve() -> int:
     inp = os.fdopen(os.dup(0), "rb")
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
-    wire = _wire()
-    limits = _limits()
+    wire = codec()
+    bounds = limits()
 
     def send(payload):
-        data = wire.encode(payload, limits=limits).encode("utf-8")
-        out.write(_HEADER.pack(len(data)) + data)
+        out.write(frame(payload))
         out.flush()
 
     import jax
@@ -124,15 +125,15 @@ def serve() -> int:
     cache: dict = {}
     send({"ready": {"pid": os.getpid(), "uid": os.getuid(), "devices": len(jax.devices("cpu"))}})
     while True:
-        head = inp.read(_HEADER.size)
-        if len(head) < _HEADER.size:
+        head = inp.read(HEADER.size)
+        if len(head) < HEADER.size:
             return 0
-        (n,) = _HEADER.unpack(head)
-        if n > limits.max_bytes:
+        (n,) = HEADER.unpack(head)
+        if n > bounds.max_bytes:
             return 1
         text = inp.read(n).decode("utf-8")
         try:
-            req = wire.decode(text, limits=limits)
+            req = wire.decode(text, limits=bounds)
             blob = base64.b64decode(req["program"], validate=True)
             key = hashlib.sha256(blob).hexdigest()
             exp = cache.get(key)
