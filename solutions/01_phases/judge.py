@@ -81,6 +81,16 @@ def test_primitive_names(k):
     _check_names(k, "sin_times_two", (float(np.float32(rng.uniform(-2.0, 2.0))),),
                  "primitive_names(f, x) for f(x) = jnp.sin(x) * 2")
     _check_names(k, "sin_sin_plus_cos", (vec(),), "primitive_names(f, x) for f(x) = sin(sin(x)) + cos(x)")
+    # The same f at integer arguments: its jaxpr is traced anew for them and starts with a
+    # conversion to float, so names kept from the float call (a cache keyed by f alone) are wrong.
+    ints = AsJax(rng.integers(-3, 4, size=n).astype(np.int32))
+    float_names = _reference_names("sin_sin_plus_cos", (vec(),))[0]
+    got = call(k.fn("primitive_names"), Fixture("sin_sin_plus_cos"), ints, what="primitive_names")
+    if isinstance(got, (list, tuple)) and [str(v) for v in got] == float_names:
+        fail("phases", f"primitive_names(f, x) for f(x) = sin(sin(x)) + cos(x) at an int32 x is {list(got)!r}, the "
+                       "names of its jaxpr at a float32 x: a jaxpr belongs to f *at* its arguments (their shapes and "
+                       "dtypes), and at an int32 x JAX traces another one.")
+    _check_names(k, "sin_sin_plus_cos", (ints,), "primitive_names(f, x) for f(x) = sin(sin(x)) + cos(x) at an int32 x")
     cases = [
         ("exp_times_minus", (float(np.float32(rng.normal())), float(np.float32(rng.normal()))),
          "f(x, y) = exp(x) * y - x"),
@@ -262,6 +272,16 @@ def primitive_names(f, *args):
     printed = str(jax.make_jaxpr(f)(*args))
     return re.findall(r"= ([a-z_]\\w*)", printed)
 ''', "from inside nested jaxprs", "phases"),
+        ('''
+_NAMES = {}
+
+
+def primitive_names(f, *args):
+    # traced once per function and kept: the arguments' shapes and dtypes are not part of the key
+    if f not in _NAMES:
+        _NAMES[f] = [eqn.primitive.name for eqn in jax.make_jaxpr(f)(*args).eqns]
+    return list(_NAMES[f])
+''', "JAX traces another one", "phases"),
     ],
     "runtime_print": [
         ('''
