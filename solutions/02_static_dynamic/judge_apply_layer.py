@@ -116,6 +116,10 @@ def test_apply_layer(k):
         fail("purity", "after apply_layer(x, config) the caller's `x` was deleted: the call gave its input buffer "
                           "to the output (donation), a side effect on the caller, whose array is gone although the "
                           "caller uses it again.")
+    if isinstance(after[1], dict) and after[1] != cfg:
+        fail("purity", f"apply_layer(x, config) changed the caller's `config` dict: it was {cfg}, and after the "
+                          f"call it is {after[1]}. A function's inputs are the caller's: a layer that writes into "
+                          "them has a side effect the caller did not ask for.")
     # Data all the way down: one exported program per (activation, depth), run here on new data.
     for activation in rng.permutation(ACTIVATIONS)[:2]:
         depth = int(rng.integers(1, 5))
@@ -213,5 +217,22 @@ def _layer(x, scale, shift, activation, depth):
 def apply_layer(x, config):
     return _layer(x, config["scale"], config["shift"], activation=config["activation"], depth=config["depth"])
 ''', "It computes the exact gelu", "numerics"),
+        ('''
+_ACTS = {"relu": jax.nn.relu, "tanh": jnp.tanh, "gelu": jax.nn.gelu}
+
+
+@partial(jax.jit, static_argnames=("activation", "depth"))
+def _layer(x, scale, shift, activation, depth):
+    y = x
+    for _ in range(depth):
+        y = _ACTS[activation](y * scale + shift)
+    return y
+
+
+def apply_layer(x, config):
+    # right values and compiles, but it notes in the caller's dict that this config was seen
+    config.setdefault("seen", True)
+    return _layer(x, config["scale"], config["shift"], activation=config["activation"], depth=config["depth"])
+''', "changed the caller's `config` dict", "purity"),
     ],
 }
