@@ -61,8 +61,8 @@ def _check_clip(got, x, max_norm, what):
                            "It clips each entry; clip the vector's norm: scale the whole of x by max_norm / norm."),
                           (xd / norm, "It scales x to norm 1; scale it to norm max_norm (x * max_norm / norm)."),
                           (xd * (max_norm / norm),
-                           "It also scales vectors whose norm is already within max_norm; choose the scale "
-                           "with `jnp.where(norm > max_norm, ...)` so those come back unchanged.")):
+                           "It also scales vectors whose norm is already within max_norm; those must come back "
+                           "unchanged, so the program has to choose per call whether to scale.")):
             if g is not None and np.allclose(g, alt, rtol=1e-4, atol=1e-5):
                 fail("branches", f"{exc.detail} {hint}")
         raise
@@ -80,6 +80,16 @@ def test_clip_by_norm(k):
         what = f"jax.jit(clip_by_norm) on random input #{trial + 1} ({_side(norm, max_norm)})"
         got = programs.run(k, "clip_by_norm", x, max_norm, label="`jax.jit(clip_by_norm)`")
         _check_clip(got, x, max_norm, what)
+    # x = 0 (a zero gradient): norm 0 is within every max_norm, so x comes back as it is; the scale
+    # max_norm / norm, which has no value at norm 0 (inf, and 0 * inf is nan), must not reach it.
+    zero = np.zeros((2, 3), np.float32)
+    max_norm = float(np.float32(k.rng.uniform(0.5, 3.0)))
+    what = f"jax.jit(clip_by_norm) on x = 0 ({_side(0.0, max_norm)})"
+    got = programs.run(k, "clip_by_norm", zero, max_norm, label="`jax.jit(clip_by_norm)`")
+    if np.shape(got) == zero.shape and not np.all(np.isfinite(np.asarray(got, np.float64))):
+        fail("branches", f"{what} is {np.asarray(got).tolist()}: the scale for a norm above max_norm, which has no "
+                         "value at norm 0, reached a result that must be x unchanged.")
+    _check_clip(got, zero, max_norm, what)
     y = k.rng.uniform(0.5, 3.0, size=(2, 3)).astype(np.float32)
     k.claim("check_compiles", Fixture("jit_call"),
             _jit_calls("clip_by_norm", [(_f32(y), 0.5), (_f32(y), 100.0), (_f32(2 * y), 3.0), (_f32(-y), 9.5)]),
@@ -387,6 +397,11 @@ def clip_by_norm(x, max_norm):
     norm = jnp.linalg.norm(x)
     return lax.cond(norm > max_norm, lambda: x / norm, lambda: x)  # forgets max_norm
 ''', "It scales x to norm 1; scale it to norm max_norm", "branches"),
+        ('''
+def clip_by_norm(x, max_norm):
+    norm = jnp.linalg.norm(x)
+    return x * (jnp.minimum(norm, max_norm) / norm)  # right for every x but 0, where it is 0 / 0
+''', "which has no value at norm 0, reached a result", "branches"),
     ],
     "collatz_steps": [
         ('''
