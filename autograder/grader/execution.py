@@ -99,6 +99,14 @@ def kill_kernel(km) -> None:
 
 KERNEL_NAME = "python3"
 
+# The reply a cell that ran past its time limit gets (the kernel is interrupted, and the next
+# cells run). Every field of an error reply: nbgrader's Execute copies the traceback into the
+# cell's outputs, and a reply without one raised KeyError there, which ended the whole run as
+# if the kernel had died (every test of the notebook at zero, its other answers included).
+TIMEOUT_ERROR = {"ename": "CellTimeoutError", "evalue": "the cell ran past its time limit",
+                 "traceback": ["CellTimeoutError: the cell ran past its time limit; the kernel was "
+                               "interrupted and the next cells ran"]}
+
 
 def make_client(cell_timeout: int, deadline: float, home=None, box=None, box_dir=None):
     """The client of one submission's kernel (see the module's docstring)."""
@@ -217,8 +225,7 @@ def make_client(cell_timeout: int, deadline: float, home=None, box=None, box_dir
     # "immediate": every reply is in, and whatever the kernel's atexit hooks would do is of no
     # use to grading (a graceful shutdown of a JAX kernel costs a second of wall time).
     return GradingClient(timeout=cell_timeout, interrupt_on_timeout=True, allow_errors=True,
-                         error_on_timeout={"ename": "CellTimeoutError",
-                                           "evalue": "the cell ran past its time limit"},
+                         error_on_timeout=TIMEOUT_ERROR,
                          kernel_name=KERNEL_NAME, record_timing=False, startup_timeout=120,
                          shutdown_kernel="immediate",
                          kernel_manager_class=kernel_manager_class(box, box_dir, DEFAULT_CPU_LIMIT))

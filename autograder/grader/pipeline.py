@@ -44,7 +44,7 @@ from .gradebook import nbgrader_resources, save_autogrades, scratch_gradebook
 from ..common.course import GradingError, data_files, find_course_root, read_source, source_notebook
 from ..common.settings import Settings
 from .execution import early_kernel, kill_kernel, make_client
-from .result import Result, zero_result
+from .result import Result, assignment_of, zero_result
 from ..sandbox.containment import Sandbox, chown_tree, open_sandbox
 from ..sandbox.kernel_manager import run_dir_base
 from ..sandbox.probe import check_sandbox, probe_refusal
@@ -100,13 +100,17 @@ class Grading:
 # --------------------------------------------------------------------------- the steps
 
 def find_assignment(g: Grading) -> None:
-    g.assignment = g.path.resolve().parent.name
+    # the folder the notebook was given in, links not followed (a notebook linked from elsewhere
+    # into exercises/03_purity/ is 03_purity's): nbgrader's layout, as the path names it
+    g.assignment = assignment_of(g.path)
     try:
         g.root = g.options.root or find_course_root(g.path.parent, g.options.settings.course_root)
         g.source = source_notebook(g.assignment, g.root)
     except GradingError:
         if not g.path.exists():  # a mistyped path says so, whatever folder it names
             raise GradingError(f"no such file: {g.given}") from None
+        if g.path.is_dir():  # the assignment's folder, or one above, given for its notebook
+            raise GradingError(f"{g.given} is a folder, not a notebook file") from None
         raise
 
 

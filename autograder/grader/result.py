@@ -3,6 +3,7 @@
 human-readable forms."""
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -53,12 +54,19 @@ def failed_result(path, error: str, root: Path | None = None) -> Result:
     """The result of a notebook whose grading itself failed (an internal error, a dead worker):
     every test of its assignment at zero, when the assignment's source can still be found."""
     given = str(path)
-    assignment = Path(path).resolve().parent.name
+    assignment = assignment_of(path)
     try:
         source = source_notebook(assignment, Path(root) if root else find_course_root(Path(path).parent))
         return zero_result(given, assignment, source, error)
     except Exception:  # noqa: BLE001 - the error is reported either way
         return Result(given, assignment, error=error)
+
+
+def assignment_of(path) -> str:
+    """A notebook's assignment: the name of the folder the path gives it in (made absolute, ``..``
+    resolved, links not followed: a notebook linked into ``exercises/03_purity/`` is 03_purity's,
+    wherever its file lies)."""
+    return Path(os.path.abspath(path)).parent.name
 
 
 def format_human(result: Result) -> str:

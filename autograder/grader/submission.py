@@ -15,6 +15,7 @@ import copy
 import functools
 import json
 import os
+import stat
 from pathlib import Path
 
 from ..common.course import CHECK_TAG, GradingError
@@ -23,15 +24,37 @@ from ..common.course import CHECK_TAG, GradingError
 def read_json(path: Path, limit: int) -> dict:
     """A submitted notebook's JSON, read and checked as far as the standard library can (its
     size, its JSON, an ``nbformat`` field); GradingError if unusable (larger than ``limit``
-    bytes, among others: reading and parsing take several times its size in memory)."""
+    bytes, among others: reading and parsing take several times its size in memory).
+
+    Read once, by one descriptor: a regular file only (a FIFO would block the grader forever, a
+    device such as ``/dev/zero`` never ends), its size checked on that descriptor and at most
+    ``limit`` bytes read whatever it says (a file that grows while read is cut off there)."""
     try:
-        size = os.stat(path).st_size
-        if size > limit:
-            raise GradingError(
-                f"{path} is {size / 2**20:.0f} MB, more than the {limit / 2**20:.0f} MB "
-                "the grader reads: clear its outputs (Kernel > Restart Kernel and Clear Outputs "
-                "of All Cells), save it and submit it again")
-        raw = Path(path).read_bytes()
+        kind = os.stat(path).st_mode  # before opening: opening a FIFO or a device can block
+        if stat.S_ISDIR(kind):
+            raise GradingError(f"{path} is a folder, not a notebook file")
+        if not stat.S_ISREG(kind):
+            raise GradingError(f"{path} is not a notebook file (a device, a pipe or a socket)")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise GradingError(f"{path} is not a notebook file (a device, a pipe or a socket)")
+            chunks, size = [], 0
+            while size <= limit:
+                chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+            if max(size, st.st_size) > limit:
+                raise GradingError(
+                    f"{path} is {max(size, st.st_size) / 2**20:.0f} MB, more than the "
+                    f"{limit / 2**20:.0f} MB the grader reads: clear its outputs (Kernel > Restart "
+                    "Kernel and Clear Outputs of All Cells), save it and submit it again")
+            raw = b"".join(chunks)
+        finally:
+            os.close(fd)
     except FileNotFoundError as exc:
         raise GradingError(f"no such file: {path}") from exc
     except OSError as exc:
@@ -40,6 +63,8 @@ def read_json(path: Path, limit: int) -> dict:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise GradingError(f"{path} is not a notebook: it is not valid JSON ({exc})") from exc
+    except RecursionError as exc:  # Python's parser gives up on arrays or objects nested ~1000 deep
+        raise GradingError(f"{path} is not a notebook: its JSON nests too deeply to be read") from exc
     if not isinstance(data, dict) or "nbformat" not in data:
         raise GradingError(f"{path} is not a Jupyter notebook (no 'nbformat' field)")
     return data

@@ -80,6 +80,19 @@ def kernel_manager_class(box: Sandbox | None, box_dir: Path, cpu_seconds: int):
                 cmd[0] = interpreter(cmd[0])
             return limited(box.wrap(cmd) if contained else cmd, cpu_seconds, box)
 
+        async def interrupt_kernel(self) -> None:
+            """Interrupt a cell that ran past its time limit. A contained kernel runs in a session
+            and PID namespace of its own, which a SIGINT to the process jupyter_client started
+            (the sandbox's launcher) never reaches: the cell went on, and the whole notebook
+            ended as if the kernel had died. It is asked on its control channel instead
+            (Jupyter's ``interrupt_request``: ipykernel sends SIGINT to itself)."""
+            if not contained:
+                return await super().interrupt_kernel()
+            if not self.has_kernel:
+                raise RuntimeError("Cannot interrupt kernel. No kernel is running!")
+            self._connect_control_socket()
+            self.session.send(self._control_socket, self.session.msg("interrupt_request", content={}))
+
         def write_connection_file(self, **kw):
             super().write_connection_file(**kw)
             if contained:

@@ -1,0 +1,112 @@
+"""``python -m autograder grade`` against submissions found by an audit of ../shared/DESIGN.md's
+"The grader's command line" (log: the audit's notes): a cell that never ends, and paths that are
+not plain notebook files (a FIFO, a device, a folder, JSON nested past Python's parser, a link).
+
+Each notebook is a copy of the released 01_phases, solved with the solution's answer cells where
+the case needs answers to keep.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from autograder.common.course import test_cells as source_tests
+from conftest import fill_answers, released_notebook, run_grader, solution_notebook
+
+pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("grading")]
+A = "01_phases"
+TESTS = [gid for gid, _ in source_tests(solution_notebook(A))]
+FULL = sum(points for _, points in source_tests(solution_notebook(A)))
+SOLUTIONS = {c.metadata["nbgrader"]["grade_id"]: c.source
+             for c in nbformat.read(str(solution_notebook(A)), as_version=4).cells
+             if c.metadata.get("nbgrader", {}).get("solution")}
+
+
+def _solved(dest: Path, **extra) -> Path:
+    """01_phases solved, with ``extra`` (exercise -> code) appended to those answer cells."""
+    answers = {gid: src + ("\n" + extra[gid] if gid in extra else "") for gid, src in SOLUTIONS.items()}
+    return fill_answers(released_notebook(A), answers, dest)
+
+
+@pytest.mark.parametrize("sandbox", ["contained", "uncontained"])
+def test_a_cell_past_its_time_limit_is_stopped_and_every_other_answer_is_graded(tmp_path, sandbox):
+    """DESIGN: a test that did not finish scores 0 and the notebook still gets its result. A cell
+    that sleeps forever after defining its answer is interrupted at the cell's time limit and
+    the notebook goes on: its tests, which call answers already defined, all pass. Before: the
+    interrupt never reached a contained kernel (its own session and PID namespace), and a
+    timed-out cell's reply raised KeyError in nbgrader's Execute; either way the run ended as if
+    the kernel had died, and every answer of the notebook scored 0."""
+    path = _solved(tmp_path / "learner" / A / f"{A}.ipynb",
+                   matmul_flops="import time\ntime.sleep(10**6)  # never returns")
+    extra = ("--cell-timeout", "30", "--notebook-timeout", "400") + (("--no-sandbox",) if sandbox == "uncontained" else ())
+    result, stderr, code = run_grader([path], *extra)
+    assert code == 0, stderr[-2000:]
+    assert [t["grade_id"] for t in result["tests"]] == TESTS
+    assert result["score"] == result["max_score"] == FULL, \
+        {t["exercise"]: t["feedback"][:200] for t in result["tests"] if not t["passed"]}
+
+
+@pytest.fixture(scope="module")
+def odd_paths(tmp_path_factory):
+    """One call of the command: a FIFO, a link to /dev/zero, an assignment's folder, JSON nested
+    past Python's parser, a solved notebook linked into an assignment folder from a folder of
+    another name, and a solved notebook, in that order."""
+    tmp = tmp_path_factory.mktemp("odd")
+    fifo = tmp / "fifo" / A / f"{A}.ipynb"
+    fifo.parent.mkdir(parents=True)
+    os.mkfifo(fifo)
+    zero = tmp / "zero" / A / f"{A}.ipynb"
+    zero.parent.mkdir(parents=True)
+    zero.symlink_to("/dev/zero")
+    folder = tmp / "folder" / A
+    folder.mkdir(parents=True)
+    deep = tmp / "deep" / A / f"{A}.ipynb"
+    deep.parent.mkdir(parents=True)
+    deep.write_text('{"nbformat": 4, "metadata": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    elsewhere = _solved(tmp / "drive" / "My Drive" / "copy of notebook.ipynb")
+    linked = tmp / "linked" / A / f"{A}.ipynb"
+    linked.parent.mkdir(parents=True)
+    linked.symlink_to(elsewhere)
+    good = _solved(tmp / "good" / A / f"{A}.ipynb")
+    paths = [fifo, zero, folder, deep, linked, good]
+    results, stderr, code = run_grader(paths, "--notebook-timeout", "120", timeout=600)
+    return dict(zip(["fifo", "zero", "folder", "deep", "linked", "good"], results)), paths, stderr, code
+
+
+@pytest.mark.parametrize("name, message", [
+    ("fifo", "is not a notebook file (a device, a pipe or a socket)"),
+    ("zero", "is not a notebook file (a device, a pipe or a socket)"),
+    ("folder", "is a folder, not a notebook file"),
+    ("deep", "is not a notebook: its JSON nests too deeply to be read"),
+])
+def test_a_path_that_is_not_a_notebook_file_gets_a_clear_message_and_the_rest_is_graded(odd_paths, name, message):
+    """DESIGN: a notebook that cannot be graded gets a clear message on stderr and a non-zero
+    exit, and never stops the other notebooks of the call. Before: a FIFO blocked the grader
+    for ever (opened and read without a writer), /dev/zero was read until memory ran out, a
+    folder was an 'unknown assignment' named after the folder above it, and JSON nested deeper
+    than Python's parser was an internal grading error (RecursionError)."""
+    results, paths, stderr, code = odd_paths
+    assert code != 0
+    assert results["good"]["score"] == FULL, results["good"]
+    r = results[name]
+    given = str(paths[["fifo", "zero", "folder", "deep"].index(name)])
+    assert r["notebook"] == given and r["score"] == 0.0
+    assert r["error"] == f"{given} {message}", r["error"]
+    assert f"cannot grade {given}: {given} {message}" in stderr
+    assert "internal grading error" not in stderr and "Traceback" not in stderr, stderr[-2000:]
+    if name != "folder":  # its notebook's tests are listed, at zero
+        assert [t["grade_id"] for t in r["tests"]] == TESTS and r["max_score"] == FULL
+
+
+def test_a_notebook_linked_into_an_assignment_folder_is_graded_as_that_assignment(odd_paths):
+    """DESIGN: a notebook's assignment is the name of its parent folder. A notebook linked into
+    01_phases/ from a folder of another name is 01_phases' (before: the link was followed, and
+    the grade was an 'unknown assignment' named after the target's folder)."""
+    results, _, _, _ = odd_paths
+    r = results["linked"]
+    assert r["assignment"] == A and not r.get("error"), r.get("error")
+    assert r["score"] == r["max_score"] == FULL, json.dumps(r)[:2000]
