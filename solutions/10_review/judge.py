@@ -24,6 +24,9 @@ from autograder.judge import AsJax, Fixture, Key, Ref, Spec
 
 BATCH = 32  # the notebook's given BATCH
 _STEPS, _LR = 60, 0.1
+# lr = 0 over this many steps: every loss is its minibatch's mean of the examples' losses at the
+# initial parameters, enough of them to tell the minibatches' size and where they are drawn from.
+_FROZEN = 8000
 FLOW_TIME = 6.0  # lr x steps at the step count beyond every size written (see _check_far)
 _SPECS = {"w1": Spec((4, 16), "float32"), "b1": Spec((16,), "float32"),
           "w2": Spec((16, 1), "float32"), "b2": Spec((1,), "float32")}
@@ -203,22 +206,48 @@ def test_train(k):
                             "gradient of the loss on that step's minibatch, the one whose loss it reports.")
     # With lr = 0 the parameters never move, so each step's loss is the loss of its minibatch
     # alone: equal losses at every step are one minibatch drawn again and again, from one key.
-    frozen = np.asarray(program(programs.raw_key(s2), *inputs, lr=np.float32(0.0))[1], np.float64)
-    if frozen.shape == (_STEPS,) and np.allclose(frozen, frozen[0], rtol=1e-6, atol=0.0):
-        fail("key_reuse", f"with lr=0, which leaves the parameters where they are, every one of the {_STEPS} "
+    still, frozen = _program(k, _FROZEN)(programs.raw_key(s2), *inputs, lr=np.float32(0.0))
+    frozen = np.asarray(frozen, np.float64)
+    if frozen.shape != (_FROZEN,) or not np.all(np.isfinite(frozen)):
+        fail("capstone", f"with lr=0 over {_FROZEN} steps train returned losses of shape {frozen.shape} (expected "
+                            f"({_FROZEN},), one per step), or losses that are not finite.")
+    moved = [name for name in sorted(params) if not np.array_equal(np.asarray(still[name]), params[name])]
+    if moved:
+        fail("capstone", f"with lr=0 train returned params['{moved[0]}'] changed from the one passed in: the "
+                            "learning rate does not scale the update, which lr=0 leaves where it is.")
+    if np.any(frozen <= 0):
+        first = int(np.flatnonzero(frozen <= 0)[0])
+        fail("loops", f"with lr=0 over {_FROZEN} steps the loss of step {first} is {frozen[first]:g} (and of "
+                         f"{int(np.sum(frozen <= 0)) - 1} later steps): a minibatch's loss, a mean of squared errors, "
+                         "is positive, so those steps were not run (a loop bounded by a fixed number of "
+                         "steps?) or their losses not reported.")
+    if np.allclose(frozen, frozen[0], rtol=1e-6, atol=0.0):
+        fail("key_reuse", f"with lr=0, which leaves the parameters where they are, every one of the {_FROZEN} "
                              f"steps reported the same minibatch loss ({frozen[0]:.5f}): every step drew the "
                              "same minibatch, from the same key. Each step needs a key of its own, derived "
                              "from `key`.")
-    # ... and how much they vary tells the minibatch's size: each is a mean of BATCH of the 256
-    # examples' losses at the initial parameters, whose variance the judge knows. The sample
-    # variance of the 60 losses over sigma^2 / BATCH: for BATCH examples drawn with replacement
-    # at least 0.39 in 100000 simulated runs (0.88 times that without replacement), for 8 x BATCH
-    # at most 0.25 there.
-    per_example = (np.tanh(xd @ params["w1"] + params["b1"]) @ params["w2"] + params["b2"] - yd) ** 2
-    spread = float(np.var(frozen, ddof=1) / (np.var(per_example) / BATCH)) if frozen.shape == (_STEPS,) else 1.0
-    if spread < 0.25:
-        fail("capstone", f"with lr=0 the {_STEPS} minibatch losses vary {spread:.2f} times as much as losses of "
+    # ... and they tell the minibatches: each loss is the mean of BATCH of the 256 examples' losses
+    # at the initial parameters (known here, mean mu and variance sigma^2). Over 8000 steps their
+    # mean is mu within 6 standard errors (sigma / sqrt(BATCH x 8000)), and their sample variance
+    # over sigma^2 / BATCH is 1.00 (BATCH drawn with replacement, sd 0.016) or 0.878 (without,
+    # sd 0.014): between 0.755 and 1.14, over 8 standard deviations from 1 and 0.878, and from
+    # 0.667 (1.5 x BATCH examples) and 1.33 (0.75 x BATCH) with replacement; simulated, 300 runs each.
+    per_example = ((np.tanh(xd @ params["w1"] + params["b1"]) @ params["w2"] + params["b2"] - yd) ** 2).ravel()
+    mu, var = float(per_example.mean()), float(per_example.var())
+    z = float((frozen.mean() - mu) / np.sqrt(var / BATCH / _FROZEN))
+    if abs(z) > 6:
+        fail("capstone", f"with lr=0 the mean of the {_FROZEN} minibatch losses is {frozen.mean():.4f}, but the mean "
+                            f"loss of all {len(per_example)} examples is {mu:.4f} ({abs(z):.0f} standard errors away): "
+                            "the minibatches do not draw every example alike. Each step's minibatch is drawn "
+                            "uniformly from all the examples.")
+    spread = float(np.var(frozen, ddof=1) / (var / BATCH))
+    if spread < 0.755:
+        fail("capstone", f"with lr=0 the {_FROZEN} minibatch losses vary {spread:.2f} times as much as losses of "
                             f"minibatches of {BATCH} examples do: each step's minibatch holds more examples than "
+                            f"BATCH = {BATCH}.")
+    if spread > 1.14:
+        fail("capstone", f"with lr=0 the {_FROZEN} minibatch losses vary {spread:.2f} times as much as losses of "
+                            f"minibatches of {BATCH} examples do: each step's minibatch holds fewer examples than "
                             f"BATCH = {BATCH}.")
     lv = np.asarray(losses, np.float64)
     if not np.all(np.isfinite(lv)) or lv[:5].mean() <= lv[-5:].mean():
@@ -310,6 +339,15 @@ def train(key, params, xs, ys, steps, lr):
         loss, grads = jax.value_and_grad(loss_fn)(params, xs[idx], ys[idx])
         return jax.tree_util.tree_map(lambda p, g: p - 0.01 * g, params, grads), loss
     return jax.lax.scan(step, params, jax.random.split(key, steps))
+''', "the learning rate does not scale the update", "capstone"),
+        ('''
+def train(key, params, xs, ys, steps, lr):
+    # the learning rate scaled down tenfold: a much smaller step
+    def step(params, k):
+        idx = jax.random.randint(k, (BATCH,), 0, xs.shape[0])
+        loss, grads = jax.value_and_grad(loss_fn)(params, xs[idx], ys[idx])
+        return jax.tree_util.tree_map(lambda p, g: p - 0.1 * lr * g, params, grads), loss
+    return jax.lax.scan(step, params, jax.random.split(key, steps))
 ''', "plain minibatch SGD reaches", "capstone"),
         ('''
 def train(key, params, xs, ys, steps, lr):
@@ -342,7 +380,7 @@ def train(key, params, xs, ys, steps, lr):
         return params, losses.at[i].set(loss, mode="drop")
 
     return jax.lax.fori_loop(0, 1000, body, (params, jnp.zeros(steps, jnp.float32)))
-''', "It stops updating the parameters before the last step", "loops"),
+''', "so those steps were not run", "loops"),
         ('''
 def train(key, params, xs, ys, steps, lr):
     def step(params, k):
@@ -362,6 +400,33 @@ def train(key, params, xs, ys, steps, lr):
 
     return jax.lax.scan(step, params, jax.random.split(key, steps))
 ''', "each step's minibatch holds more examples than", "capstone"),
+        ('''
+def train(key, params, xs, ys, steps, lr):
+    def step(params, k):
+        idx = jax.random.randint(k, (2 * BATCH,), 0, xs.shape[0])  # twice BATCH examples per step
+        loss, grads = jax.value_and_grad(loss_fn)(params, xs[idx], ys[idx])
+        return jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads), loss
+
+    return jax.lax.scan(step, params, jax.random.split(key, steps))
+''', "each step's minibatch holds more examples than", "capstone"),
+        ('''
+def train(key, params, xs, ys, steps, lr):
+    def step(params, k):
+        idx = jax.random.randint(k, (BATCH // 2,), 0, xs.shape[0])  # half of BATCH examples per step
+        loss, grads = jax.value_and_grad(loss_fn)(params, xs[idx], ys[idx])
+        return jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads), loss
+
+    return jax.lax.scan(step, params, jax.random.split(key, steps))
+''', "each step's minibatch holds fewer examples than", "capstone"),
+        ('''
+def train(key, params, xs, ys, steps, lr):
+    def step(params, k):
+        idx = jax.random.randint(k, (BATCH,), 0, xs.shape[0] // 2)  # only the first half of the examples
+        loss, grads = jax.value_and_grad(loss_fn)(params, xs[idx], ys[idx])
+        return jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads), loss
+
+    return jax.lax.scan(step, params, jax.random.split(key, steps))
+''', "the minibatches do not draw every example alike", "capstone"),
     ],
 }
 
@@ -386,6 +451,20 @@ def train(key, params, xs, ys, steps, lr):
         return jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads), loss
 
     return jax.lax.scan(step, params, jax.random.split(key, steps))
+''',
+        '''
+def train(key, params, xs, ys, steps, lr):
+    # epochs: each a permutation of the examples (from a key folded in per epoch), cut into minibatches
+    n = xs.shape[0]
+    per_epoch = n // BATCH
+
+    def step(params, t):
+        order = jax.random.permutation(jax.random.fold_in(key, t // per_epoch), n)
+        idx = jax.lax.dynamic_slice_in_dim(order, (t % per_epoch) * BATCH, BATCH)
+        loss, grads = jax.value_and_grad(loss_fn)(params, xs[idx], ys[idx])
+        return jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads), loss
+
+    return jax.lax.scan(step, params, jnp.arange(steps))
 ''',
     ],
 }
