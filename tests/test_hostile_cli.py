@@ -110,3 +110,24 @@ def test_a_notebook_linked_into_an_assignment_folder_is_graded_as_that_assignmen
     r = results["linked"]
     assert r["assignment"] == A and not r.get("error"), r.get("error")
     assert r["score"] == r["max_score"] == FULL, json.dumps(r)[:2000]
+
+
+def test_cell_metadata_of_the_wrong_type_costs_nothing_else(tmp_path):
+    """A solved notebook whose answer cells carry metadata of the wrong type (``tags`` a number,
+    ``nbgrader`` null: hand edits, other tools) keeps full marks: such a cell is an ordinary cell,
+    its tags none. Before: tags of 5 was an internal grading error (TypeError) and a null
+    nbgrader made the whole notebook 'unusable', every answer scored 0 and the call exited 1."""
+    def edited(name, gid, key, value):
+        path = _solved(tmp_path / name / A / f"{A}.ipynb")
+        data = json.loads(path.read_text())
+        cell = next(c for c in data["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == gid)
+        cell["metadata"][key] = value
+        path.write_text(json.dumps(data))
+        return path
+
+    paths = [edited("tags", "scaled", "tags", 5), edited("nbgrader", "primitive_names", "nbgrader", None)]
+    results, stderr, code = run_grader(paths)
+    assert code == 0, stderr[-2000:]
+    for r in results:
+        assert not r.get("error"), r["error"]
+        assert [t["grade_id"] for t in r["tests"]] == TESTS and r["score"] == FULL, r

@@ -91,9 +91,15 @@ def read_submission(path: Path, data: dict):
         if cell.cell_type == "code":
             cell.setdefault("outputs", [])
             cell.setdefault("execution_count", None)
-        nbg = cell.metadata.get("nbgrader")
-        if nbg is not None and (not isinstance(nbg, dict) or not isinstance(nbg.get("grade_id", ""), str)):
-            del cell.metadata["nbgrader"]
+        # nbgrader metadata that is not a dict with a text grade_id (null included): an ordinary
+        # cell (a test cell is restored from the source all the same)
+        if "nbgrader" in cell.metadata:
+            nbg = cell.metadata["nbgrader"]
+            if not isinstance(nbg, dict) or not isinstance(nbg.get("grade_id", ""), str):
+                del cell.metadata["nbgrader"]
+        tags = cell.metadata.get("tags")  # read as a list of strings from here on
+        if tags is not None and not (isinstance(tags, list) and all(isinstance(t, str) for t in tags)):
+            cell.metadata["tags"] = [t for t in tags if isinstance(t, str)] if isinstance(tags, list) else []
         cells.append(cell)
     nb.cells = cells
     return nb
