@@ -126,6 +126,8 @@ def error_kind(class_names, message: str = "") -> str | None:
         return "immutable"
     if "NameError" in names and "is not defined" in first_line:
         return "not_defined"
+    if ("RuntimeError" in names or "JaxRuntimeError" in names) and "Array has been deleted" in first_line:
+        return "deleted"
     return None
 
 
@@ -205,6 +207,11 @@ def explain_error(class_names, message: str, what: str, concrete_idea: str | Non
         return ExerciseFailure(
             "inplace", f"{what} assigned into a JAX array in place ({first_line}); JAX arrays are "
                        "immutable: a function returns a new array instead of changing its input.")
+    if kind == "deleted":
+        return ExerciseFailure(
+            "purity", f"{what} used an array that had been deleted ({first_line}): a call before it gave that "
+                      "array's buffer to its result (donation) or deleted it, a side effect on the caller, "
+                      "which still held the array.")
     if kind == "not_defined":
         return ExerciseFailure(
             "unanswered", f"{what} raised NameError ({first_line}): run from top to bottom, the "
@@ -228,13 +235,63 @@ def call(f, *args, what: str | None = None, translate=None, **kwargs):
     to the general translation).
     """
     label = what or f"`{getattr(f, '__name__', 'the function')}`"
+    held = _live_arrays(args, kwargs)
     try:
-        return f(*args, **kwargs)
+        out = f(*args, **kwargs)
     except ExerciseFailure:
         raise
     except Exception as exc:  # every learner error becomes feedback
+        gone = _deleted(f, held)
+        if gone:
+            raise ExerciseFailure("purity", _deleted_message(label, gone)) from exc
         specific = translate(exc, label) if translate is not None else None
         raise (specific or _explain(exc, label)) from exc
+    gone = _deleted(f, held)
+    if gone:
+        raise ExerciseFailure("purity", _deleted_message(label, gone))
+    return out
+
+
+def _live_arrays(args, kwargs) -> list:
+    """``[(argument, path, array), ...]``: the JAX arrays among a call's arguments (positions as
+    ints, keywords as names) that are not deleted before it."""
+    jax = sys.modules.get("jax")
+    if jax is None:
+        return []
+    out = []
+    try:
+        for top, value in [*enumerate(args), *dict(kwargs).items()]:
+            for path, leaf in jax.tree_util.tree_leaves_with_path(value):
+                if isinstance(leaf, jax.Array) and not leaf.is_deleted():
+                    out.append((top, jax.tree_util.keystr(path), leaf))
+    except Exception:  # noqa: BLE001 - an argument JAX cannot walk: nothing to watch
+        return []
+    return out
+
+
+def _deleted(f, held) -> list:
+    """The ones of ``held`` the call deleted, as ``(name, path)`` (a positional argument named by
+    ``f``'s parameter where it has one)."""
+    gone = [(top, path) for top, path, leaf in held if leaf.is_deleted()]
+    if not gone:
+        return []
+    try:
+        import inspect
+
+        params = [p.name for p in inspect.signature(f).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except Exception:  # noqa: BLE001
+        params = []
+    return [(f"`{top}`" if isinstance(top, str) else f"`{params[top]}`" if top < len(params)
+             else f"argument {top + 1}", path) for top, path in gone]
+
+
+def _deleted_message(label: str, gone: list) -> str:
+    name, path = gone[0]
+    entry = f" (its entry {path[:80]})" if path else ""
+    return (f"{label} deleted the caller's {name}{entry}: the call gave an input buffer to its result "
+            "(donation) or deleted it, a side effect on the caller, which still holds the array and whose "
+            "next use of it raises 'Array has been deleted'.")
 
 
 @contextlib.contextmanager

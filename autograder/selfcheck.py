@@ -13,7 +13,7 @@ import contextlib
 import html
 import io
 
-from .feedback import ExerciseFailure
+from .feedback import ExerciseFailure, _explain, kind_of
 
 
 def passed(exercise: str, note: str = "") -> None:
@@ -39,8 +39,11 @@ def run_visible_tests(tests: dict, namespace: dict) -> list[dict]:
         except ExerciseFailure as exc:
             rows.append({"exercise": exercise, "passed": False, "feedback": str(exc)})
         except Exception as exc:  # noqa: BLE001 - any error is a failed check
-            rows.append({"exercise": exercise, "passed": False,
-                         "feedback": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"})
+            if kind_of(exc) == "deleted":  # the test's own array, deleted by the function it called
+                feedback = str(_explain(exc, f"the visible test of `{exercise}`"))
+            else:
+                feedback = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            rows.append({"exercise": exercise, "passed": False, "feedback": feedback})
         else:
             rows.append({"exercise": exercise, "passed": True, "feedback": ""})
     return rows

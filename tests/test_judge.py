@@ -216,8 +216,9 @@ def test_remote_functions_return_data_with_types(kernel):
     assert isinstance(out[0], wire.KernelArray) and out[0].dtype == np.float32 and np.array_equal(out[0], x)
     assert type(out[1][0]) is np.float32 and type(out[1][1]) is int and out[2]["none"] is None
     assert out[2]["half"].sharding["kind"] == "SingleDeviceSharding"
-    plain = k.fn("double")(x)  # a NumPy argument stays NumPy in the kernel: 2 * x is NumPy
-    assert type(plain) is np.ndarray and np.array_equal(plain, 2 * x)
+    plain = k.fn("double")(x)  # a NumPy argument reaches the function as a JAX array (issue 45: donation)
+    assert isinstance(plain, wire.KernelArray) and np.array_equal(plain, 2 * x)
+    assert type(k.call(wire.Fixture("call_each"), wire.Ref("double"), [(x,)])[0]) is np.ndarray  # a fixture's: as sent
     weak = k.fn("double")(1.5)
     assert weak == 3.0 and type(weak) is float
 

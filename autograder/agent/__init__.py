@@ -46,7 +46,7 @@ from .. import wire
 from ..feedback import ExerciseFailure, call, fail
 from ..meshes import make_mesh
 from ..purity import changed_globals, snapshot_globals
-from . import fixtures
+from . import fixtures, watch
 from .fixtures.calls import jit_once
 from .config import course_semantics, reset_config
 
@@ -108,17 +108,26 @@ def _no_mesh() -> bool:
         return False
 
 
-def _markers():
+def _markers(built=None):
+    """The builders of the argument markers; each array one builds (``as_jax``, ``key``,
+    ``sharded``: the judge's own arrays) is also appended to ``built``, in the order the request
+    holds them (see :func:`_receipts`)."""
+    made = built if built is not None else []
+
     def as_jax(d, node, depth):
         value = d.dec(node.get("value"), depth + 1)
         dtype = node.get("dtype")
-        return _as_jax_array(value, wire._np_dtype(dtype) if dtype else None)
+        out = _as_jax_array(value, wire._np_dtype(dtype) if dtype else None)
+        made.append(out)
+        return out
 
     def key(d, node, depth):
         seed = node.get("seed")
         if type(seed) is not int:
             raise wire.WireError("a key's seed must be an int")
-        return jax.random.key(seed, impl=node.get("impl") or None)
+        out = jax.random.key(seed, impl=node.get("impl") or None)
+        made.append(out)
+        return out
 
     def ref(d, node, depth):
         return _lookup(node.get("name"))
@@ -137,7 +146,9 @@ def _markers():
         if type(n) is not int or n < 1:
             raise wire.WireError("a bad device count")
         spec = [tuple(p) if isinstance(p, list) else p for p in node.get("spec") or []]
-        return jax.device_put(value, NamedSharding(make_mesh((n,), ("data",)), PartitionSpec(*spec)))
+        out = jax.device_put(value, NamedSharding(make_mesh((n,), ("data",)), PartitionSpec(*spec)))
+        made.append(out)
+        return out
 
     def spec(d, node, depth):
         return jax.ShapeDtypeStruct(tuple(node.get("shape")), wire._np_dtype(node.get("dtype")))
@@ -203,15 +214,63 @@ def handle(text: str) -> dict:
     """Run one request (its JSON text) with the course's JAX semantics in force
     (:mod:`.config`) and return the reply (a dict of wire data)."""
     with course_semantics():
+        built: list = []  # the judge's arrays, as the markers built them
         try:
-            req = wire.decode(text, markers=_markers())
+            req = wire.decode(text, markers=_markers(built))
         except wire.WireError as exc:
             return {"refused": str(exc)[:MESSAGE_LIMIT], "nonce": _nonce_of(text)}
         except Exception as exc:  # noqa: BLE001 - a Ref not defined, building an argument (device_put...) failed
             return {"error": wire.error_data(exc), "nonce": _nonce_of(text)}
         if not isinstance(req, dict):
             return {"refused": "a request must be a dict"}
-        return {**_run(req), "nonce": req.get("nonce")}
+        watch.take()  # nothing a cell watched counts for this request
+        reply = _run(req)
+        if req.get("op") in ("call", "claim"):  # learner code ran on the judge's arrays
+            reply.update(_receipts(built, req.get("name")))
+            placed = watch.take()  # and on the arrays a fixture placed for it
+            if placed:
+                reply["watched"] = [[name, _readable(a)] for name, a in placed]
+        return {**reply, "nonce": req.get("nonce")}
+
+
+def _readable(a) -> bool:
+    """Whether every buffer of the array ``a`` can still be read. A read, not ``is_deleted()``
+    (which a cell could replace): a deleted (donated) buffer refuses every read."""
+    try:
+        if jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key):
+            a = jax.random.key_data(a)
+        shards = list(a.addressable_shards)
+        for shard in shards:
+            np.asarray(shard.data)
+        return bool(shards)
+    except Exception:  # noqa: BLE001 - deleted, or not an array any more
+        return False
+
+
+def _receipts(built, name) -> dict:
+    """What became of the judge's arrays after learner code ran on them: ``{"kept": [bool, ...]}``
+    (one per array the request's markers built, in their order: still readable), and where one
+    is not, ``"params"``: the names of the callee's positional parameters (for the judge's
+    message). The judge decides from it (:meth:`autograder.judge.Kernel.call`)."""
+    kept = [_readable(a) for a in built]
+    out: dict = {"kept": kept}
+    if not all(kept):
+        out["params"] = _param_names(name)
+    return out
+
+
+def _param_names(name) -> list:
+    import inspect
+
+    try:
+        names = []
+        for p in inspect.signature(_callee(name)).parameters.values():
+            if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+                break
+            names.append(str(p.name)[:40])
+        return names[:32]
+    except Exception:  # noqa: BLE001 - no signature: the judge names the argument by position
+        return []
 
 
 def _run(req) -> dict:

@@ -43,7 +43,7 @@ import importlib
 # without the channel's, the kernel's and the step's own imports.
 _HOMES = {
     "channel": ("Channel", "ChannelError", "LearnerError"),
-    "kernel": ("Exported", "Kernel", "RemoteFunction"),
+    "kernel": ("AsNumPy", "Exported", "Kernel", "RemoteFunction"),
     "step": ("JUDGE_THREADS", "JudgeStep", "is_test_cell", "judge_path", "judge_paths",
              "judge_tests", "load_judge", "run_judge", "verdict"),
     "runner": ("JUDGE_CPU_DEVICES", "ProgramFailure", "ensure_judge_devices"),
