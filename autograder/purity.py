@@ -15,6 +15,8 @@ from .numerics import check_close
 
 def _fingerprint(value, depth=0):
     """A comparable snapshot of a global's value."""
+    if _defined_here(value):  # a function or class of the notebook: the state it keeps is watched
+        return _state_fingerprint(value, depth)
     if isinstance(value, (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type)):
         return ("id", id(value))
     try:
@@ -43,6 +45,12 @@ _DEPTH, _ELEMENTS = 4, 10_000
 
 
 def _container_fingerprint(value, depth):
+    wrapped = getattr(value, "__wrapped__", None) if depth < _DEPTH else None
+    if not isinstance(value, (list, tuple, dict, set, frozenset)) and _defined_here(wrapped):
+        return ("wrapper", id(value), _fingerprint(wrapped, depth + 1))  # jax.jit of a notebook's function
+    if depth < _DEPTH and not isinstance(value, type) and type(value).__module__ == "__main__" \
+            and isinstance(getattr(value, "__dict__", None), dict):
+        return ("object", id(value), _container_fingerprint(vars(value), depth + 1))
     if depth >= _DEPTH or not isinstance(value, (list, tuple, dict, set, frozenset)):
         return ("id", id(value))
     if isinstance(value, (set, frozenset)) or len(value) > _ELEMENTS:
@@ -50,6 +58,33 @@ def _container_fingerprint(value, depth):
     items = value.items() if isinstance(value, dict) else enumerate(value)
     return ("container", type(value).__name__,
             tuple((_fingerprint(k, depth + 1), _fingerprint(v, depth + 1)) for k, v in items))
+
+
+def _defined_here(value) -> bool:
+    """A function or class the notebook defined (its module is ``__main__``, as every cell's is)."""
+    return isinstance(value, (types.FunctionType, type)) and getattr(value, "__module__", None) == "__main__"
+
+
+def _state_fingerprint(value, depth):
+    """A notebook's function by the state it carries (its closure's cells, its defaults, its
+    attributes), a notebook's class by its attributes: ``seen.append`` in a closure, a mutable
+    default, ``f.calls += 1`` or ``Log.seen.append`` are changes as a global list's append is."""
+    if depth >= _DEPTH:
+        return ("id", id(value))
+    if isinstance(value, type):
+        # (pickle caches __slotnames__ on a class whose instance it pickled: not the notebook's change)
+        return ("class", id(value), tuple((k, _fingerprint(v, depth + 1)) for k, v in vars(value).items()
+                                          if k not in ("__dict__", "__weakref__", "__slotnames__")))
+    cells = []
+    for cell in value.__closure__ or ():
+        try:
+            cells.append(_fingerprint(cell.cell_contents, depth + 1))
+        except ValueError:  # a cell not filled yet
+            cells.append(None)
+    # each part fingerprinted itself (the objects the function holds: a temporary copy's identity
+    # would differ at every snapshot)
+    return ("function", id(value), value.__code__, tuple(cells), _fingerprint(value.__defaults__, depth + 1),
+            _fingerprint(value.__kwdefaults__, depth + 1), _fingerprint(value.__dict__, depth + 1))
 
 
 # IPython's own bookkeeping in a notebook's namespace: the output and input history (`_`, `__`,

@@ -49,6 +49,65 @@ def test_a_global_list_that_holds_a_tracer_is_still_watched():
     assert changed_globals(snapshot_globals({"c": cycle}), snapshot_globals({"c": cycle})) == []
 
 
+def _notebook_namespace() -> dict:
+    """Globals as a notebook's cells leave them: functions and classes of module ``__main__``."""
+    def _make():
+        seen = []
+
+        def step(x):
+            seen.append(x)
+            return x + 1
+        return step
+
+    def with_default(x, _seen=[]):  # the mutable default is the case under test
+        _seen.append(x)
+        return x
+
+    def counted(x):
+        counted.calls = getattr(counted, "calls", 0) + 1
+        return x
+
+    class Log:
+        seen = []
+
+    class Box:
+        def __init__(self):
+            self.items = [jnp.ones(1)]
+
+    def pure(x):
+        return x * 2
+
+    step, inner = _make(), _make()
+    for thing in (_make, step, inner, with_default, counted, Log, Box, Box.__init__, pure):
+        thing.__module__ = "__main__"
+    return {"__name__": "__main__", "jax": jax, "jnp": jnp, "step": step, "jitted": jax.jit(inner),
+            "with_default": with_default, "counted": counted, "Log": Log, "box": Box(), "pure": pure}
+
+
+def test_state_kept_in_a_notebook_function_or_class_is_watched():
+    """A notebook's function keeps state in its closure, its defaults or its attributes, a
+    notebook's class in its attributes: each change shows as a global's would (found by issue 45's
+    third red team: 01 scaled and 03 step kept a list in a closure, a class or a function
+    attribute and passed 'no global may change'). Unchanged state stays unchanged, a jitted
+    call served from its cache included."""
+    namespace = _notebook_namespace()
+    before = snapshot_globals(namespace)
+    assert changed_globals(before, snapshot_globals(namespace)) == []
+    namespace["pure"](1.0)
+    namespace["jitted"](jnp.ones(2))
+    after_first = snapshot_globals(namespace)
+    assert changed_globals(before, after_first) == ["jitted"]  # its trace appended a tracer
+    namespace["jitted"](jnp.ones(2))  # served from the cache: nothing appended
+    assert changed_globals(after_first, snapshot_globals(namespace)) == []
+    namespace["step"](1)
+    namespace["with_default"](1)
+    namespace["counted"](1)
+    namespace["Log"].seen.append(1)
+    namespace["box"].items.append(2)
+    assert changed_globals(after_first, snapshot_globals(namespace)) == [
+        "Log", "box", "counted", "step", "with_default"]
+
+
 def test_a_donated_argument_travels_as_a_deleted_array():
     x = jnp.ones((2, 3))
     jax.jit(lambda a: a * 2.0, donate_argnums=0)(x)
