@@ -252,3 +252,68 @@ def test_check_my_answers_names_the_idea_when_a_test_reuses_a_deleted_array():
     assert "03_purity" in row["feedback"]
     (plain,) = run_visible_tests({"other": "raise KeyError('k')"}, {})
     assert plain["feedback"] == "KeyError: 'k'"  # other errors as before
+
+
+# --------------------------------------------------------------------------- exercises that had no check of their own
+
+DONATING = {
+    ("04_control_flow", "clip_by_norm"): '''
+_clip = jax.jit(lambda x, max_norm: x * jnp.minimum(1.0, max_norm / jnp.linalg.norm(x)), donate_argnums=0)
+
+def clip_by_norm(x, max_norm):
+    # right values; the inner jit gives x's buffer to the result (inert under the caller's own jit)
+    return _clip(x, max_norm)
+''',
+    ("04_control_flow", "ema"): '''
+def _ema(xs, alpha):
+    def body(y, x):
+        y = alpha * x + (1 - alpha) * y
+        return y, y
+    _, ys = lax.scan(body, xs[0], xs[1:])
+    return jnp.concatenate([xs[:1], ys])
+
+_ema_donating = jax.jit(_ema, donate_argnums=0)
+
+def ema(xs, alpha):
+    return _ema_donating(xs, alpha)
+''',
+    ("05_shapes", "window_range"): '''
+def _window_range(x, width):
+    def one(_, start):
+        window = jax.lax.dynamic_slice(x, (start,), (width,))
+        return None, jnp.max(window) - jnp.min(window)
+    return jax.lax.scan(one, None, jnp.arange(x.shape[0] - width + 1))[1]
+
+_centred = jax.jit(lambda x: x - jnp.mean(x), donate_argnums=0)  # the result reuses x's buffer
+
+def window_range(x, width):
+    return _window_range(_centred(x), width)  # a range does not change with a shift
+''',
+}
+
+
+@pytest.mark.parametrize("assignment,gid", sorted(DONATING))
+def test_a_donating_inner_jit_fails_where_the_judge_has_no_donation_check(assignment, gid, runner):
+    """04's clip_by_norm and ema, 05's window_range: their judges take every value from the
+    exported program and never asked about donation; the answer's values are right."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from conftest import ROOT
+    from test_judge_secrets import _shell
+
+    shell, solutions = _shell(InteractiveShell.instance(), assignment)
+    try:
+        assert shell.run_cell(DONATING[(assignment, gid)], silent=True).success
+        kernel = judge.Kernel(channel=InProcess(), runner=runner)
+        verdict = judge.run_judge(ROOT / "solutions" / assignment, kernel=kernel, grade_ids=[f"test_{gid}"],
+                                  runner=runner, threads=1)[f"test_{gid}"]
+        assert not verdict.passed and verdict.graded
+        assert f"after a direct call of `{gid}` (not under jax.jit), the caller's" in verdict.feedback
+        assert "was deleted" in verdict.feedback and "03_purity" in verdict.feedback, verdict.feedback
+        assert shell.run_cell(solutions[gid], silent=True).success  # the control: the solution passes
+        kernel = judge.Kernel(channel=InProcess(), runner=runner)
+        assert judge.run_judge(ROOT / "solutions" / assignment, kernel=kernel, grade_ids=[f"test_{gid}"],
+                               runner=runner, threads=1)[f"test_{gid}"].passed
+    finally:
+        shell.reset(new_session=False)
+        assert shell.run_cell(CELLS, silent=True).success  # the module's shell as the other tests left it
