@@ -105,6 +105,16 @@ def test_dropout(k):
             again = next(i for i in range(twin + 1, len(lines)) if np.array_equal(lines[i], lines[twin]))
             fail("prng", f"{name}s {twin} and {again} of the output got the same dropout pattern: each entry "
                             "gets its own independent keep/drop decision, so no two of them share one.")
+    # Independent draws: the number kept is itself random (binomial, standard deviation >= 45 here),
+    # so eight keys keeping exactly as many entries happens with probability < 2e-15; a fixed count
+    # (a permutation's first entries, a choice without replacement) keeps as many under every key.
+    masks += [_dropout_mask(drop, s, x, rate) for s in k.distinct_seeds(8)[5:]]
+    kept = {int(m.sum()) for m in masks}
+    if len(kept) == 1:
+        fail("prng", f"under each of {len(masks)} keys dropout kept exactly {kept.pop()} of the {x.size} entries: "
+                        "with an independent keep/drop draw per entry the number kept varies from key to key "
+                        "(here by about 45); a fixed number of kept entries ties every entry's draw to the "
+                        "others'.")
     # The keep fraction, pooled over the masks, against 1 - rate (Hoeffding's bound).
     n = sum(m.size for m in masks)
     frac = float(np.mean([m.mean() for m in masks]))
@@ -125,9 +135,10 @@ def _layers(init, seed, sizes):
     biases checked."""
     what = f"init_mlp(key, {sizes})"
     params = call(init, Key(seed), sizes, what=what)
-    if not isinstance(params, (list, tuple)) or len(params) != len(sizes) - 1:
+    if not isinstance(params, list) or len(params) != len(sizes) - 1:
         fail("numerics", f"{what} must be a list of {len(sizes) - 1} layer dicts, got "
-                            f"{type(params).__name__} of length {len(params) if hasattr(params, '__len__') else '?'}.")
+                            f"{type(params).__name__} of length {len(params) if hasattr(params, '__len__') else '?'} "
+                            "(a tuple is another pytree structure than a list).")
     for i, (layer, m, n) in enumerate(zip(params, sizes[:-1], sizes[1:])):
         if not isinstance(layer, dict) or set(layer) != {"w", "b"}:
             fail("numerics", f"{what}[{i}] must be a dict with the keys 'w' and 'b'.")
@@ -210,13 +221,16 @@ def test_init_mlp(k):
     # in units of its layer's standard deviation), a normal distribution puts 4.55% beyond 2 and
     # 0.27% beyond 3 standard deviations (standard errors <= 0.15% and 0.04% here); a uniform one of
     # the same deviation puts none beyond 2, a Laplace one 1.4% beyond 3.
+    # A truncated normal rescaled to that deviation (jax.nn.initializers' "truncated_normal" and
+    # lecun_normal: cut at 2 of its own deviations, 2.27 of the result's) puts about 3.5% beyond 2 and
+    # none beyond 3, where a normal puts at least 10 of 20000 (expected 54; fewer: p < 1e-13).
     unit = np.concatenate([d[i].ravel() * np.sqrt(m) for d in draws for i, m in enumerate(sizes[:-1])])
     beyond2, beyond3 = float(np.mean(np.abs(unit) > 2)), float(np.mean(np.abs(unit) > 3))
-    if not (0.03 <= beyond2 <= 0.062 and beyond3 <= 0.008):
+    if not (0.03 <= beyond2 <= 0.062 and 0.0005 <= beyond3 <= 0.008):
         fail("numerics", f"the weights of init_mlp(key, {sizes}) have the right standard deviation, but not the "
                          f"shape of a normal distribution: {beyond2:.2%} of them lie beyond 2 standard deviations "
                          f"and {beyond3:.2%} beyond 3, where a normal distribution puts about 4.6% and 0.3%. "
-                         "The weights are drawn from a normal distribution with that deviation.")
+                         "The weights are drawn from a normal distribution with that deviation (its tails not cut).")
 
 
 # --------------------------------------------------------------------------- noisy_batch
@@ -293,12 +307,24 @@ def test_noisy_batch(k):
             or any(np.allclose(a, b, atol=1e-5) for a, b in zip(noise[1:], noise[2:]))):
         fail("per_example_keys", "several rows got exactly the same noise: every row needs its own key, "
                                     "derived from `key` and the row's index, not the same `key` for each row.")
+    twin = next((j for j in range(1, d) if np.allclose(noise[:, 0], noise[:, j], atol=1e-5)), None)
+    if twin is not None:
+        fail("numerics", f"in every row the noise of column {twin} equals that of column 0: each entry of a row gets "
+                            "its own independent standard normal draw, not one number shared by the row.")
     pooled = np.concatenate([noise.ravel(), (other - x).ravel(), (_noisy(k, s2, x) - x).ravel()])
     low, high = _rms_bounds(pooled.size)
     rms, mean = float(np.sqrt(np.mean(pooled ** 2))), float(pooled.mean())
     if not (low <= rms <= high and abs(mean) <= _mean_bound(pooled.size)):
         fail("numerics", f"the noise has mean {mean:.3f} and standard deviation {pooled.std():.3f} "
                             f"(over {pooled.size} draws); standard normal noise has 0 and 1.")
+    # ... and the shape of a normal distribution: 4.55% of the draws beyond 2 deviations (within 7
+    # standard errors over >= 3072 draws); uniform noise of that deviation puts none there.
+    share = float(np.mean(np.abs(pooled) > 2))
+    slack = 7 * float(np.sqrt(0.0455 * 0.9545 / pooled.size))
+    if abs(share - 0.0455) > slack:
+        fail("numerics", f"the noise has mean about 0 and deviation about 1, but {share:.2%} of its {pooled.size} "
+                            "draws lie beyond 2, where standard normal noise puts about 4.6%: it is not drawn "
+                            "from a normal distribution.")
     # ... and at a number of rows beyond every size written in its programs (a count rows are
     # padded to, a loop's bound) and every one it was tried at: a row's noise is still its own
     # there, the first n rows keep theirs, and the program is no larger.
@@ -366,6 +392,14 @@ def dropout(key, x, rate):
     keep = jnp.concatenate([half, half])[: x.shape[0]]
     return jnp.where(keep, x / (1.0 - rate), 0.0)
 ''', "of the output got the same dropout pattern: each entry gets its own", "prng"),
+        ('''
+def dropout(key, x, rate):
+    # exactly round(n * (1 - rate)) entries kept, chosen by a permutation: not one draw per entry
+    n = x.size
+    kept = jax.random.permutation(key, n)[: int(round(n * (1.0 - rate)))]
+    keep = jnp.zeros(n, bool).at[kept].set(True).reshape(x.shape)
+    return jnp.where(keep, x / (1.0 - rate), 0.0)
+''', "a fixed number of kept entries ties every entry's draw", "prng"),
     ],
     "init_mlp": [
         ('''
@@ -412,6 +446,19 @@ def init_mlp(key, sizes):
         params.append({"w": jax.random.uniform(k, (m, n), minval=-limit, maxval=limit), "b": jnp.zeros((n,))})
     return params
 ''', "not the shape of a normal distribution", "numerics"),
+        ('''
+def init_mlp(key, sizes):
+    # JAX's LeCun initializer: a truncated normal rescaled to 1 / sqrt(fan_in), not a normal
+    init = jax.nn.initializers.lecun_normal()
+    keys = jax.random.split(key, len(sizes) - 1)
+    return [{"w": init(k, (m, n)), "b": jnp.zeros((n,))} for k, m, n in zip(keys, sizes[:-1], sizes[1:])]
+''', "not the shape of a normal distribution", "numerics"),
+        ('''
+def init_mlp(key, sizes):
+    keys = jax.random.split(key, len(sizes) - 1)
+    return tuple({"w": jax.random.normal(k, (m, n)) / jnp.sqrt(m), "b": jnp.zeros((n,))}  # a tuple
+                 for k, m, n in zip(keys, sizes[:-1], sizes[1:]))
+''', "(a tuple is another pytree structure than a list)", "numerics"),
     ],
     "noisy_batch": [
         ('''
@@ -451,6 +498,19 @@ def noisy_batch(key, x):
     rows = [padded[i] + jax.random.normal(jax.random.fold_in(key, i), x.shape[1:], x.dtype) for i in range(64)]
     return jnp.stack(rows)[:x.shape[0]]
 ''', "beyond every number of rows it was tried at", "per_example_keys"),
+        ('''
+def noisy_batch(key, x):
+    # a key per row, but uniform noise scaled to deviation 1: not a normal draw
+    keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(x.shape[0]))
+    u = jax.vmap(lambda k: jax.random.uniform(k, x.shape[1:], x.dtype, -1.0, 1.0))(keys)
+    return x + u * jnp.sqrt(3.0)
+''', "it is not drawn from a normal distribution", "numerics"),
+        ('''
+def noisy_batch(key, x):
+    # a key per row, but one number per row, added to each of its entries
+    keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(jnp.arange(x.shape[0]))
+    return x + jax.vmap(lambda k: jax.random.normal(k, (), x.dtype))(keys)[:, None]
+''', "not one number shared by the row", "numerics"),
     ],
 }
 
