@@ -131,3 +131,21 @@ def test_cell_metadata_of_the_wrong_type_costs_nothing_else(tmp_path):
     for r in results:
         assert not r.get("error"), r["error"]
         assert [t["grade_id"] for t in r["tests"]] == TESTS and r["score"] == FULL, r
+
+
+@pytest.mark.parametrize("flag, value", [("--jobs", "-1"), ("--jobs", "0"), ("--cell-timeout", "0"),
+                                         ("--notebook-timeout", "-5"), ("--cell-timeout", "ten")])
+def test_a_limit_below_one_is_refused_naming_the_option(flag, value):
+    """The command's limits are whole numbers of at least 1. Before: ``--jobs -1`` crashed with a
+    traceback and no JSON, ``--cell-timeout 0`` graded two copies of one solved notebook 0 and 1
+    of 5, ``--notebook-timeout -5`` stopped every notebook as 'ran -10 s, past the time limit'."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    proc = subprocess.run([sys.executable, "-m", "autograder", "grade", str(released_notebook(A)), flag, value,
+                           "--json"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == "", (proc.returncode, proc.stdout[:500])
+    assert f"argument {flag}" in proc.stderr and repr(value) in proc.stderr, proc.stderr[-1000:]
+    assert "Traceback" not in proc.stderr

@@ -41,11 +41,27 @@ def add_parsers(sub) -> None:
                                "read, with its default, its value now and a line of help.")
 
 
+def positive_int(text: str) -> int:
+    """An argument that must be a whole number of at least 1 (argparse's ``type``): 0 or less
+    was taken as given (``--jobs -1`` crashed with no JSON; a cell time limit of 0 graded two
+    copies of one notebook differently)."""
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be 1 or more")
+    return value
+
+
 def add_limits(parser) -> None:
     """A grading command's limits: ``--cell-timeout``, ``--notebook-timeout``, ``--jobs``."""
-    parser.add_argument("--cell-timeout", type=int, default=120, help="seconds per cell (default 120)")
-    parser.add_argument("--notebook-timeout", type=int, default=600, help="seconds per notebook (default 600)")
-    parser.add_argument("--jobs", "-j", type=int, default=None,
+    parser.add_argument("--cell-timeout", type=positive_int, default=120, help="seconds per cell (default 120)")
+    parser.add_argument("--notebook-timeout", type=positive_int, default=600,
+                        help="seconds per notebook (default 600)")
+    parser.add_argument("--jobs", "-j", type=positive_int, default=None,
                         help="notebooks graded in parallel (default: one per core, and one more)")
 
 
