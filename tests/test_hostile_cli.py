@@ -149,3 +149,21 @@ def test_a_limit_below_one_is_refused_naming_the_option(flag, value):
     assert proc.returncode == 2 and proc.stdout == "", (proc.returncode, proc.stdout[:500])
     assert f"argument {flag}" in proc.stderr and repr(value) in proc.stderr, proc.stderr[-1000:]
     assert "Traceback" not in proc.stderr
+
+
+def test_a_root_without_solutions_is_named_and_nothing_is_run(tmp_path):
+    """``--root`` names the course whose solutions/ restores the tests: a folder without one is
+    said so for every notebook, and no kernel runs. Before: 'internal grading error:
+    FileNotFoundError: ... /solutions' for each."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    proc = subprocess.run([sys.executable, "-m", "autograder", "grade", str(released_notebook(A)), "--root",
+                           str(tmp_path), "--json"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    result = json.loads(proc.stdout)
+    assert result["error"] == f"--root {tmp_path} is not a course's root: it has no solutions/ folder", result
+    assert result["score"] == 0.0 and not result.get("containment"), result
+    assert "internal grading error" not in proc.stderr

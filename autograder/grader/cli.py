@@ -88,6 +88,8 @@ def grade_command(args) -> int:
         from .batch import containment_summary, grade_many  # whatever its imports print: stderr
 
         try:
+            if root is not None and not (root / "solutions").is_dir():
+                raise GradingError(f"--root {args.root} is not a course's root: it has no solutions/ folder")
             config = Settings.load(sandbox=False if args.no_sandbox else None)
             if args.mine and config.sandbox:
                 from ..sandbox.containment import own_exercises_uncontained
