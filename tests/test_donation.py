@@ -4,7 +4,7 @@ donation): every call the judge makes of a learner function in the kernel sends 
 that can no longer be read (donated by ``jax.jit(..., donate_argnums=...)``, or ``.delete()``d)
 fails the test naming the argument, the idea "purity". A function whose values the judge takes
 from its exported program (under whose jit an inner donation does nothing) is called directly
-once too (:class:`autograder.judge.kernel._DirectCall`).
+once too (:class:`autograder.judge.donation.DirectCall`).
 
 In process: the agent's own handler (``autograder.agent.handle``) on an IPython shell's
 namespace, as tests/test_judge_secrets.py; the programs run in a program runner."""

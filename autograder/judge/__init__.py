@@ -30,7 +30,7 @@ One trusted file per assignment, ``solutions/<assignment>/judge.py``, holds one 
 
 :func:`run_judge` loads that file by path (never from a folder the kernel can write) and turns
 each test's outcome into a :class:`Verdict`; :class:`JudgeStep` plugs it into grading. The
-modules (channel, kernel, step, outcome, mlir, programs, allowlist, runner) are described in
+modules (channel, kernel, donation, step, outcome, mlir, programs, allowlist, runner) are described in
 docs/architecture.md. Every name a judge file imports is here: ``from autograder.judge import
 programs, Ref, Spec, fail`` (the channel's data markers of :mod:`autograder.wire`, the
 fixtures of :mod:`autograder.agent.fixtures` and the learner's checks a judge uses included;
@@ -43,7 +43,8 @@ import importlib
 # without the channel's, the kernel's and the step's own imports.
 _HOMES = {
     "channel": ("Channel", "ChannelError", "LearnerError"),
-    "kernel": ("AsNumPy", "Exported", "Kernel", "RemoteFunction"),
+    "kernel": ("Exported", "Kernel", "RemoteFunction"),
+    "donation": ("AsNumPy",),
     "step": ("JUDGE_THREADS", "JudgeStep", "is_test_cell", "judge_path", "judge_paths",
              "judge_tests", "load_judge", "run_judge", "verdict"),
     "runner": ("JUDGE_CPU_DEVICES", "ProgramFailure", "ensure_judge_devices"),
