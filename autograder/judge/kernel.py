@@ -247,9 +247,10 @@ class Kernel:
             try:
                 if on_input is None:
                     return self.call(Fixture(name), *args)
-                return self._reply({"op": "call", "name": Fixture(name), "args": tuple(args), "kwargs": {},
+                sent, _ = direct_args(Fixture(name), args, {})  # as call sends a fixture's: AsNumPy unwrapped
+                return self._reply({"op": "call", "name": Fixture(name), "args": sent, "kwargs": {},
                                     "jit": False, "static_argnums": [], "static_argnames": []},
-                                   f"`{name}`", on_input=on_input).get("value")
+                                   _label(Fixture(name), False), on_input=on_input).get("value")
             except LearnerError as exc:
                 if isinstance(exc, NameError):
                     raise
