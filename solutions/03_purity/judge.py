@@ -14,27 +14,9 @@ import numpy as np
 from autograder.judge import call, check_close, check_matches_reference, ExerciseFailure, fail
 from autograder.judge import programs
 from autograder.judge import LearnerError
-from autograder.judge import AsJax, Opaque, Spec, values
+from autograder.judge import AsJax, AsNumPy, Spec, values
 
 F32 = np.float32  # the exercises' dtype
-
-
-def _deleted(tree) -> bool:
-    """Whether an argument as the call left it holds a deleted array (the kernel sends an
-    :class:`Opaque` for what is not data: a donated, deleted buffer)."""
-    if isinstance(tree, dict):
-        return any(_deleted(v) for v in tree.values())
-    if isinstance(tree, (list, tuple)):
-        return any(_deleted(v) for v in tree)
-    return isinstance(tree, Opaque)
-
-
-def _check_not_donated(after, label, what="`x`"):
-    """The caller's arguments after the call: a donated one is deleted, a side effect on the caller."""
-    if any(_deleted(a) for a in after):
-        fail("purity", f"after {label} the caller's {what} was deleted: the call gave its input buffer to the "
-                          "output (donation), a side effect on the caller, whose array is gone although the "
-                          "caller uses it again.")
 
 
 def _f32(x):
@@ -81,7 +63,6 @@ def test_step(k):
     step = k.fn("step")
     x0 = float(np.float32(k.rng.uniform(0.5, 4.0)))
     got, after = k.call_keep_args("step", _state(0, 0.0), _f32(x0))
-    _check_not_donated(after, f"step(state, {x0:.4g})", "`state` or `x`")
     s0_after = after[0]
     s1, y1 = _pair(got, f"step({{count: 0, total: 0}}, {x0:.4g})")
     check_close((s1, y1), ({"count": 1, "total": x0}, x0), what=f"step({{count: 0, total: 0}}, {x0:.4g})",
@@ -146,7 +127,7 @@ def _numpy_input_untouched(k, n, v):
     only JAX arrays cannot have written into it."""
     xn = k.rng.normal(size=(n, n)).astype(np.float32)
     try:
-        _, after = k.call_keep_args("set_diagonal", xn, v)
+        _, after = k.call_keep_args("set_diagonal", AsNumPy(xn), v)  # a NumPy array, on purpose
     except LearnerError:
         return
     if not (isinstance(after, tuple) and np.array_equal(np.asarray(after[0]), xn)):
@@ -181,7 +162,6 @@ def test_set_diagonal(k):
         out, after = _call_immutable(set_diagonal, _f32(xv), 7.0, what="set_diagonal(x, 7.0)"), None
     check_close(out, _ref_set_diagonal(xv, 7.0), what="set_diagonal(x, 7.0)", idea="inplace")
     if after is not None:
-        _check_not_donated(after, "set_diagonal(x, 7.0)")
         check_close(after[0], xv, what="x after set_diagonal(x, 7.0)", idea="inplace")
     # The program of jax.jit(set_diagonal), with v a scalar and a vector: the values that count.
     for v in (np.float32(4.0), k.rng.normal(size=4).astype(np.float32)):
@@ -281,8 +261,6 @@ def test_normalize_batch(k):
     normalize_batch = k.fn("normalize_batch")
     b1 = k.rng.normal(size=(8, 3)).astype(np.float32)
     b2 = (3.0 * k.rng.normal(size=(8, 3)) + 5.0).astype(np.float32)
-    _, after = k.call_keep_args("normalize_batch", _f32(b1))
-    _check_not_donated(after, "normalize_batch(x)")
     _same_twice(normalize_batch, (_f32(b1),), "`normalize_batch`")
     k.claim("check_globals_unchanged", "normalize_batch", _f32(b1), what="`normalize_batch`")
     _check_normalized(normalize_batch, b1, "normalize_batch(batch 1)")
@@ -324,7 +302,7 @@ def _step(state, x):
 
 
 step = jax.jit(_step, donate_argnums=0)  # right values, but the caller's state buffers go to the result
-''', "the caller's `state` or `x` was deleted", "purity"),
+''', "the caller's `state` was deleted", "purity"),
         ('''
 STEPS_TAKEN = 0
 
