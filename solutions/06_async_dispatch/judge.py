@@ -122,8 +122,15 @@ def test_honest_time(k):
     trace_s = 0.4
     x = AsJax(k.rng.normal(size=int(k.rng.integers(500, 1500))).astype(np.float32))
     label = "honest_time(jax.jit(f), x, repeats=3)"
+    # Its result is a pytree (a tuple holding an array and a dict of arrays), as a jitted training
+    # step's is: a timer must wait for all of it (the prompt says f may return one).
     start = time.perf_counter()
-    report = k.fixture("slow_compile_timed")(Ref("honest_time"), x, 3, trace_s, what=label)
+    try:
+        report = k.fixture("slow_compile_timed")(Ref("honest_time"), x, 3, trace_s, True, what=label)
+    except ExerciseFailure as exc:
+        fail("timing", f"{label}, for an f whose result is a pytree (a tuple holding an array and a dict of two "
+                       f"arrays), failed: {exc.detail} A timer waits until the whole of f's result is ready, "
+                       "whatever pytree of arrays f returns, not only a single array.")
     wall = time.perf_counter() - start
     _check_own_timer(report, label)
     got = _as_seconds(report.get("seconds"), label)
@@ -141,9 +148,12 @@ def test_honest_time(k):
         fail("timing", f"{shown} called f {len(device.starts)} time(s); with repeats=1 an honest timer calls it "
                           "at least twice: one untimed warm-up call (which pays for tracing and compiling), "
                           "then the timed one.")
-    if got >= 0.3:
+    # The timed call takes 0.06 s; the warm-up before it 0.4 s more. A median taken over the warm-up
+    # and the timed call together is about 0.23 s.
+    if got >= 0.15:
         fail("timing", f"{shown} reported {got:.3f} s, but only the first call is slow (0.4 s of "
-                          "'compiling'); the warm-up call must stay out of the timing.")
+                          "'compiling') and the one timed call takes 0.06 s; the warm-up call must stay out "
+                          "of the timing (not even among the times the median is taken over).")
     # 2. Every timed result waited for, one at a time; the median of the timed calls. The
     # durations are the judge's (never sent to the kernel, which learns them only by waiting),
     # scaled afresh at each grading, one run's median at least 1.8 times the other's, so no
@@ -215,6 +225,12 @@ def _as_recompile(exc, label):
             "recompiles", f"{label} failed with its values as traced arguments: it marks one of them (such as "
                           "the learning rate) static, so every new value compiles again; values belong to "
                           "the run time, not to the compile signature.")
+    if isinstance(exc, TypeError) and "unhashable" in str(exc) and "Tracer" in str(exc):
+        return ExerciseFailure(
+            "recompiles", f"{label} failed with its values as traced arguments: it uses one of them (such as "
+                          "the learning rate) as a key of a Python cache or dict, so each new value builds and "
+                          "compiles a program of its own; values belong to the run time, not to the compile "
+                          "signature.")
     return None
 
 
@@ -224,14 +240,8 @@ def test_fused_update(k):
     check_close(call(fused_update, *a, what="fused_update(w, x, y, 0.1)"), _reference_update(*a),
                    what="fused_update(w, x, y, 0.1), one step of w - lr * (the gradient of the mean squared "
                         "error),", rtol=1e-4, atol=1e-5)
-    # The caller keeps its arrays: a call that gives an argument's buffer to the output
-    # (donation) deletes the caller's `w`, which a training loop's caller may still read.
-    _, after = k.call_keep_args("fused_update", *a)
-    gone = [name for name, v in zip(("w", "x", "y"), after) if isinstance(v, Opaque)]
-    if gone:
-        fail("purity", f"after fused_update(w, x, y, 0.1) the caller's `{gone[0]}` was deleted: the call gave "
-                          "its input buffer to the output (donation), a side effect on the caller, whose array "
-                          "is gone although the prompt's caller (and its own test) uses it again.")
+    # (A call that deletes the caller's `w` by donation fails at that first direct call: the
+    # judge's generic check of every call's arguments, autograder.judge.kernel.)
     # The program one call runs, exported with every argument traced (the learning rate
     # included: a static one fails here), read and run by the judge.
     n, d = int(k.rng.integers(8, 33)), int(k.rng.integers(2, 7))
@@ -337,6 +347,25 @@ def honest_time(f, *args, repeats=5):
 ''', "handed the timing to the course's own `ag.honest_time`", "timing"),
         ('''
 def honest_time(f, *args, repeats=5):
+    f(*args).block_until_ready()  # the result's own method: a single array only
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        f(*args).block_until_ready()
+        times.append(time.perf_counter() - start)
+    return float(statistics.median(times))
+''', "for an f whose result is a pytree", "timing"),
+        ('''
+def honest_time(f, *args, repeats=5):
+    times = []
+    for _ in range(repeats + 1):  # one call more than timed; the median "drops" the slow first one
+        start = time.perf_counter()
+        jax.block_until_ready(f(*args))
+        times.append(time.perf_counter() - start)
+    return float(statistics.median(times))
+''', "the warm-up call must stay out of the timing", "timing"),
+        ('''
+def honest_time(f, *args, repeats=5):
     jax.block_until_ready(f(*args))  # warm-up
     times = []
     for _ in range(repeats):
@@ -404,6 +433,15 @@ def fused_update(w, x, y, lr):
     # one program, lr traced; but w's buffer is given to the result, deleting the caller's w
     return w - lr * jax.grad(lambda w_: jnp.mean((x @ w_ - y) ** 2))(w)
 ''', "the caller's `w` was deleted", "purity"),
+        ('''
+_steps = {}
+
+def fused_update(w, x, y, lr):
+    # one jitted step per learning rate, kept in a cache: a new lr builds and compiles a new one
+    if lr not in _steps:
+        _steps[lr] = jax.jit(lambda w, x, y: w - lr * grad_mse(w, x, y))
+    return _steps[lr](w, x, y)
+''', "as a key of a Python cache or dict", "recompiles"),
     ],
 }
 

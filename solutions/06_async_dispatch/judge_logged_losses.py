@@ -28,7 +28,7 @@ class _Steps:
     def __init__(self, rng, n):
         self.tokens = [int(t) for t in 1000 + rng.choice(999_000, size=n + 1, replace=False)]
         # Distinct, and exact in float32 and in decimal: a loss converted through float32 stays itself.
-        self.values = [float(v) / 16 for v in 16 + rng.choice(1008, size=n, replace=False)]
+        self.values = [float(v) / 16 for v in 16 + rng.choice(4096, size=n, replace=False)]
         self.calls, self.waited = [], {}
 
     def __call__(self, prompt):
@@ -47,7 +47,7 @@ class _Steps:
 def _simulated(k, n, every):
     what = f"logged_losses(step, params, {n} batches, every={every})"
     steps = _Steps(k.rng, n)
-    batches = [int(b) for b in 100 + k.rng.choice(900, size=n, replace=False)]
+    batches = [int(b) for b in 100 + k.rng.choice(9900, size=n, replace=False)]
     report = k.fixture("judged_logged_on")(Ref("logged_losses"), steps.tokens[0], batches, every, what=what,
                                            on_input=steps)
     got = [b for _, b in steps.calls]
@@ -92,10 +92,11 @@ def _reference(params, batches, every):
 
 def test_logged_losses(k):
     rng = k.rng
-    # ... and one long run: a print or a float every 10, 50 or 100 steps (after the first) waits
-    # inside the loop too, which a run shorter than its period never shows.
+    # ... and one long run: a print or a float every 10, 100 or 1000 steps (after the first) waits
+    # inside the loop too, which a run shorter than its period never shows (a period beyond the
+    # run's length still goes unseen: each step is a prompt to the judge, about 4 ms in a kernel).
     for n, every in ((int(rng.integers(7, 12)), int(rng.integers(2, 4))), (int(rng.integers(3, 6)), 1),
-                     (int(rng.integers(210, 241)), int(rng.integers(5, 9)))):
+                     (int(rng.integers(1001, 1101)), int(rng.integers(20, 41)))):
         _simulated(k, n, every)
     # The notebook's own sgd_step on real arrays: values computed in the kernel (they can only fail).
     d, n, every = 3, int(rng.integers(5, 9)), int(rng.integers(2, 4))
@@ -175,6 +176,17 @@ def logged_losses(step, params, batches, every):
             print(f"step {i + 1}: loss {loss:.4f}")
     return params, [float(v) for v in logged]
 ''', "waited for the loss of step 99 after 100", "async"),
+        ('''
+def logged_losses(step, params, batches, every):
+    logged = []
+    for i, batch in enumerate(batches):
+        params, loss = step(params, batch)
+        if i % every == 0:
+            logged.append(loss)
+        if i % 1000 == 999:  # progress every 1000 steps: a wait there, in a long run
+            print(f"step {i + 1}: loss {loss:.4f}")
+    return params, [float(v) for v in logged]
+''', "waited for the loss of step 999 after 1000", "async"),
     ],
 }
 

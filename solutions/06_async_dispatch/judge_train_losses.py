@@ -8,8 +8,8 @@ exercise needs a loop inside the program) and compared with the judge's float64 
 notebook's ``sgd_step``; the programs read as parsed modules (:mod:`autograder.judge.mlir`) have
 the same number of operations at two step counts and at a third beyond every size written in
 those two and every published one (:func:`autograder.judge.effect.beyond`), all three of one
-remainder modulo 24 (a scan partly unrolled by a factor dividing 24 is one size there), where its values are
-judged too: the loop is inside, not unrolled over batches padded to a fixed length. Kernel
+remainder modulo 120 (a scan partly unrolled by a factor dividing 120, 2 to 6 and 8 among them, is
+one size there), where its values are judged too (each program's size judged before it runs): the loop is inside, not unrolled over batches padded to a fixed length. Kernel
 claims, which can only fail the test: one trace of ``jax.jit(train_losses)`` for new values of one
 shape (its outputs checked here), and no host transfer (the guard fires on GPU and TPU only).
 The direct call must return a ``jax.Array`` of the right values.
@@ -21,7 +21,12 @@ from autograder.judge import effect, mlir
 from autograder.judge import Fixture, Ref, Spec, as_jax
 
 LR = 0.1  # the notebook's sgd_step
-PUBLISHED = 48  # the most steps a published test (the visible one's 20, this judge's 17 to 48) tries
+# Step counts that differ by multiples of 120: a scan unrolled by a factor that divides 120 (unroll=2
+# to 6, 8, 10, 12...) runs its remainder steps (steps % factor) unrolled, a size that depends on the
+# count's remainder and is bounded, not growing; at one remainder it is one size. (840 would admit 7
+# too, but a loop unrolled in Python would then be exported at over 850 steps: minutes.)
+PERIOD = 120
+PUBLISHED = 24 + PERIOD  # the most steps a published test (the visible one's 20, this judge's 17 to 144) tries
 
 
 def _reference_losses(params, batches):
@@ -69,17 +74,24 @@ def _check_values(got, params, batches, what):
                                                                   "step)", rtol=rtol, atol=atol)
 
 
-def _program(k, steps):
-    """The exported jax.jit(train_losses) for ``steps`` steps and its facts, its values run here."""
+def _program(k, steps, run=True):
+    """The exported jax.jit(train_losses) for ``steps`` steps and its facts, its values run here
+    (with ``run``; else :func:`_run` them once its size is judged: an unrolled program of hundreds
+    of steps would take long to compile)."""
     p, b = _data(k.rng, steps)
     label = "tracing train_losses under jax.jit"
     exported = call(k.export, "train_losses", _specs(p), _specs(b), what=label, translate=_as_async)
     facts = mlir.read(exported)
+    if run:
+        _run(k, exported, steps)
+    return exported, facts
+
+
+def _run(k, exported, steps):
     p, b = _data(k.rng, steps)  # new values for the same program
     got = exported.call(p, b, loops=True)
     _check_values(np.asarray(got) if got is not None else None, p, b,
                   f"the exported jax.jit(train_losses), run by the grader over {steps} steps,")
-    return exported, facts
 
 
 def test_train_losses(k):
@@ -90,15 +102,14 @@ def test_train_losses(k):
                   translate=_as_async)
     _check_values(got, p, b, "train_losses(params, batches) over 6 steps")
     # One program per number of steps, of one size: the loop is inside the program.
-    # Step counts that differ by multiples of 24: a scan unrolled by a factor that divides 24
-    # (unroll=2, 3, 4, 6, 8...) runs its remainder steps (steps % factor) unrolled, a size that
-    # depends on the count's remainder and is bounded, not growing; at one remainder it is one size.
-    # At least 17 steps: a loop of a single unrolled trip (steps <= 2 x factor) is folded away.
+    # Step counts of one remainder modulo PERIOD (see above), at least 17: a loop of a single
+    # unrolled trip (steps <= 2 x factor) is folded away. The larger program's size is judged before
+    # it runs: unrolled, it would take long to compile.
     few = int(k.rng.integers(17, 25))
-    many = few + 24
+    many = few + PERIOD
     small_program, small = _program(k, few)
     try:
-        large_program, large = _program(k, many)
+        large_program, large = _program(k, many, run=False)
     except ExerciseFailure as exc:
         fail("dispatch", f"jax.jit(train_losses) fails over {many} steps, though it runs over {few}: it is written "
                             f"for some numbers of steps only (a loop unrolled over batches padded to a fixed "
@@ -107,15 +118,16 @@ def test_train_losses(k):
         fail("dispatch", f"the program of jax.jit(train_losses) has {small.total} operations over {few} steps "
                             f"and {large.total} over {many}: it grows with the number of steps, so the loop was "
                             "unrolled into the program while tracing instead of running inside it as one loop.")
+    _run(k, large_program, many)
     # ... and over a number of steps beyond every size written in those programs (a length the
     # batches are padded to, a bound) and every published one: an unrolled loop over batches
     # padded to a fixed length has one size at every count below it, and fails or grows beyond.
     far, written = effect.beyond((small_program, large_program), (few, many, PUBLISHED), k.rng)
-    far += (few - far) % 24  # the same remainder as the others (see above), still beyond them all
+    far += (few - far) % PERIOD  # the same remainder as the others (see above), still beyond them all
     beyond = (f"over {far} steps, beyond every size written in its programs over {few} and {many} steps "
               f"(up to {written})")
     try:
-        _, grown = _program(k, far)
+        far_program, grown = _program(k, far, run=False)
     except ExerciseFailure as exc:
         fail("dispatch", f"jax.jit(train_losses) fails {beyond}: it is written for the numbers of steps it was "
                             f"tried at (a loop unrolled over batches padded to a fixed length?): {exc.detail}")
@@ -123,6 +135,7 @@ def test_train_losses(k):
         fail("dispatch", f"the program of jax.jit(train_losses) has {small.total} operations over {few} steps and "
                             f"{grown.total} {beyond}: it grows with the number of steps, so the loop was unrolled "
                             "into the program while tracing instead of running inside it as one loop.")
+    _run(k, far_program, far)
     if not small.has_loops:
         fail("dispatch", f"the program of jax.jit(train_losses) over {few} steps has no loop, yet it does "
                             f"{few} training steps: the steps must run as one loop inside the compiled program.")
@@ -226,7 +239,7 @@ def train_losses(params, batches):
         losses.append(loss)
     losses = jax.lax.fori_loop(0, 2, lambda i, l: jnp.maximum(l, 0.0), jnp.stack(losses))
     return losses[:steps]
-''', "beyond every size written in its programs", "dispatch"),
+''', "it is written for some numbers of steps only", "dispatch"),
     ],
 }
 
@@ -247,6 +260,12 @@ def train_losses(params, batches):
 def train_losses(params, batches):
     # a scan partly unrolled for speed: 4 steps per trip, a bounded program at any number of steps
     _, losses = jax.lax.scan(sgd_step, params, batches, unroll=4)
+    return losses
+''',
+        '''
+def train_losses(params, batches):
+    # unrolled by 5: a bounded program too (a remainder of up to 4 steps unrolled)
+    _, losses = jax.lax.scan(sgd_step, params, batches, unroll=5)
     return losses
 ''',
     ],
