@@ -285,13 +285,24 @@ def _exported(data, what, idea="explicit_sharding"):
     return program
 
 
-def _check_mean(k, rows_per_device, cols, jit=False, exported=False):
+def _check_mean(k, rows_per_device, cols, jit=False, exported=False, order=None):
     shape = (rows_per_device * DEVICES, cols)
     # every row has its own offset, so the shards have different means
     xh = (k.rng.normal(size=shape) + np.arange(shape[0])[:, None]).astype(np.float32)
     what = (f"jax.jit of global_mean(x, mesh) for x of shape {shape}" if jit
             else f"global_mean(x, mesh) for x of shape {shape}")
-    res = _fixture(k, "global_mean_on", Ref("global_mean"), xh, jit, exported, what=what)
+    if order is None:
+        res = _fixture(k, "global_mean_on", Ref("global_mean"), xh, jit, exported, what=what)
+    else:  # a mesh of the same devices in another order, x placed on it
+        what += " on a mesh whose devices come in another order"
+        try:
+            res = _fixture(k, "global_mean_on", Ref("global_mean"), xh, jit, exported, list(order), what=what)
+        except ExerciseFailure as exc:
+            if exc.idea == "purity":
+                raise
+            fail("shard_map", f"{exc.detail} The mesh passed in is where the shards of x are: the per-device code "
+                                 "runs on that mesh, whatever order its devices come in (a mesh the function "
+                                 "builds for itself, of the devices in their usual order, is another mesh).")
     mean = xh.astype(np.float64).mean()
     _check_mean_value(res["out"], mean, what)
     if exported:  # the traced program, read and run here
@@ -349,6 +360,12 @@ def test_global_mean(k):
     _check_mean(k, int(r.integers(4, 9)), int(r.integers(3, 7)), exported=True)
     _check_mean(k, 1, int(r.integers(2, 5)), exported=True)
     _check_mean(k, int(r.integers(2, 5)), int(r.integers(4, 8)), jit=True, exported=True)
+    # ... on the mesh it is given, whatever its devices' order (a mesh the answer builds itself
+    # from the devices in their usual order puts the shards elsewhere: JAX refuses it)
+    natural = list(range(DEVICES))
+    order = [int(i) for i in r.permutation(DEVICES)]
+    _check_mean(k, int(r.integers(2, 5)), int(r.integers(2, 6)), jit=True,
+                order=order if order != natural else natural[::-1])
 
 
 # --------------------------------------------------------------------------- signature_key
@@ -613,6 +630,14 @@ def global_mean(x, mesh):
                              in_specs=P("data"), out_specs=P())
     return jax.lax.platform_dependent(x, cpu=jnp.mean, default=sharded)
 ''', "not for the grader's platform alone (cpu)", "shard_map"),
+        ('''
+def global_mean(x, mesh):
+    # its own mesh of every device, in their usual order: not the mesh x is placed on
+    from jax.sharding import Mesh
+    own = Mesh(np.array(jax.devices()), ("data",), axis_types=(AxisType.Auto,))
+    mean = lambda block: jax.lax.pmean(jnp.mean(block), "data")
+    return shard_map_fn()(mean, mesh=own, in_specs=P("data"), out_specs=P())(x)
+''', "the per-device code runs on that mesh", "shard_map"),
     ],
     "signature_key": [
         ('''
