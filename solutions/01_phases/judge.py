@@ -344,6 +344,27 @@ def scaled(x, scale):
     _scale_kernel.clear_cache()
     return _scale_kernel(x)
 ''', "a new `scale` must reuse the compiled program", "constants"),
+        ('''
+class Log:
+    seen = []  # state kept in a class: the class is a global, and its attribute changes
+
+
+def scaled(x, scale):
+    Log.seen.append(scale)
+    return x * scale
+''', "changed the global(s) ['Log']", "purity"),
+        ('''
+def _make_scaled():
+    seen = []  # state kept in a closure: the function is a global, and what it holds changes
+
+    def scaled(x, scale):
+        seen.append(scale)
+        return x * scale
+    return scaled
+
+
+scaled = _make_scaled()
+''', "changed the global(s) ['scaled']", "purity"),
     ],
     "matmul_flops": [
         ('''

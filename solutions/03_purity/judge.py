@@ -356,6 +356,13 @@ def step(state, x):
     # the mean uses the old count: off by one
     return {"count": state["count"] + 1, "total": total}, total / jnp.maximum(state["count"], 1)
 ''', "`step`'s result on random input #1[1] is wrong", "state"),
+        ('''
+def step(state, x):
+    step.calls = getattr(step, "calls", 0) + 1  # a call count kept as the function's attribute
+    total = state["total"] + x
+    count = state["count"] + 1
+    return {"count": count, "total": total}, total / count
+''', "changed the global(s) ['step']", "purity"),
     ],
     "set_diagonal": [
         ('''
@@ -454,6 +461,15 @@ def normalize_batch(x):
     var = jnp.mean(x * x, axis=0) - mean ** 2
     return (x - mean) / jnp.sqrt(var + 1e-5)
 ''', "loses them all", "numerics"),
+        ('''
+class Stats:
+    last = None  # the last batch, kept in a class attribute
+
+
+def normalize_batch(x):
+    Stats.last = x
+    return (x - jnp.mean(x, axis=0)) / jnp.sqrt(jnp.var(x, axis=0) + 1e-5)
+''', "changed the global(s) ['Stats']", "purity"),
     ],
 }
 
