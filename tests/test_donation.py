@@ -196,6 +196,13 @@ def test_a_deletion_comes_before_the_error_the_function_raised(k):
         k.call("raising_after", 1.0, 2.0)
 
 
+def test_arguments_that_cannot_be_built_are_the_learners_error_not_the_machinerys(k):
+    with pytest.raises(NameError, match="not defined"):  # no call was made: nothing to say of the arrays
+        k.call("pure", _x(), wire.Ref("a_name_no_cell_defines"))
+    with pytest.raises(NameError, match="not defined"):
+        k.call("a_function_no_cell_defines", _x(), 2.0)
+
+
 def test_a_claim_that_deletes_fails_as_a_claim(k):
     k.claim("check_globals_unchanged", "donating", wire.AsJax(_x()), 2.0, what="`donating`")
     assert len(k.failed_claims) == 1 and "the caller's `x` was deleted" in k.failed_claims[0].feedback

@@ -90,7 +90,8 @@ def deleted_arrays(reply, sites, payload, label) -> str:
     the kernel after the call (the agent's ``kept``, one flag per array, read by reading it,
     not by asking it), else the learner-facing message naming the first one the call deleted.
     A reply that does not say, where the judge passed arrays, is the kernel's machinery changed
-    (:class:`ChannelError`)."""
+    (:class:`ChannelError`), unless it is an error that came before any call (building the
+    arguments failed: a ``Ref`` to a name the notebook does not define), raised as such next."""
     kept = reply.get("kept")
     watched = reply.get("watched") if isinstance(reply.get("watched"), list) else []
     placed = [str(p[0])[:40] for p in watched if isinstance(p, list) and len(p) == 2 and p[1] is False]
@@ -101,6 +102,8 @@ def deleted_arrays(reply, sites, payload, label) -> str:
                 "it, a side effect on the caller, which still holds the array and whose next use of it "
                 "raises 'Array has been deleted'.")
     if not sites:
+        return ""
+    if kept is None and "error" in reply:  # the request failed before the call (a Ref not defined...)
         return ""
     if not isinstance(kept, list) or len(kept) != len(sites) or not all(type(k) is bool for k in kept):
         raise ChannelError("The kernel's reply does not say what became of the arrays the grader passed; "
