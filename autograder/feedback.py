@@ -241,6 +241,8 @@ def call(f, *args, what: str | None = None, translate=None, **kwargs):
     except ExerciseFailure:
         raise
     except Exception as exc:  # every learner error becomes feedback
+        if _machine_starved(exc):  # the grading machine's fault: not graded, never a zero (judge.step)
+            raise
         gone = _deleted(f, held)
         if gone:
             raise ExerciseFailure("purity", _deleted_message(label, gone)) from exc
@@ -250,6 +252,12 @@ def call(f, *args, what: str | None = None, translate=None, **kwargs):
     if gone:
         raise ExerciseFailure("purity", _deleted_message(label, gone))
     return out
+
+
+def _machine_starved(exc: BaseException) -> bool:
+    """Whether ``exc`` is the judge's :class:`autograder.judge.starvation.Starved` (a time limit
+    that ran out while the machine was starved), known by its class, never by its text."""
+    return any(c.__name__ == "Starved" and c.__module__ == "autograder.judge.starvation" for c in type(exc).__mro__)
 
 
 def _live_arrays(args, kwargs) -> list:

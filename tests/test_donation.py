@@ -324,3 +324,19 @@ def test_a_donating_inner_jit_fails_where_the_judge_has_no_donation_check(assign
     finally:
         shell.reset(new_session=False)
         assert shell.run_cell(CELLS, silent=True).success  # the module's shell as the other tests left it
+
+
+def test_a_starved_kernel_call_through_ag_call_is_not_graded_not_a_zero():
+    """The issue-42 audit's case: a judge calling the learner's function through ``call`` (01's
+    count_primitives) turned a starved request into an ExerciseFailure (a zero)."""
+    from autograder.feedback import call
+    from autograder.judge import starvation
+
+    class Starving:
+        def request(self, payload, **_):
+            raise judge.channel.KernelStarved(starvation.Watch(None).message("the code under test"))
+
+    v = judge.verdict(lambda k: call(k.fn("f"), 1, what="f(1)"), judge.Kernel(channel=Starving()), "test_f")
+    assert not v.passed and not v.graded and v.feedback.startswith("Not graded: the code under test ran out")
+    with pytest.raises(ExerciseFailure, match=r"f\(1\) raised KeyError"):  # a learner's error: feedback
+        call(lambda x: {}[x], 1, what="f(1)")
