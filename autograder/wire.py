@@ -246,7 +246,10 @@ class _Encoder(_Budget):
         if x is None or isinstance(x, bool):
             return x
         if isinstance(x, int):
-            return int.__index__(x)
+            x = int.__index__(x)
+            if x.bit_length() > 13_000:  # about 3,900 digits: JSON (Python's int-to-text limit) carries no more
+                return {"$": "opaque", "type": f"int of about {int(x.bit_length() * 0.30103)} digits"}
+            return x
         if isinstance(x, float):
             x = float.__float__(x)
             return x if math.isfinite(x) else {"$": "float", "v": repr(x)}

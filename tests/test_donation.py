@@ -63,6 +63,12 @@ def mean_then_delete(x, mesh):
         x.delete()  # what an inner jit's donation does to a direct caller's array
     return m
 
+def exits(x):
+    raise SystemExit(0)
+
+def huge(x):
+    return 10 ** 100_000
+
 def kind(x):
     return type(x).__module__.split(".")[0]
 
@@ -201,6 +207,15 @@ def test_arguments_that_cannot_be_built_are_the_learners_error_not_the_machinery
         k.call("pure", _x(), wire.Ref("a_name_no_cell_defines"))
     with pytest.raises(NameError, match="not defined"):
         k.call("a_function_no_cell_defines", _x(), 2.0)
+
+
+def test_an_exit_or_an_unsendable_int_is_named_not_a_reply_that_does_not_answer(k):
+    """The issue-42 audit's cases: both came back as 'the kernel's reply does not answer the grader's
+    request', naming neither."""
+    v = judge.verdict(lambda k: k.call("exits", 1.0), k, "test_exits")
+    assert not v.passed and v.graded and "raised SystemExit" in v.feedback, v.feedback
+    got = k.call("huge", 1.0)
+    assert isinstance(got, wire.Opaque) and got.type == "int of about 100000 digits"
 
 
 def test_a_claim_that_deletes_fails_as_a_claim(k):

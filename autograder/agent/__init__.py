@@ -312,7 +312,7 @@ def _run(req) -> dict:
         return {"refused": f"unknown operation {str(op)[:40]!r}"}
     except wire.WireError as exc:
         return {"refused": str(exc)[:MESSAGE_LIMIT]}
-    except Exception as exc:  # noqa: BLE001 - learner code raised: data for the judge
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - learner code raised (exit() too): data for the judge
         return {"error": wire.error_data(exc)}
 
 
