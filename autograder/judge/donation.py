@@ -74,7 +74,8 @@ def judge_arrays(args, kwargs) -> list:
         elif depth < wire.DEFAULT_LIMITS.max_depth and isinstance(value, (tuple, list)):
             for i, v in enumerate(value):
                 walk(v, top, (*path, f"[{i}]"), depth + 1)
-        elif depth < wire.DEFAULT_LIMITS.max_depth and isinstance(value, dict):
+        elif (depth < wire.DEFAULT_LIMITS.max_depth and isinstance(value, dict)
+              and all(type(key) is str for key in value)):  # as the codec sends it (else opaque)
             for key, v in value.items():
                 walk(v, top, (*path, f"[{key!r}]"), depth + 1)
 
@@ -162,6 +163,8 @@ class DirectCall:
         try:
             self.kernel.call(self.name, *full, **named)
         except LearnerError:  # judged from its program; what matters here is the arguments
+            pass
+        except wire.WireError:  # inputs the channel does not carry (over its limits): no call
             pass
 
 
