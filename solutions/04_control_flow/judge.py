@@ -214,6 +214,10 @@ def test_collatz_steps(k):
         try:
             check_close(got, want, what=f"{what} (steps to reach 1)", idea="loops", dtype=np.int32)
         except ExerciseFailure as exc:
+            if np.shape(got) == () and 0 <= int(got) < int(want) and not program.fixed_loops:
+                fail("loops", f"{exc.detail} It counts fewer steps than n's sequence takes to reach 1: each "
+                                 "application of the map, n // 2 for an even n or 3 * n + 1 for an odd one, is "
+                                 "one step.")
             if np.shape(got) == () and 0 <= int(got) < int(want):
                 fail("loops", f"{exc.detail} It stopped short of the {int(want)} steps this n needs: a "
                                  "loop with a fixed trip count falls short whenever the sequence is longer. The "
@@ -507,6 +511,14 @@ def collatz_steps(n):
         return lax.while_loop(lambda s: s[2] < 1000 + n, body, (n, jnp.int32(0), jnp.int32(0)))[1]
     return lax.cond(n == 1, lambda n: jnp.int32(0), bounded, n)
 ''', "the grader counted its trips", "loops"),
+        ('''
+def collatz_steps(n):
+    def body(state):
+        value, steps = state
+        # an odd value's 3n + 1 (always even) and the halving after it, taken as one step
+        return jnp.where(value % 2 == 0, value // 2, (3 * value + 1) // 2), steps + 1
+    return lax.while_loop(lambda s: s[0] != 1, body, (n, jnp.zeros_like(n)))[1]
+''', "It counts fewer steps than n's sequence takes", "loops"),
     ],
     "ema": [
         ('''
