@@ -169,3 +169,35 @@ def test_a_root_without_solutions_is_named_and_nothing_is_run(tmp_path):
     assert result["error"] == f"--root {tmp_path} is not a course's root: it has no solutions/ folder", result
     assert result["score"] == 0.0 and not result.get("containment"), result
     assert "internal grading error" not in proc.stderr
+
+
+def test_a_cell_that_prints_without_end_is_kept_to_the_output_limit_while_it_runs():
+    """The grading process keeps at most the output limit of a cell's output while the cell runs,
+    and the graded copy says how much was cut. Before: every message was kept until the cell
+    ended and only then cut, so a cell writing 1 MB at a time until its time limit grew the
+    grading process by about 40 MB a second (1.2 GB at a 30 s limit, measured on the command
+    line). Here: 200 stream messages of 100,000 characters given to the notebook client as
+    nbclient gives them while a cell runs (no kernel)."""
+    import time
+
+    from nbclient import NotebookClient
+
+    from autograder.grader.execution import DEFAULT_OUTPUT_LIMIT, make_client
+
+    client = make_client(60, time.monotonic() + 60)
+    NotebookClient.__init__(client, nbformat.v4.new_notebook())
+    client.reset_execution_trackers()
+    client.clear_before_next_output = False  # as nbclient sets it when a cell starts
+    outs = []
+    msg = {"msg_type": "stream", "parent_header": {"msg_id": "m"}, "header": {"msg_type": "stream"},
+           "content": {"name": "stdout", "text": "x" * 100_000}}
+    for _ in range(200):
+        client.output(outs, msg, None, 3)
+    kept = sum(len(o.get("text", "")) for o in outs)
+    assert kept <= DEFAULT_OUTPUT_LIMIT, f"{kept} characters of output kept while the cell ran"
+    cell = nbformat.v4.new_code_cell("print('x' * 100_000) forever")
+    cell.outputs = outs
+    client.on_cell_executed(cell=cell, cell_index=3, execute_reply={"content": {"status": "ok"}})
+    [note] = cell.outputs
+    removed = int(note["text"].split()[0].strip("["))
+    assert removed >= 200 * 100_000 and "removed by the grader" in note["text"], note

@@ -128,6 +128,7 @@ def make_client(cell_timeout: int, deadline: float, home=None, box=None, box_dir
             self.finished = False   # every cell ran, before the deadline
             self.current = -1
             self.sandbox_ended = False  # every process of the sandbox killed once the replies were in
+            self.output_seen: dict = {}  # characters of output each cell sent (its index -> count)
 
         # -- nbclient hooks
         def _cell_start(self, cell, cell_index):
@@ -138,10 +139,20 @@ def make_client(cell_timeout: int, deadline: float, home=None, box=None, box_dir
         def _cell_timeout(self, cell):
             return int(max(1, min(cell_timeout, deadline - time.monotonic())))
 
+        def output(self, outs, msg, display_id, cell_index):
+            # Kept while the cell runs up to the limit, then dropped: a cell that prints without
+            # end grew this process's memory (1.2 GB in 30 s) until its cap or the time limit.
+            seen = self.output_seen.get(cell_index, 0) + len(str(msg.get("content", "")))
+            self.output_seen[cell_index] = seen
+            if seen > DEFAULT_OUTPUT_LIMIT:
+                return None
+            return super().output(outs, msg, display_id, cell_index)
+
         def on_cell_executed(self, **kwargs):
             super().on_cell_executed(**kwargs)
             cell = kwargs["cell"]
-            size = sum(len(str(o)) for o in cell.get("outputs", []))
+            size = max(self.output_seen.get(kwargs.get("cell_index"), 0),
+                       sum(len(str(o)) for o in cell.get("outputs", [])))
             if size > DEFAULT_OUTPUT_LIMIT:  # keep the graded notebook small
                 cell.outputs = [new_output(
                     "stream", name="stdout", text=f"[{size} characters of output removed by the grader]")]
