@@ -211,6 +211,9 @@ def test_collatz_steps(k):
         if n == ns[0]:
             _check_trips(program, k.rng)
         got, want = program(_i32(n)), _collatz_reference(n)
+        if np.shape(got) == () and not np.issubdtype(np.asarray(got).dtype, np.integer):
+            fail("loops", f"{what} is {got!r}, of dtype {np.asarray(got).dtype}: the number of steps is a count, "
+                             "an integer array scalar like `n`.")
         try:
             check_close(got, want, what=f"{what} (steps to reach 1)", idea="loops", dtype=np.int32)
         except ExerciseFailure as exc:
@@ -519,6 +522,13 @@ def collatz_steps(n):
         return jnp.where(value % 2 == 0, value // 2, (3 * value + 1) // 2), steps + 1
     return lax.while_loop(lambda s: s[0] != 1, body, (n, jnp.zeros_like(n)))[1]
 ''', "It counts fewer steps than n's sequence takes", "loops"),
+        ('''
+def collatz_steps(n):
+    def body(state):
+        value, steps = state
+        return jnp.where(value % 2 == 0, value // 2, 3 * value + 1), steps + 1.0
+    return lax.while_loop(lambda s: s[0] != 1, body, (n, jnp.float32(0)))[1]  # the count kept as a float
+''', "the number of steps is a count, an integer array scalar", "loops"),
     ],
     "ema": [
         ('''
