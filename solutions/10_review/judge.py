@@ -152,6 +152,71 @@ def _check_far(k, small, published, inputs, seed):
                          "loop unrolled over, or bounded by, a fixed number of steps?")
 
 
+def _np_step(p, x, y, lr):
+    """One plain SGD step on (x, y) in NumPy (float64): (the loss before it, the new parameters)."""
+    h = np.tanh(x @ p["w1"] + p["b1"])
+    r = 2 * (h @ p["w2"] + p["b2"] - y) / len(y)
+    dh = (r @ p["w2"].T) * (1 - h ** 2)
+    g = {"w1": x.T @ dh, "b1": dh.sum(0), "w2": h.T @ r, "b2": r.sum(0)}
+    loss = float(np.mean((h @ p["w2"] + p["b2"] - y) ** 2))
+    return loss, {name: p[name] - lr * g[name] for name in p}
+
+
+def _np_run(p, x, y):
+    """Plain SGD on the one example (x, y) for _STEPS steps at _LR: (each step's loss, the last params)."""
+    losses = []
+    for _ in range(_STEPS):
+        loss, p = _np_step(p, x, y, _LR)
+        losses.append(loss)
+    return np.asarray(losses), p
+
+
+def _steady_examples(params, xs, ys):
+    """The examples on which plain SGD at _LR is steady (its loss only goes down, at least halves,
+    and a float32 run of it stays within 1e-5 of the float64 one, relative): there a right answer
+    in float32 matches the float64 reference well within the check's tolerance. A step too long
+    for an example's curvature oscillates, and float32 and float64 runs drift apart there."""
+    steady = []
+    for i in range(len(xs)):
+        x, y = xs[i:i + 1], ys[i:i + 1]
+        l64, p64 = _np_run(_np_params(params), x.astype(np.float64), y.astype(np.float64))
+        with np.errstate(all="ignore"):
+            l32, _ = _np_run({n: np.asarray(v, np.float32) for n, v in params.items()}, x, y)
+        if (np.all(np.diff(l64) <= 0) and l64[-1] <= l64[0] / 2 and np.all(np.isfinite(l32))
+                and np.allclose(l32, l64, rtol=1e-5, atol=1e-8)):
+            steady.append(i)
+    return steady
+
+
+def _check_plain_sgd(k, program, params, xs, ys, seed):
+    """On data whose examples are all one example, every minibatch is that example whatever the
+    key draws, so plain SGD's run is known exactly: each step's loss (before its update) and the
+    parameters after every step, computed here in float64. Momentum, another optimizer or step
+    size, or a loss taken after the update, leave it."""
+    i = int(k.rng.choice(_steady_examples(params, xs, ys)))
+    same_x, same_y = np.repeat(xs[i:i + 1], len(xs), axis=0), np.repeat(ys[i:i + 1], len(ys), axis=0)
+    got, losses = program(programs.raw_key(seed), params, same_x, same_y, lr=np.float32(_LR))
+    want, p = _np_run(_np_params(params), xs[i:i + 1].astype(np.float64), ys[i:i + 1].astype(np.float64))
+    losses = np.asarray(losses, np.float64)
+    what = (f"on data whose {len(xs)} examples are all example {i} (every minibatch is then that example, "
+            "whatever the key draws)")
+    close = np.isclose(losses, want, rtol=2e-3, atol=1e-6)
+    if losses.shape == want.shape and not close.all():
+        t = int(np.flatnonzero(~close)[0])
+        after = np.allclose(losses[:-1], want[1:], rtol=2e-3, atol=1e-6)
+        fail("capstone", f"{what}, the loss train reports for step {t} is {losses[t]:.6g}, where plain minibatch SGD's "
+                            f"is {want[t]:.6g}" + (": it reports each step's loss after that step's update, not the "
+                                                   "loss at the parameters the step starts from."
+                                                   if after else
+                                                   ": its steps are not plain SGD's, each parameter p set to p - lr * g "
+                                                   "(g its gradient on the minibatch), and nothing else."))
+    for name in sorted(params):
+        if not np.allclose(np.asarray(got[name], np.float64), p[name], rtol=2e-3, atol=1e-5):
+            fail("capstone", f"{what}, after {_STEPS} steps params['{name}'] is not where plain minibatch SGD "
+                                "takes it: its steps are not plain SGD's, each parameter p set to p - lr * g (g its "
+                                "gradient on the minibatch), and nothing else.")
+
+
 def test_train(k):
     # The program: traced (and exported) at two values of `steps`, it must not grow.
     small = [_program(k, steps) for steps in (3, 7)]
@@ -268,6 +333,7 @@ def test_train(k):
     if np.allclose(np.asarray(outs[3][0]["w1"]), np.asarray(outs[4][0]["w1"])):
         fail("capstone", "train gave the same parameters for the learning rates 0.05 and 0.2: `lr` does not "
                             "reach the update `p - lr * g`.")
+    _check_plain_sgd(k, program, params, xs, ys, s3)
     # ... and at a number of steps beyond anything its programs were written for.
     _check_far(k, small, (3, 7, _STEPS), inputs, s1)
     # Jits once: new keys and learning rates are runtime data (the kernel's trace count, a claim).
@@ -427,6 +493,31 @@ def train(key, params, xs, ys, steps, lr):
 
     return jax.lax.scan(step, params, jax.random.split(key, steps))
 ''', "the minibatches do not draw every example alike", "capstone"),
+        ('''
+def train(key, params, xs, ys, steps, lr):
+    # heavy-ball momentum: trains at least as well, but it is not the plain SGD step asked for
+    def step(carry, k):
+        params, velocity = carry
+        idx = jax.random.randint(k, (BATCH,), 0, xs.shape[0])
+        loss, grads = jax.value_and_grad(loss_fn)(params, xs[idx], ys[idx])
+        velocity = jax.tree_util.tree_map(lambda v, g: 0.9 * v + g, velocity, grads)
+        params = jax.tree_util.tree_map(lambda p, v: p - lr * v, params, velocity)
+        return (params, velocity), loss
+
+    zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
+    (params, _), losses = jax.lax.scan(step, (params, zeros), jax.random.split(key, steps))
+    return params, losses
+''', "its steps are not plain SGD's", "capstone"),
+        ('''
+def train(key, params, xs, ys, steps, lr):
+    def step(params, k):
+        idx = jax.random.randint(k, (BATCH,), 0, xs.shape[0])
+        grads = jax.grad(loss_fn)(params, xs[idx], ys[idx])
+        params = jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads)
+        return params, loss_fn(params, xs[idx], ys[idx])  # the loss after the step's update
+
+    return jax.lax.scan(step, params, jax.random.split(key, steps))
+''', "it reports each step's loss after that step's update", "capstone"),
     ],
 }
 
