@@ -142,6 +142,8 @@ def find_notebook(given) -> Path:
     found when one place holds several."""
     path = Path(given).expanduser()
     if path.exists():
+        if not path.is_file():  # a folder, a pipe, a device: reading one could block for ever
+            raise ValueError(f"{given} is not a notebook file")
         return path
     name = path.name if path.suffix == ".ipynb" else f"{path.name}.ipynb"
     stem = name.removesuffix(".ipynb")

@@ -230,7 +230,8 @@ def check_equal(actual, expected, *, what="the result", idea="numerics"):
     try:
         got = _plain(actual)
     except _NotPlain as kind:
-        fail(idea, f"{what} is a {kind}, not a plain value (a number, string, list, tuple or dict "
+        article = "an" if str(kind)[:1].lower() in "aeiou" else "a"
+        fail(idea, f"{what} is {article} {kind}, not a plain value (a number, string, list, tuple or dict "
                    f"of them); expected {expected!r}.")
     want = _plain(expected)
     if got != want:

@@ -201,3 +201,30 @@ def test_a_cell_that_prints_without_end_is_kept_to_the_output_limit_while_it_run
     [note] = cell.outputs
     removed = int(note["text"].split()[0].strip("["))
     assert removed >= 200 * 100_000 and "removed by the grader" in note["text"], note
+
+
+def test_the_hint_command_refuses_a_path_that_is_not_a_notebook_file(tmp_path):
+    """`python -m autograder hint` given a FIFO (or a folder) names it, instead of blocking for
+    ever on the read (found by the audit)."""
+    from autograder.hints import find_notebook
+
+    fifo = tmp_path / f"{A}.ipynb"
+    os.mkfifo(fifo)
+    for given in (fifo, tmp_path):
+        with pytest.raises(ValueError, match="is not a notebook file"):
+            find_notebook(str(given))
+
+
+def test_a_value_that_is_not_plain_is_named_with_its_article():
+    from autograder.feedback import ExerciseFailure
+    from autograder.numerics import check_equal
+
+    class Opaque:
+        pass
+
+    class Box:
+        pass
+
+    for value, phrase in ((Opaque(), "is an Opaque,"), (Box(), "is a Box,")):
+        with pytest.raises(ExerciseFailure, match=phrase):
+            check_equal(value, [1])
