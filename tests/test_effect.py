@@ -273,3 +273,30 @@ def test_trips_that_do_no_work_keep_the_nudges_they_carry(runner):
     unrolled = judge.Exported(export.export(jax.jit(lambda x: x * 2), platforms=("cpu",))(
         jax.ShapeDtypeStruct((8,), jnp.float32)), runner=runner)
     assert effect.nudges_kept(unrolled, (x,), epsilon=2.0 ** -17) is None  # no loop
+
+
+def test_what_a_program_promises_about_its_indices_is_observed_with_the_indices(runner):
+    """effect.index_promises: a scatter that promises sorted or unique indices is returned with the
+    indices it got at run time (a CPU ignores the promise, so only those indices tell a broken
+    promise from a kept one: 05's segment_mean judges with it); a program that promises nothing
+    gives nothing."""
+    def export_(f):
+        return judge.Exported(export.export(jax.jit(f), platforms=("cpu",))(
+            jax.ShapeDtypeStruct((6,), jnp.float32), jax.ShapeDtypeStruct((6,), jnp.int32)), runner=runner)
+
+    def promised(values, ids):
+        return jax.ops.segment_sum(values, ids, 4, indices_are_sorted=True)
+
+    def unique(values, ids):
+        return jnp.zeros(4).at[ids].add(values, unique_indices=True)
+
+    def plain(values, ids):
+        return jax.ops.segment_sum(values, ids, 4)
+
+    values, ids = np.arange(6, dtype=np.float32), np.array([3, 0, 2, 0, 1, 3], np.int32)
+    [(op, is_sorted, is_unique, rows)] = effect.index_promises(export_(promised), (values, ids))
+    assert (op, is_sorted, is_unique) == ("scatter", True, False)
+    assert [r[0] for r in rows] == ids.tolist() and rows != sorted(rows)  # the promise is broken
+    [(op, is_sorted, is_unique, rows)] = effect.index_promises(export_(unique), (values, ids))
+    assert (is_sorted, is_unique) == (False, True) and len(set(rows)) < len(rows)
+    assert effect.index_promises(export_(plain), (values, ids)) == []

@@ -384,6 +384,38 @@ def _count_branches(old, ir, constant, scalar) -> list:
     return _replaced(old, new, len(old.results))
 
 
+def _extended(exported, module, func, ir, values):
+    """``exported`` whose entry function ``func`` (in ``module``, rewritten in place) also returns
+    ``values`` (integer values of its own block) after its outputs: the variant's outputs are
+    ``(outputs, [value, ...])``; None where the rewritten module does not verify. The caller holds
+    ``mlir._context()``."""
+    import numpy as np
+    import jax
+    from jax._src import core
+    from jax._src.interpreters import mlir as jax_mlir
+
+    types = [ir.RankedTensorType(v.type) for v in values]
+    _returned(func.regions[0].blocks[0], ir, lambda ret: values)
+    kind = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
+    func.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(list(kind.inputs), [*kind.results, *types]))
+    if "res_attrs" in func.attributes:
+        attrs = list(ir.ArrayAttr(func.attributes["res_attrs"]))
+        func.attributes["res_attrs"] = ir.ArrayAttr.get([*attrs, *[ir.DictAttr.get({})] * len(values)])
+    if not module.operation.verify():
+        return None
+    blob = jax_mlir.module_to_bytecode(module)
+    avals = [core.ShapedArray(tuple(t.shape), np.dtype(f"int{ir.IntegerType(t.element_type).width}")) for t in types]
+    n = len(values)
+    shaped = jax.tree_util.tree_unflatten(exported.out_tree, [0] * len(exported.out_avals))
+    fields = {f.name for f in dataclasses.fields(exported)}
+    extra = ({"_out_named_shardings": (*exported._out_named_shardings, *[None] * n)}
+             if "_out_named_shardings" in fields else {})
+    return dataclasses.replace(
+        exported, mlir_module_serialized=blob, out_tree=jax.tree_util.tree_structure((shaped, [0] * n)),
+        out_avals=(*exported.out_avals, *avals), out_shardings_hlo=(*exported.out_shardings_hlo, *[None] * n),
+        **extra)
+
+
 def counted(exported):
     """``(variant, n)``: ``exported`` with a trip counter (``int32``, 0 before the loop, one more
     at the end of each trip) on each of its loops, wherever they sit: the ``n`` counters of the
@@ -395,16 +427,11 @@ def counted(exported):
     loop's condition. The module is rewritten with JAX's MLIR bindings: a new
     ``stablehlo.while`` per loop carrying the counters, a new conditional returning them, the
     old regions' operations moved into them."""
-    import numpy as np
-    import jax
-    from jax._src import core
-    from jax._src.interpreters import mlir as jax_mlir
     from jax._src.lib.mlir import ir
 
     with mlir._context():
         module = _module(exported)
         func = mlir._functions(module)[mlir._entry(module)]
-        block = func.regions[0].blocks[0]
         i32 = ir.IntegerType.get_signless(32)
         scalar = ir.RankedTensorType.get([], i32, loc=ir.Location.unknown())
 
@@ -412,28 +439,11 @@ def counted(exported):
             return ir.Operation.create("stablehlo.constant", results=[scalar], attributes={
                 "value": ir.DenseElementsAttr.get_splat(scalar, ir.IntegerAttr.get(i32, value))}).results[0]
 
-        counters = _count_block(block, ir, constant, scalar)
+        counters = _count_block(func.regions[0].blocks[0], ir, constant, scalar)
         if not counters:
             return None, 0
-        _returned(block, ir, lambda ret: counters)
-        kind = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
-        func.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
-            list(kind.inputs), [*kind.results, *[scalar] * len(counters)]))
-        if "res_attrs" in func.attributes:
-            attrs = list(ir.ArrayAttr(func.attributes["res_attrs"]))
-            func.attributes["res_attrs"] = ir.ArrayAttr.get([*attrs, *[ir.DictAttr.get({})] * len(counters)])
-        if not module.operation.verify():
-            return None, 0
-        blob = jax_mlir.module_to_bytecode(module)
-    n = len(counters)
-    shaped = jax.tree_util.tree_unflatten(exported.out_tree, [0] * len(exported.out_avals))
-    fields = {f.name for f in dataclasses.fields(exported)}
-    extra = ({"_out_named_shardings": (*exported._out_named_shardings, *[None] * n)}
-             if "_out_named_shardings" in fields else {})
-    return dataclasses.replace(
-        exported, mlir_module_serialized=blob, out_tree=jax.tree_util.tree_structure((shaped, [0] * n)),
-        out_avals=(*exported.out_avals, *[core.ShapedArray((), np.dtype(np.int32))] * n),
-        out_shardings_hlo=(*exported.out_shardings_hlo, *[None] * n), **extra), n
+        variant = _extended(exported, module, func, ir, counters)
+    return (variant, len(counters)) if variant is not None else (None, 0)
 
 
 def trip_counts(program, args=(), kwargs=None, **run) -> list[int]:
@@ -451,6 +461,63 @@ def trip_counts(program, args=(), kwargs=None, **run) -> list[int]:
         return []
     out = Exported(variant, runner=program.runner, name=program.name).run(args, kwargs, **run)[0]
     return [int(np.asarray(t)) for t in out[1]]
+
+
+INDEXED = ("stablehlo.scatter", "stablehlo.gather")
+
+
+def _promised_indices(exported):
+    """``(variant, promises)``: ``exported`` returning, after its outputs, the index operand of
+    each scatter and gather of its entry function's own block that promises the compiler sorted
+    (``indices_are_sorted``) or unique (``unique_indices``) indices, and one
+    ``(operation, sorted, unique, index_vector_dim)`` for each; ``(None, [])`` where none does."""
+    import re
+
+    from jax._src.lib.mlir import ir
+
+    with mlir._context():
+        module = _module(exported)
+        func = mlir._functions(module)[mlir._entry(module)]
+        found = []
+        for op in [o.operation for o in func.regions[0].blocks[0].operations]:
+            if op.name not in INDEXED:
+                continue
+            named = {n: op.attributes[n] for n in ("indices_are_sorted", "unique_indices", "scatter_dimension_numbers",
+                                                   "dimension_numbers") if n in op.attributes}
+            flags = [n in named and ir.BoolAttr(named[n]).value for n in ("indices_are_sorted", "unique_indices")]
+            if not any(flags):
+                continue
+            numbers = named.get("scatter_dimension_numbers" if op.name == INDEXED[0] else "dimension_numbers")
+            dim = re.search(r"index_vector_dim = (\d+)", str(numbers))
+            index = op.operands[(len(op.operands) - 1) // 2] if op.name == INDEXED[0] else op.operands[1]
+            found.append(((op.name.split(".")[1], *flags, int(dim.group(1)) if dim else None), index))
+        if not found:
+            return None, []
+        variant = _extended(exported, module, func, ir, [v for _, v in found])
+    return (variant, [p for p, _ in found]) if variant is not None else (None, [])
+
+
+def index_promises(program, args=(), kwargs=None, **run) -> list:
+    """What ``program`` (an :class:`autograder.judge.Exported`) promises the compiler about the
+    indices of its scatters and gathers (those of its entry function's own block), with the
+    indices each one got on ``args``, observed: ``[(operation, promised_sorted, promised_unique,
+    rows), ...]``, ``rows`` a list of index tuples in the operation's order. A promise is for XLA
+    to use (GPU and TPU scatters do, CPU's does not), so only the indices an operation gets at run
+    time say whether it holds. Empty where nothing is promised."""
+    import numpy as np
+
+    from .kernel import Exported
+
+    variant, promises = _promised_indices(program.exported)
+    if variant is None:
+        return []
+    out = Exported(variant, runner=program.runner, name=program.name).run(args, kwargs, **run)[0]
+    found = []
+    for (op, promised_sorted, promised_unique, dim), index in zip(promises, out[1]):
+        index = np.asarray(index)
+        rows = np.moveaxis(index, dim, -1) if dim is not None and dim < index.ndim else index[..., None]
+        found.append((op, promised_sorted, promised_unique, [tuple(r) for r in rows.reshape(-1, rows.shape[-1]).tolist()]))
+    return found
 
 
 def largest_size(program) -> int:

@@ -14,12 +14,11 @@ such operation of its entry function's own block as an extra output (the module 
 JAX's MLIR bindings), and the indices it got on the judge's unsorted, repeated ids must keep the
 promise. (An operation nested in a loop or a branch is not observed.)
 """
-import jax
 import numpy as np
 
 from autograder.judge import check_close, data_dependent_shape, ExerciseFailure, fail
-from autograder.judge import mlir, programs
-from autograder.judge import AsJax, Exported, Fixture, Ref, Spec
+from autograder.judge import effect, programs
+from autograder.judge import AsJax, Fixture, Ref, Spec
 
 
 def _reference(values, ids, num_segments):
@@ -92,95 +91,24 @@ def _check_means(got, values, ids, num_segments, what):
         raise
 
 
-_INDEXED = ("stablehlo.scatter", "stablehlo.gather")
-
-
-def _promising(exported):
-    """``(variant, promises)``: ``exported`` (a ``jax.export.Exported``) with, after its outputs,
-    the index operand of each scatter and gather of its entry function's own block that promises
-    the compiler sorted (``indices_are_sorted``) or unique (``unique_indices``) indices, and
-    ``promises``: one ``(operation, sorted, unique, index_vector_dim)`` each; ``(None, [])`` where
-    none promises. A promise is for XLA to use (GPU and TPU scatters do, CPU's does not): only
-    the indices the operation gets at run time can say whether it holds."""
-    import dataclasses
-    import re
-
-    from jax._src import core
-    from jax._src.interpreters import mlir as jax_mlir
-    from jax._src.lib.mlir import ir
-
-    with mlir._context():
-        module = ir.Module.parse(exported.mlir_module())
-        mlir.normalize(module)
-        func = mlir._functions(module)[mlir._entry(module)]
-        block = func.regions[0].blocks[0]
-        found = []
-        for op in [o.operation for o in block.operations]:
-            if op.name not in _INDEXED:
-                continue
-            named = {n: op.attributes[n] for n in ("indices_are_sorted", "unique_indices", "scatter_dimension_numbers",
-                                                   "dimension_numbers") if n in op.attributes}
-            flags = [n in named and ir.BoolAttr(named[n]).value for n in ("indices_are_sorted", "unique_indices")]
-            if not any(flags):
-                continue
-            numbers = named.get("scatter_dimension_numbers" if op.name == _INDEXED[0] else "dimension_numbers")
-            dim = re.search(r"index_vector_dim = (\d+)", str(numbers))
-            index = op.operands[(len(op.operands) - 1) // 2] if op.name == _INDEXED[0] else op.operands[1]
-            found.append(((op.name.split(".")[1], *flags, int(dim.group(1)) if dim else None), index))
-        if not found:
-            return None, []
-        ret = list(block.operations)[-1].operation
-        with ir.InsertionPoint(ret), ret.location:
-            ir.Operation.create(ret.name, operands=[*ret.operands, *[v for _, v in found]])
-        ret.erase()
-        types = [ir.RankedTensorType(v.type) for _, v in found]
-        kind = ir.FunctionType(ir.TypeAttr(func.attributes["function_type"]).value)
-        func.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(list(kind.inputs),
-                                                                              [*kind.results, *types]))
-        if "res_attrs" in func.attributes:
-            attrs = list(ir.ArrayAttr(func.attributes["res_attrs"]))
-            func.attributes["res_attrs"] = ir.ArrayAttr.get([*attrs, *[ir.DictAttr.get({})] * len(found)])
-        if not module.operation.verify():
-            return None, []
-        blob = jax_mlir.module_to_bytecode(module)
-        avals = [core.ShapedArray(tuple(t.shape), np.dtype(f"int{ir.IntegerType(t.element_type).width}"))
-                 for t in types]
-    n = len(found)
-    shaped = jax.tree_util.tree_unflatten(exported.out_tree, [0] * len(exported.out_avals))
-    fields = {f.name for f in dataclasses.fields(exported)}
-    extra = ({"_out_named_shardings": (*exported._out_named_shardings, *[None] * n)}
-             if "_out_named_shardings" in fields else {})
-    variant = dataclasses.replace(
-        exported, mlir_module_serialized=blob, out_tree=jax.tree_util.tree_structure((shaped, [0] * n)),
-        out_avals=(*exported.out_avals, *avals), out_shardings_hlo=(*exported.out_shardings_hlo, *[None] * n),
-        **extra)
-    return variant, [p for p, _ in found]
-
-
 def _check_promises(program, values, ids, what):
-    """The promises about indices the program makes the compiler (:func:`_promising`), checked
-    against the indices it gets on ``values`` and ``ids``: unsorted indices where it promised
-    sorted ones, or repeated ones where it promised unique ones, fail."""
+    """The promises about indices the program makes the compiler (:func:`effect.index_promises`),
+    checked against the indices it gets on ``values`` and ``ids``: unsorted indices where it
+    promised sorted ones, or repeated ones where it promised unique ones, fail."""
     try:
-        variant, promises = _promising(program.exported.exported)
+        promises = effect.index_promises(program.exported, (values, ids))
     except Exception:  # noqa: BLE001 - MLIR bindings that differ across JAX versions: in doubt, not judged
-        variant = None
-    if variant is None:
         return
-    out = Exported(variant, runner=program.exported.runner, name="segment_mean").run((values, ids))[0]
-    for (op, promised_sorted, promised_unique, dim), index in zip(promises, out[1]):
-        index = np.asarray(index)
-        rows = (np.moveaxis(index, dim, -1) if dim is not None and dim < index.ndim else index[..., None])
-        rows = rows.reshape(-1, rows.shape[-1])
-        keys = [tuple(r) for r in rows.tolist()]
+    for op, promised_sorted, promised_unique, keys in promises:
+        seen = [k[0] if len(k) == 1 else list(k) for k in keys[:12]]
         if promised_sorted and keys != sorted(keys):
             fail("shapes", f"{what}: one of its {op}s tells the compiler that its indices are sorted, but on these "
-                           f"segment ids, which come in any order, it got {index.reshape(-1)[:12].tolist()}... "
+                           f"segment ids, which come in any order, it got {seen}... "
                            "(unsorted). A compiler that relies on the promise (on a GPU or TPU) gives wrong sums; "
                            "only a CPU ignores it.")
         if promised_unique and len(set(keys)) != len(keys):
             fail("shapes", f"{what}: one of its {op}s tells the compiler that its indices are unique, but on these "
-                           f"segment ids, which repeat, it got {index.reshape(-1)[:12].tolist()}... (repeated). "
+                           f"segment ids, which repeat, it got {seen}... (repeated). "
                            "A compiler that relies on the promise (on a GPU or TPU) drops or mixes the repeated "
                            "entries' updates; only a CPU ignores it.")
 
