@@ -13,6 +13,7 @@ from pathlib import Path
 
 from autograder.judge.runner import ensure_judge_devices
 from xdist_groups import pytest_collection_modifyitems  # noqa: F401 - the suite's hook (xdist groups)
+from in_process import ipython, runner  # noqa: F401 - fixtures of the tests that judge in this process (module-scoped; a module may define its own)
 
 import nbformat
 import pytest

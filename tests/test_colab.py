@@ -203,7 +203,8 @@ def test_checks_unit_tests_pass_on_colabs_jax(colab):
     """tests/test_checks*.py against the installed wheel under JAX 0.7.2."""
     work = colab["tmp"] / "unit"
     (work / "tests").mkdir(parents=True)
-    for name in ("conftest.py", "xdist_groups.py", "test_checks.py", "test_checks_chapters.py"):
+    for name in ("conftest.py", "in_process.py", "xdist_groups.py", "test_checks.py",
+                 "test_checks_chapters.py"):
         shutil.copy(ROOT / "tests" / name, work / "tests" / name)
     shutil.copytree(ROOT / "tests" / "processes", work / "tests" / "processes")  # run by path
     shutil.copytree(ROOT / "solutions", work / "solutions")  # conftest lists the assignments

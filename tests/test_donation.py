@@ -15,8 +15,7 @@ import pytest
 
 from autograder import judge, wire
 from autograder.feedback import ExerciseFailure
-from autograder.judge.runner import ProgramRunner
-from test_judge_secrets import InProcess
+from in_process import InProcess
 
 judge.ensure_judge_devices()
 
@@ -79,32 +78,14 @@ def raising_after(x, scale):
 
 
 @pytest.fixture(scope="module")
-def runner():
-    r = ProgramRunner(timeout=120)
-    r.start()
-    yield r
-    r.close()
+def shell(ipython):
+    ipython.reset(new_session=False)
+    assert ipython.run_cell(CELLS, silent=True).success
+    yield ipython
+    from jax._src.array import ArrayImpl
 
-
-@pytest.fixture(scope="module")
-def shell():
-    import sys
-
-    from IPython.core.interactiveshell import InteractiveShell
-
-    hooks = sys.displayhook, sys.excepthook
-    sh = InteractiveShell.instance()
-    sh.reset(new_session=False)
-    assert sh.run_cell(CELLS, silent=True).success
-    try:
-        yield sh
-    finally:
-        from jax._src.array import ArrayImpl
-
-        if "is_deleted" in vars(ArrayImpl) and sh.user_ns.get("_real_is_deleted") is not None:
-            ArrayImpl.is_deleted = sh.user_ns["_real_is_deleted"]
-        InteractiveShell.clear_instance()
-        sys.displayhook, sys.excepthook = hooks
+    if "is_deleted" in vars(ArrayImpl) and ipython.user_ns.get("_real_is_deleted") is not None:
+        ArrayImpl.is_deleted = ipython.user_ns["_real_is_deleted"]
 
 
 @pytest.fixture

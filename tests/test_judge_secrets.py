@@ -14,18 +14,16 @@ wrong answer that keeps state in a global another cell made (03's ``STATS``) wou
 one grading to the next here, so those are left to test_exercises.py."""
 from __future__ import annotations
 
-import builtins
 import secrets
-from unittest import mock
 
 import nbformat
 import numpy as np
 import pytest
 
-from autograder import judge, wire
+from autograder import judge
 from autograder.judge import seeding
-from autograder.judge.runner import ProgramRunner
 from conftest import ROOT, wrong_answers
+from in_process import InProcess
 
 judge.ensure_judge_devices()  # 8 CPU devices, as a grading's judge has (09's programs are sharded)
 
@@ -36,47 +34,6 @@ SECRETS = {"05_shapes": 2, "10_review": 1}  # fresh grading secrets a wrong answ
 # decided by what the program is (traced or not, its size, its loops, a claim), the same under
 # every secret; grading all of them here would take many minutes.
 BY_DRAWS = {"05_shapes": None, "10_review": ("kmeans",)}  # None: every exercise of the assignment
-
-
-class InProcess:
-    """The judge's channel to a stand-in kernel in this process: each request is encoded as for a
-    kernel, answered by the agent's own handler (``autograder.agent.handle``, in the IPython
-    shell whose namespace holds the notebook), and its reply decoded as a kernel's is. A fixture's
-    prompts to the judge (its ``input()``) are answered by ``on_input``."""
-
-    timeout = 120
-
-    def request(self, payload, *, on_input=None):
-        from autograder import agent
-
-        with mock.patch.object(builtins, "input", on_input or builtins.input):
-            reply = agent.handle(wire.encode({**payload, "nonce": "in-process"}))
-        reply = wire.decode(wire.encode(reply))
-        if "refused" in reply:
-            raise judge.ChannelError(f"refused: {str(reply['refused'])[:500]}")
-        return reply
-
-
-@pytest.fixture(scope="module")
-def runner():
-    r = ProgramRunner(timeout=120)
-    r.start()
-    yield r
-    r.close()
-
-
-@pytest.fixture(scope="module")
-def ipython():
-    """An IPython shell in this process (the agent's namespace), cleared away afterwards, with the
-    interpreter's hooks it replaced put back."""
-    import sys
-
-    from IPython.core.interactiveshell import InteractiveShell
-
-    hooks = sys.displayhook, sys.excepthook
-    yield InteractiveShell.instance()
-    InteractiveShell.clear_instance()
-    sys.displayhook, sys.excepthook = hooks
 
 
 def _shell(shell, assignment):
