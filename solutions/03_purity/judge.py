@@ -152,6 +152,39 @@ def _set_diagonal_program(k, x, v):
     return programs.trace(k, "set_diagonal", x, v, translate=_traced_numpy, label="jax.jit(set_diagonal)")
 
 
+def _check_non_finite_diagonal(k, x, v, shown_x):
+    """jax.jit(set_diagonal)(x, v) on an x whose diagonal holds non-finite entries (x finite
+    elsewhere, or -inf where the reference keeps it): none may reach the diagonal."""
+    shown = "a scalar v" if np.ndim(v) == 0 else "a vector v"
+    what = f"jax.jit(set_diagonal)(x, v) with {shown}, on {shown_x},"
+    got = _set_diagonal_program(k, x, v)(x, v)
+    want = _ref_set_diagonal(x, v)
+    if np.shape(got) == x.shape and not np.isfinite(np.diagonal(np.asarray(got, np.float64))).all():
+        fail("inplace", f"{what} returned {np.diagonal(np.asarray(got)).tolist()} on its diagonal where v is "
+                        f"{np.diagonal(want).tolist()}: the old diagonal reached the result through arithmetic, "
+                        "but setting an entry replaces it, whatever it held.")
+    check_close(got, want, what=what, idea="inplace", dtype=F32)
+
+
+def _check_large_diagonal(k, x, v):
+    """jax.jit(set_diagonal)(x, v) on an x whose diagonal entries are large next to v: a result
+    right off the diagonal whose diagonal is not v is told so."""
+    shown = "a scalar v" if np.ndim(v) == 0 else "a vector v"
+    what = f"jax.jit(set_diagonal)(x, v) with {shown}, on an x whose diagonal entries are large (|x_ii| >= 1e7),"
+    got = _set_diagonal_program(k, x, v)(x, v)
+    want = _ref_set_diagonal(x, v)
+    if np.shape(got) == x.shape:
+        g = np.asarray(got, np.float64)
+        off = ~np.eye(x.shape[0], dtype=bool)
+        if np.allclose(g[off], want[off], rtol=1e-6, atol=0) \
+                and not np.allclose(np.diagonal(g), np.diagonal(want), rtol=1e-5, atol=1e-6):
+            fail("inplace", f"{what} is right off the diagonal, but its diagonal is {np.diagonal(g).tolist()} where "
+                            f"v is {np.diagonal(want).tolist()} (x held {np.diagonal(x).tolist()} there): the old "
+                            "diagonal reached the result through arithmetic, rounded at its own magnitude, but "
+                            "setting an entry replaces it, whatever it held.")
+    check_close(got, want, what=what, idea="inplace", dtype=F32)
+
+
 def test_set_diagonal(k):
     set_diagonal = k.fn("set_diagonal")
     _numpy_input_untouched(k, 4, -1.0)
@@ -168,18 +201,24 @@ def test_set_diagonal(k):
         shown = "a scalar v" if np.ndim(v) == 0 else "a vector v"
         check_close(_set_diagonal_program(k, xv, v)(xv, v), _ref_set_diagonal(xv, v),
                        what=f"jax.jit(set_diagonal)(x, v) with {shown}", idea="inplace", dtype=F32)
-    # The diagonal is replaced, whatever it held: nan and inf there must not reach the result.
+    # The diagonal is replaced, whatever it held: large entries there must not reach the result
+    # (the visible test's, then drawn ones: |x_ii| >= 1e7, where float32's step is 1 or more, and
+    # |v| with a fractional part in [0.25, 0.75], which no sum through x_ii gives back) ...
+    _check_large_diagonal(k, np.diag(np.float32([1e8, -3e7, 2.5e8, 4e7])) + np.float32(0.25), np.float32(0.5))
+    big = xv.copy()
+    big[np.arange(4), np.arange(4)] = k.rng.choice([-1.0, 1.0], size=4) * 10.0 ** k.rng.uniform(7, 9, size=4)
+    frac = lambda size=None: k.rng.choice([-1.0, 1.0], size=size) * (  # noqa: E731
+        k.rng.integers(0, 3, size=size) + k.rng.uniform(0.25, 0.75, size=size))
+    _check_large_diagonal(k, big, np.float32(frac()))
+    _check_large_diagonal(k, big, frac(4).astype(np.float32))
+    # ... nor -inf on the diagonal of an attention mask (the visible test's), nor nan, inf and -inf.
+    mask = np.full((4, 4), -np.inf, np.float32)
+    mask[:2, :2] = 0.0
+    _check_non_finite_diagonal(k, mask, np.float32(0.0), "an attention mask holding -inf on its diagonal")
     xs = xv.copy()
     xs[np.arange(3), np.arange(3)] = (np.nan, np.inf, -np.inf)
     for v in (np.float32(-2.0), k.rng.normal(size=4).astype(np.float32)):
-        shown = "a scalar v" if np.ndim(v) == 0 else "a vector v"
-        got = _set_diagonal_program(k, xs, v)(xs, v)
-        if np.shape(got) == xs.shape and not np.isfinite(np.asarray(got, np.float64)).all():
-            fail("inplace", f"jax.jit(set_diagonal)(x, v) with {shown}, on an x holding nan, inf and -inf on its "
-                               "diagonal, returned non-finite entries: the old diagonal reached the result through "
-                               "arithmetic, but setting an entry replaces it, whatever it held.")
-        check_close(got, _ref_set_diagonal(xs, v), what=f"jax.jit(set_diagonal)(x, v) with {shown}, on an x "
-                       "holding nan, inf and -inf on its diagonal,", idea="inplace", dtype=F32)
+        _check_non_finite_diagonal(k, xs, v, "an x holding nan, inf and -inf on its diagonal")
     k.claim("check_globals_unchanged", "set_diagonal", _f32(xv), 4.0, what="`set_diagonal`")
     v = k.rng.normal(size=4).astype(np.float32)
     out = _call_immutable(set_diagonal, _f32(xv), _f32(v), what="set_diagonal(x, v) with a vector v")
@@ -407,6 +446,38 @@ def set_diagonal(x, v):
     i = jnp.arange(x.shape[0])
     return jnp.asarray(x).at[i, i].add(v)  # adds to the diagonal instead of setting it
 ''', "set_diagonal(x, 7.0) is wrong", "inplace"),
+        ('''
+def set_diagonal(x, v):
+    # the starting code: adds to each diagonal entry what it lacks (-inf + inf is nan; 1e8 rounds v away)
+    x = jnp.asarray(x)
+    n = x.shape[0]
+    v = jnp.broadcast_to(v, (n,))
+    lacking = v - jnp.diagonal(x)
+    return x + jnp.diag(lacking)
+''', "the old diagonal reached the result through arithmetic", "inplace"),
+        ('''
+def set_diagonal(x, v):
+    # the functional update, but still adding what each entry lacks: the same arithmetic
+    x = jnp.asarray(x)
+    i = jnp.arange(x.shape[0])
+    return x.at[i, i].add(v - jnp.diagonal(x))
+''', "the old diagonal reached the result through arithmetic", "inplace"),
+        ('''
+def set_diagonal(x, v):
+    # the starting code with its nan patched away: the large diagonal still rounds v away
+    x = jnp.asarray(x)
+    n = x.shape[0]
+    lacking = jnp.broadcast_to(v, (n,)) - jnp.diagonal(x)
+    out = x + jnp.diag(lacking)
+    return jnp.where(jnp.isnan(out) & ~jnp.isnan(x), jnp.broadcast_to(v, x.shape), out)
+''', "rounded at its own magnitude", "inplace"),
+        ('''
+def set_diagonal(x, v):
+    # one index array: x.at[i] names whole rows, not the diagonal's entries
+    x = jnp.asarray(x)
+    i = jnp.arange(x.shape[0])
+    return x.at[i].set(jnp.broadcast_to(v, (x.shape[0],))[:, None])
+''', "set_diagonal(x, 7.0) is wrong", "inplace"),
     ],
     "normalize_batch": [
         ('''
@@ -480,6 +551,25 @@ def set_diagonal(x, v):
     # a selection, not arithmetic: where the identity's mask is set, v; elsewhere, x
     x = jnp.asarray(x)
     return jnp.where(jnp.eye(x.shape[0], dtype=bool), jnp.asarray(v, x.dtype), x)
+''',
+        '''
+def set_diagonal(x, v):
+    # NumPy's fill_diagonal in JAX's form: a new array, never in place
+    return jnp.fill_diagonal(jnp.asarray(x), v, inplace=False)
+''',
+        '''
+def set_diagonal(x, v):
+    # the diagonal's (rows, columns) pair of index arrays, from JAX
+    x = jnp.asarray(x)
+    return x.at[jnp.diag_indices(x.shape[0])].set(v)
+''',
+        '''
+def set_diagonal(x, v):
+    # a selection by comparing the row and column of every entry; a vector v broadcasts along rows,
+    # so entry (i, i) takes v[i]
+    x = jnp.asarray(x)
+    r = jnp.arange(x.shape[0])
+    return jnp.where(r[:, None] == r[None, :], jnp.asarray(v, x.dtype), x)
 ''',
     ],
     "normalize_batch": [
