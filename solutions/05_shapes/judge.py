@@ -128,16 +128,16 @@ def _check_sums(got, tokens, lengths, what):
         want = _masked_sum_reference(tokens, lengths)
         if g is not None and not np.all(np.isfinite(t)) and np.any(~np.isfinite(g) & np.isfinite(want)):
             fail("shapes", f"{exc.detail} The padding held nan or inf, and it reached the result: "
-                              "multiplying a padding entry by a floating-point zero keeps nan (nan * 0 and inf * 0 are nan in floating point). "
-                              "The padding's values must never enter the arithmetic.")
+                              "a padding entry multiplied by a floating-point zero is still nan (nan * 0 and "
+                              "inf * 0 are nan in floating point). The padding's values must never enter the "
+                              "arithmetic.")
         if g is not None and np.any(n == 0) and not np.allclose(g[n == 0], 0.0):
-            fail("shapes", f"{exc.detail} A row of length 0 must sum to 0.")
+            fail("shapes", f"{exc.detail} A row of length 0 must sum to 0: it has no real entry, and "
+                              "no last real position either.")
         if close(np.sum(np.where(pos <= n[:, None], t, 0.0), axis=1)):
-            fail("shapes", f"{exc.detail} It also sums position lengths[i], the first padding entry: "
-                              "keep the positions with `position < length`.")
+            fail("shapes", f"{exc.detail} It also sums position lengths[i], the first padding entry.")
         if close(t.sum(axis=1)):
-            fail("shapes", f"{exc.detail} It sums the padding too: mask the positions at or beyond "
-                              "each row's length.")
+            fail("shapes", f"{exc.detail} It sums the padding too.")
         raise
 
 
@@ -216,6 +216,13 @@ def _check_first(got, x, k, what):
                                       "k positive entries; pad with -1, never a valid index.")
         if g is not None and np.array_equal(g, _first_k_reference(np.asarray(x) + (np.asarray(x) == 0), k)):
             fail("dynamic_shapes", f"{exc.detail} It counts zeros as positive: a zero is not positive.")
+        nan = np.isnan(np.asarray(x, np.float64))
+        if g is not None and nan.any():
+            as_positive = _first_k_reference(np.where(nan, 1.0, x), k)  # nan taken for a positive entry
+            if np.array_equal(g, as_positive) or np.array_equal(g, np.where(np.isin(as_positive, np.flatnonzero(nan)),
+                                                                             -1, as_positive)):
+                fail("dynamic_shapes", f"{exc.detail} A nan entry takes one of the k places: nan is not "
+                                          "positive, and the positive entries after it belong in those places.")
         raise
 
 
@@ -234,6 +241,16 @@ def test_first_k_positive(k):
             x[int(k.rng.integers(3, 5))] = float(k.rng.integers(1, 4))
         kk = 4 if trial == 0 else int(k.rng.choice([2, 4]))  # fewer or more positive entries than k
         _check_first(by_k[kk](x), x, kk, f"first_k_positive({x.tolist()}, k={kk})")
+    # nan is not positive (nan > 0 is false), inf is: a nan before positive entries, and more
+    # positive entries after it than k, so that a nan that takes a place pushes one out.
+    for kk in (2, 4):
+        x = k.rng.uniform(0.5, 3.0, size=5).astype(np.float32)
+        x[0] = np.nan
+        x[int(k.rng.integers(1, 5))] = np.inf if kk == 2 else -float(k.rng.integers(1, 4))
+        if kk == 4:
+            x[int(k.rng.integers(1, 3))] = np.nan
+        shown = "[" + ", ".join(str(v) for v in x.tolist()) + "]"
+        _check_first(by_k[kk](x), x, kk, f"first_k_positive({shown}, k={kk}) (nan is not positive)")
     # k larger than len(x): every index of a positive entry, then padding up to k.
     x = k.rng.integers(-3, 4, size=5).astype(np.float32)
     x[int(k.rng.integers(0, 5))] = 1.0
@@ -354,9 +371,36 @@ _row_sums_jit = jax.jit(lambda tokens, lengths: jnp.stack([jnp.sum(tokens[i, :n]
 
 
 def masked_sequence_sum(tokens, lengths):
-    # the starting code: right sums, but the lengths are made static (a compile per new lengths)
+    # right sums, but the lengths are made static (a compile per new lengths)
     return _row_sums_jit(tokens, tuple(int(n) for n in lengths))
 ''', "masked_sequence_sum asked for a shape that depends on the values", "dynamic_shapes"),
+        ('''
+def masked_sequence_sum(tokens, lengths):
+    # the starting code: running totals from one product with a triangle of ones, read at each
+    # row's last real position; a row of length 0 reads position -1, the row's full total
+    max_len = tokens.shape[1]
+    upper = jnp.triu(jnp.ones((max_len, max_len), tokens.dtype))
+    running = tokens @ upper
+    return jnp.take_along_axis(running, lengths[:, None] - 1, axis=1)[:, 0]
+''', "A row of length 0 must sum to 0", "shapes"),
+        ('''
+def masked_sequence_sum(tokens, lengths):
+    # half a repair: empty rows chosen to be 0, but nan or inf padding still meets a zero in the product
+    max_len = tokens.shape[1]
+    upper = jnp.triu(jnp.ones((max_len, max_len), tokens.dtype))
+    running = tokens @ upper
+    last = jnp.take_along_axis(running, jnp.maximum(lengths - 1, 0)[:, None], axis=1)[:, 0]
+    return jnp.where(lengths > 0, last, 0.0)
+''', "The padding held nan or inf, and it reached the result", "shapes"),
+        ('''
+def masked_sequence_sum(tokens, lengths):
+    # the padding cleared by multiplying with a float mask: nan * 0.0 is still nan
+    real = (jnp.arange(tokens.shape[1])[None, :] < lengths[:, None]).astype(tokens.dtype)
+    upper = jnp.triu(jnp.ones((tokens.shape[1],) * 2, tokens.dtype))
+    running = (tokens * real) @ upper
+    last = jnp.take_along_axis(running, jnp.maximum(lengths - 1, 0)[:, None], axis=1)[:, 0]
+    return jnp.where(lengths > 0, last, 0.0)
+''', "The padding held nan or inf, and it reached the result", "shapes"),
     ],
     "first_k_positive": [
         ('''
@@ -384,7 +428,7 @@ def first_k_positive(x, k):
 ''', "returns shape(s) [(5,)], expected one array of shape (7,)", "shapes"),
         ('''
 def first_k_positive(x, k):
-    found = []  # the starting code: a Python walk that stops at the k-th positive entry
+    found = []  # a Python walk that stops at the k-th positive entry
     for i in range(x.shape[0]):
         if x[i] > 0:
             found.append(i)
@@ -392,6 +436,27 @@ def first_k_positive(x, k):
                 break
     return jnp.array(found + [-1] * (k - len(found)), jnp.int32)
 ''', "used a traced value in a Python `if`", "control_flow"),
+        ('''
+def first_k_positive(x, k):
+    # the starting code: a stable sort on "is not positive"; k places only up to len(x), and a
+    # nan (nan <= 0 is false) sorts among the positive entries and then becomes -1 in their place
+    order = jnp.argsort(x <= 0, stable=True)
+    first = order[:k]
+    return jnp.where(x[first] > 0, first, -1)
+''', "returns shape(s) [(5,)], expected one array of shape (7,)", "shapes"),
+        ('''
+def first_k_positive(x, k):
+    # half a repair: room for k places, but the sort still asks "at most zero", false for nan
+    order = jnp.argsort(x <= 0, stable=True)
+    order = jnp.concatenate([order, jnp.zeros(max(k - x.shape[0], 0), order.dtype)])[:k]
+    return jnp.where((jnp.arange(k) < x.shape[0]) & (x[order] > 0), order, -1)
+''', "A nan entry takes one of the k places", "dynamic_shapes"),
+        ('''
+def first_k_positive(x, k):
+    # half a repair: the sort asks the contract's question, but there are k places only up to len(x)
+    order = jnp.argsort(~(x > 0), stable=True)[:k]
+    return jnp.where(x[order] > 0, order, -1)
+''', "returns shape(s) [(5,)], expected one array of shape (7,)", "shapes"),
         ('''
 def first_k_positive(x, k):
     idx = jnp.nonzero(x > 0, size=k, fill_value=-1)[0]
@@ -424,6 +489,24 @@ def bucket_length(n):
 
 RIGHT = {
     "masked_sequence_sum": [
+        '''
+def masked_sequence_sum(tokens, lengths):
+    # the starting code repaired: padding chosen to be 0 before the product, empty rows chosen to be 0
+    max_len = tokens.shape[1]
+    real = jnp.arange(max_len)[None, :] < lengths[:, None]
+    upper = jnp.triu(jnp.ones((max_len, max_len), tokens.dtype))
+    running = jnp.where(real, tokens, 0.0) @ upper
+    last = jnp.take_along_axis(running, jnp.maximum(lengths - 1, 0)[:, None], axis=1)[:, 0]
+    return jnp.where(lengths > 0, last, 0.0)
+''',
+        '''
+def masked_sequence_sum(tokens, lengths):
+    # running totals by a cumulative sum: position m holds entries 0..m only, so the padding after a
+    # row's last real position never enters it; an empty row is chosen to be 0
+    running = jnp.cumsum(tokens, axis=1)
+    last = jnp.take_along_axis(running, jnp.clip(lengths - 1, 0, None)[:, None], axis=1)[:, 0]
+    return jnp.where(lengths > 0, last, jnp.zeros_like(last))
+''',
         '''
 def masked_sequence_sum(tokens, lengths):
     real = jnp.arange(tokens.shape[1])[None, :] < lengths[:, None]
