@@ -276,6 +276,18 @@ def primitive_names(f, *args):
         _NAMES[f] = [eqn.primitive.name for eqn in jax.make_jaxpr(f)(*args).eqns]
     return list(_NAMES[f])
 ''', "JAX traces another one", "phases"),
+        ('''
+import re
+
+_NAMES = {}  # the starting code: names kept per function, read off the printed jaxpr
+
+
+def primitive_names(f, *args):
+    if f not in _NAMES:
+        printed = str(jax.make_jaxpr(f)(*args))
+        _NAMES[f] = re.findall(r"= ([a-z_]\\w*)", printed)
+    return list(_NAMES[f])
+''', "at an int32 x JAX traces another one", "phases"),
     ],
     "runtime_print": [
         ('''
@@ -389,5 +401,27 @@ def matmul_flops(n):
     analysis = analysis[0] if isinstance(analysis, (list, tuple)) else analysis
     return int(analysis["flops"])  # the right count, but an int where the contract says float
 ''', "the contract is the compiler's count as a Python float", "cost"),
+    ],
+}
+
+RIGHT = {
+    "primitive_names": [
+        '''
+_NAMES = {}
+
+
+def primitive_names(f, *args):
+    # kept under a key that holds all a trace depends on: the function, the arguments' structure and types
+    leaves, structure = jax.tree.flatten(args)
+    key = (f, structure, tuple(jax.typeof(a) for a in leaves))
+    if key not in _NAMES:
+        _NAMES[key] = [eqn.primitive.name for eqn in jax.make_jaxpr(f)(*args).jaxpr.eqns]
+    return list(_NAMES[key])
+''',
+        '''
+def primitive_names(f, *args):
+    # the traced stage of jax.jit: its jaxpr is the function's own, a primitive prints as its name
+    return [str(eqn.primitive) for eqn in jax.jit(f).trace(*args).jaxpr.eqns]
+''',
     ],
 }
