@@ -9,7 +9,8 @@ checked here against references computed here, on inputs drawn from ``k.rng``.
 
 ``global_mean``'s and ``explicit_matmul``'s traced programs also come out of the kernel
 through ``jax.export``, one per shape the test asks for (its eager calls included): the judge
-reads the first as a parsed module (a ``shard_map`` region, a collective:
+reads the first as a parsed module (a ``shard_map`` region, a collective, and for
+``global_mean`` the bytes its collectives take per device, fewer than a device's block:
 :mod:`autograder.judge.mlir`, never the printed text) and runs both on its own devices
 on new values (the second on its own explicit mesh: the sharding in the output's type is seen
 here); the kernel's own results beside them only fail. ``shard_rows``'s answer is an eager
@@ -285,7 +286,7 @@ def _exported(data, what, idea="explicit_sharding"):
     return program
 
 
-def _check_mean(k, rows_per_device, cols, jit=False, exported=False, order=None):
+def _check_mean(k, rows_per_device, cols, jit=False, exported=False, order=None, measure=False):
     shape = (rows_per_device * DEVICES, cols)
     # every row has its own offset, so the shards have different means
     xh = (k.rng.normal(size=shape) + np.arange(shape[0])[:, None]).astype(np.float32)
@@ -320,6 +321,13 @@ def _check_mean(k, rows_per_device, cols, jit=False, exported=False, order=None)
 
         from autograder.judge import effect
 
+        if measure:  # what crosses the mesh, in bytes per device: partial results, not rows
+            block, handed = rows_per_device * cols * xh.itemsize, effect.collective_bytes(program)
+            if handed >= block:
+                fail("shard_map", f"the program of global_mean(x, mesh) for x of shape {shape} hands its "
+                                     f"collectives {handed} bytes per device, where one device's block of x "
+                                     f"({rows_per_device} x {cols} float32) is {block} bytes: the devices' rows "
+                                     "cross the mesh, not a partial result of each device's own shard.")
         xh2 = (k.rng.normal(size=shape) * 3 + 1).astype(np.float32)  # new values, the same shape
         # by its effect: a collective on every path, and the result changes when it is perturbed
         effect.require(program, mlir.COLLECTIVES, (xh2,), what="global_mean(x, mesh)", idea="shard_map",
@@ -357,9 +365,11 @@ def _judge_mesh(jax):
 def test_global_mean(k):
     r = k.rng
     # every shape's program is exported, read and run here: the kernel's own results only fail
-    _check_mean(k, int(r.integers(4, 9)), int(r.integers(3, 7)), exported=True)
+    # (the bytes the collectives take are measured where a block has 2 rows and 2 columns or more:
+    # a partial result, even a row or a column of sums, is then smaller than the block)
+    _check_mean(k, int(r.integers(4, 9)), int(r.integers(3, 7)), exported=True, measure=True)
     _check_mean(k, 1, int(r.integers(2, 5)), exported=True)
-    _check_mean(k, int(r.integers(2, 5)), int(r.integers(4, 8)), jit=True, exported=True)
+    _check_mean(k, int(r.integers(2, 5)), int(r.integers(4, 8)), jit=True, exported=True, measure=True)
     # ... on the mesh it is given, whatever its devices' order (a mesh the answer builds itself
     # from the devices in their usual order puts the shards elsewhere: JAX refuses it)
     natural = list(range(DEVICES))
@@ -631,6 +641,48 @@ def global_mean(x, mesh):
     return jax.lax.platform_dependent(x, cpu=jnp.mean, default=sharded)
 ''', "not for the grader's platform alone (cpu)", "shard_map"),
         ('''
+def _add_up(block):
+    # every device's block added to the others', element by element, across "data": each device
+    # then holds the sum of all the blocks, and their mean over the n devices is the mean of x
+    total = jax.lax.psum(block, "data")
+    return jnp.mean(total) / jax.lax.psum(1, "data")
+
+
+# built once, when this cell runs, on a mesh of all the devices
+_MEAN = shard_map_fn()(_add_up, mesh=make_mesh(None, ("data",), "auto"), in_specs=P("data"), out_specs=P())
+
+
+def global_mean(x, mesh):
+    """Mean of all elements of `x`: per-device partial results combined by a collective in shard_map."""
+    # TODO: the right number here; measure what crosses the mesh, and try a mesh in another order.
+    return _MEAN(x)
+''', "the devices' rows cross the mesh", "shard_map"),
+        ('''
+def global_mean(x, mesh):
+    # the starting code on the mesh it is given: still the whole blocks added up across the devices
+    def add_up(block):
+        return jnp.mean(jax.lax.psum(block, "data")) / jax.lax.psum(1, "data")
+    return shard_map_fn()(add_up, mesh=mesh, in_specs=P("data"), out_specs=P())(x)
+''', "the devices' rows cross the mesh", "shard_map"),
+        ('''
+def global_mean(x, mesh):
+    # the mean of the devices' blocks, element by element, then of that: blocks cross the mesh
+    return shard_map_fn()(lambda b: jnp.mean(jax.lax.pmean(b, "data")), mesh=mesh,
+                          in_specs=P("data"), out_specs=P())(x)
+''', "the devices' rows cross the mesh", "shard_map"),
+        ('''
+def _partial(block):
+    return jax.lax.psum(jnp.sum(block), "data") / (block.size * jax.lax.psum(1, "data"))
+
+
+# reduced first, but still built once, at import, on a mesh of all the devices in their usual order
+_MEAN = shard_map_fn()(_partial, mesh=make_mesh(None, ("data",), "auto"), in_specs=P("data"), out_specs=P())
+
+
+def global_mean(x, mesh):
+    return _MEAN(x)
+''', "the per-device code runs on that mesh", "shard_map"),
+        ('''
 def global_mean(x, mesh):
     # its own mesh of every device, in their usual order: not the mesh x is placed on
     from jax.sharding import Mesh
@@ -684,6 +736,13 @@ def shard_rows(x, mesh):
 ''',
     ],
     "global_mean": [
+        '''
+def global_mean(x, mesh):
+    # a partial reduction: each device's column sums cross the mesh (a row of numbers, not its rows)
+    def per_device(block):
+        return jnp.sum(jax.lax.psum(jnp.sum(block, axis=0), "data")) / x.size
+    return shard_map_fn()(per_device, mesh=mesh, in_specs=P("data"), out_specs=P())(x)
+''',
         '''
 def global_mean(x, mesh):
     # the mean of each block, averaged over the devices: right because every block has as many elements
