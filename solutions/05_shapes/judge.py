@@ -249,7 +249,7 @@ def test_first_k_positive(k):
         x[int(k.rng.integers(1, 5))] = np.inf if kk == 2 else -float(k.rng.integers(1, 4))
         if kk == 4:
             x[int(k.rng.integers(1, 3))] = np.nan
-        shown = "[" + ", ".join(str(v) for v in x.tolist()) + "]"
+        shown = np.round(x.astype(np.float64), 3).tolist()
         _check_first(by_k[kk](x), x, kk, f"first_k_positive({shown}, k={kk}) (nan is not positive)")
     # k larger than len(x): every index of a positive entry, then padding up to k.
     x = k.rng.integers(-3, 4, size=5).astype(np.float32)
@@ -453,6 +453,20 @@ def first_k_positive(x, k):
 ''', "A nan entry takes one of the k places", "dynamic_shapes"),
         ('''
 def first_k_positive(x, k):
+    # "not at most zero" is not "positive": nan <= 0 is false, so nan entries are counted
+    return jnp.nonzero(~(x <= 0), size=k, fill_value=-1)[0]
+''', "A nan entry takes one of the k places", "dynamic_shapes"),
+        ('''
+def first_k_positive(x, k):
+    # the k best scores, earlier positive entries first; but with fewer positive entries than k
+    # the places left over hold indices of entries that are not positive
+    n = x.shape[0]
+    score = jnp.where(x > 0, n - jnp.arange(n), 0)
+    _, idx = jax.lax.top_k(score, min(k, n))
+    return jnp.concatenate([idx.astype(jnp.int32), jnp.full((k - min(k, n),), -1, jnp.int32)])
+''', "It pads with", "dynamic_shapes"),
+        ('''
+def first_k_positive(x, k):
     # half a repair: the sort asks the contract's question, but there are k places only up to len(x)
     order = jnp.argsort(~(x > 0), stable=True)[:k]
     return jnp.where(x[order] > 0, order, -1)
@@ -509,6 +523,13 @@ def masked_sequence_sum(tokens, lengths):
 ''',
         '''
 def masked_sequence_sum(tokens, lengths):
+    # running totals that start with an empty prefix: column n holds the sum of the first n entries
+    running = jnp.cumsum(tokens, axis=1)
+    running = jnp.concatenate([jnp.zeros((tokens.shape[0], 1), tokens.dtype), running], axis=1)
+    return jnp.take_along_axis(running, lengths[:, None], axis=1)[:, 0]
+''',
+        '''
+def masked_sequence_sum(tokens, lengths):
     real = jnp.arange(tokens.shape[1])[None, :] < lengths[:, None]
     return jnp.sum(tokens, axis=1, where=real)  # a masked reduction: the padding is never added
 ''',
@@ -522,6 +543,16 @@ def first_k_positive(x, k):
     slot = jnp.where(positive & (rank < k), rank, k)  # slot k collects everything that is dropped
     out = jnp.full((k + 1,), -1, jnp.int32).at[slot].set(jnp.arange(x.shape[0], dtype=jnp.int32))
     return out[:k]
+''',
+        '''
+def first_k_positive(x, k):
+    # the k best scores, earlier positive entries first; -1 where the score says "not positive",
+    # and the places beyond len(x) added as -1
+    n = x.shape[0]
+    score = jnp.where(x > 0, n - jnp.arange(n), 0)
+    best, idx = jax.lax.top_k(score, min(k, n))
+    idx = jnp.where(best > 0, idx, -1).astype(jnp.int32)
+    return jnp.concatenate([idx, jnp.full((k - min(k, n),), -1, jnp.int32)])
 ''',
         '''
 def first_k_positive(x, k):
