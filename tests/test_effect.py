@@ -77,6 +77,27 @@ def test_a_collective_counts_only_on_every_path_and_when_the_result_depends_on_i
         effect.require(prog, mlir.COLLECTIVES, (X,), what="f(x)", idea="shard_map", needs="combine the shards")
 
 
+def _ratio_of_sums(x):  # right: a mean from a summed total and a summed count, in a jit inside
+    @jax.jit
+    def inner(x):
+        def body(s):
+            total, count = lax.psum((jnp.sum(s), jnp.ones((), jnp.float32) * s.size), "data")
+            return total / count
+        return jax.shard_map(body, mesh=MESH, in_specs=P("data"), out_specs=P())(x)
+    return inner(x)
+
+
+def test_a_ratio_of_two_collectives_depends_on_them(runner):
+    """Both sums perturbed by one factor would leave their ratio as it was (exactly, on these
+    whole numbers): each operand takes its own factor, so a right mean of summed totals and
+    summed counts is seen to depend on its collectives, and a decoy still is not."""
+    whole = np.arange(64, dtype=np.float32).reshape(16, 4)  # every sum and product exact
+    prog = _program(_ratio_of_sums, runner)
+    assert effect.depends_on(prog, mlir.COLLECTIVES, (whole,)) is True
+    effect.require(prog, mlir.COLLECTIVES, (whole,), what="f(x)", idea="shard_map", needs="combine the shards")
+    assert effect.depends_on(_program(_decoy, runner), mlir.COLLECTIVES, (whole,)) is False
+
+
 def test_platform_dependent_code_is_cpus_branch_alone(runner):
     """Exported for CPU alone, lax.platform_dependent holds only CPU's branch: no facts come
     from a branch no run enters; exported for more platforms, the program is refused."""

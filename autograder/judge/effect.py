@@ -9,11 +9,13 @@ when, in the program the runner executes (the normalized module of
   when every branch of that conditional has one (a branch the judge's inputs never take is
   still a path some input takes);
 - **the result depends on it** (:func:`depends_on`): the judge perturbs every such operation
-  in the module it holds (:func:`perturbed`: each operand of the operation multiplied by
-  :data:`FACTOR`, so a sum across devices becomes ``FACTOR`` times the sum, a gathered or
-  permuted array ``FACTOR`` times the array) and runs both programs, on the same inputs, in the
-  program runner: an unchanged result means the operation is a decoy (``0.0 * psum(...)``,
-  ``jnp.mean(x) + 0 * shard_map(...)``) or code no input reaches;
+  in the module it holds (:func:`perturbed`: each operand of the operation multiplied by one
+  of :data:`FACTORS`, a different one for each operand in turn, so a sum across devices becomes
+  ``-3`` times the sum, a gathered or permuted array ``-3`` times the array, and a ratio of two
+  sums, such as a mean from a summed total and a summed count, changes too) and runs both
+  programs, on the same inputs, in the program runner: an unchanged result means the operation
+  is a decoy (``0.0 * psum(...)``, ``jnp.mean(x) + 0 * shard_map(...)``) or code no input
+  reaches;
 - **data movement is counted in bytes** (:func:`collective_bytes`): the operands of the
   collectives, per device (their types inside a ``shard_map`` region are a device's shard), not
   the number of collective operations.
@@ -28,7 +30,10 @@ import dataclasses
 from . import mlir
 
 MAX_SIZE = 2**16  # integer constants above this are read as values, not as sizes (see largest_size)
-FACTOR = -3.0  # exact in every float type; negative, so a result that only keeps a sign changes too
+# Exact in every float type (bfloat16 included) and in every integer type; negative, so a result
+# that only keeps a sign changes too; pairwise different, so a ratio or a difference of two
+# perturbed values is not the unperturbed one (each operand takes the next factor, in turn).
+FACTORS = (-3.0, -5.0, -7.0, -11.0, -13.0)
 CONDITIONAL = frozenset({"stablehlo.case", "stablehlo.if"})
 _ELEMENT_BYTES = {"f64": 8, "f32": 4, "f16": 2, "bf16": 2, "i64": 8, "i32": 4, "i16": 2, "i8": 1, "i1": 1,
                   "ui64": 8, "ui32": 4, "ui16": 2, "ui8": 1, "complex<f32>": 8, "complex<f64>": 16}
@@ -75,10 +80,10 @@ def on_every_path(exported, names) -> bool:
         return _block_meets(_entry_block(module), frozenset(names))
 
 
-def perturbed(exported, names, factor: float = FACTOR):
-    """``exported`` with every operation of ``names`` fed ``factor`` times its operands (see the
-    module's docstring), or None where it has none that can be (an operand of a type that is not
-    a ranked tensor of numbers)."""
+def perturbed(exported, names, factors=FACTORS):
+    """``exported`` with every operation of ``names`` fed its operands multiplied by ``factors``,
+    the next one for each operand in turn (see the module's docstring), or None where it has none
+    that can be (an operand of a type that is not a ranked tensor of numbers)."""
     from jax._src.interpreters import mlir as jax_mlir
     from jax._src.lib.mlir import ir
 
@@ -91,7 +96,7 @@ def perturbed(exported, names, factor: float = FACTOR):
                     kind = ir.RankedTensorType(operand.type)
                 except (ValueError, TypeError):
                     continue
-                element = kind.element_type
+                element, factor = kind.element_type, factors[changed % len(factors)]
                 with op.location:
                     if mlir._is(element, ir.FloatType):
                         value = ir.FloatAttr.get(element, factor)
