@@ -260,8 +260,8 @@ def test_train(k):
                             "come from `key` alone, not from a global generator.")
     out1 = outs[2]
     if np.allclose(np.asarray(losses), np.asarray(out1[1])):
-        fail("prng", "different keys gave the same losses: draw each step's minibatch from a key "
-                        "split (or folded) from `key`.")
+        fail("prng", "different keys gave the same losses: the minibatches do not depend on `key`, so the "
+                        "randomness is not explicit (fixed when the program was traced, or drawn from another key).")
     # ... and different parameters: each step's update is the gradient on the minibatch the key
     # drew, so after many steps two keys end at other parameters (the losses alone can come
     # from minibatches that no update used).
@@ -357,6 +357,57 @@ def test_train(k):
 
 WRONG = {
     "train": [
+        ('''
+def train(key, params, xs, ys, steps, lr):
+    # the starting code: a Python loop of host syncs, NumPy's global RNG, a recompile per step
+    params = {name: np.array(p) for name, p in params.items()}
+    losses = []
+    for step in range(steps):
+        idx = np.random.randint(0, len(xs), size=BATCH)
+        grad_fn = jax.jit(jax.value_and_grad(loss_fn))
+        loss, grads = grad_fn(params, xs[idx], ys[idx])
+        for name in params:
+            params[name] -= lr * np.asarray(grads[name])
+        losses.append(float(loss))
+    return params, jnp.array(losses)
+''', "converted a traced array to NumPy", "async"),
+        ('''
+_grad = jax.jit(jax.value_and_grad(loss_fn))  # half-fixed: one jitted gradient, compiled once
+
+
+def train(key, params, xs, ys, steps, lr):
+    # ...but still a Python loop that reads every loss back, with NumPy's global RNG
+    losses = []
+    for step in range(steps):
+        idx = np.random.randint(0, len(xs), size=BATCH)
+        loss, grads = _grad(params, xs[idx], ys[idx])
+        params = jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads)
+        losses.append(float(loss))
+    return params, jnp.array(losses)
+''', "tracing train needed the concrete value of a traced array (such as `float(loss)`", "async"),
+        ('''
+def train(key, params, xs, ys, steps, lr):
+    # half-fixed: one loop in the program, but the minibatches are still NumPy's, drawn for all
+    # the steps before the loop: when the program is traced, so they are constants in it
+    idx_all = np.random.randint(0, xs.shape[0], size=(steps, BATCH))
+    def step(params, idx):
+        loss, grads = jax.value_and_grad(loss_fn)(params, xs[idx], ys[idx])
+        return jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads), loss
+    return jax.lax.scan(step, params, idx_all)
+''', "the minibatches do not depend on `key`", "prng"),
+        ('''
+def train(key, params, xs, ys, steps, lr):
+    # a key carried through the loop, but the minibatch is drawn with the carried key itself,
+    # which the same step also splits: each key is consumed twice
+    def step(carry, _):
+        params, k = carry
+        idx = jax.random.randint(k, (BATCH,), 0, xs.shape[0])
+        k, _unused = jax.random.split(k)
+        loss, grads = jax.value_and_grad(loss_fn)(params, xs[idx], ys[idx])
+        return (jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads), k), loss
+    (params, _), losses = jax.lax.scan(step, (params, key), None, length=steps)
+    return params, losses
+''', "consumed the same key more than once (In random_split", "key_reuse"),
         ('''
 def train(key, params, xs, ys, steps, lr):
     # pure and jitted, but the minibatches come from a fixed key: `key` is ignored
@@ -523,6 +574,37 @@ def train(key, params, xs, ys, steps, lr):
 
 RIGHT = {
     "train": [
+        '''
+def train(key, params, xs, ys, steps, lr):
+    def step(carry, _):  # the key carried by the loop, renewed at every step; choice without replacement
+        params, k = carry
+        k, sub = jax.random.split(k)
+        idx = jax.random.choice(sub, xs.shape[0], (BATCH,), replace=False)
+        loss, grads = jax.value_and_grad(loss_fn)(params, xs[idx], ys[idx])
+        return (jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads), k), loss
+
+    (params, _), losses = jax.lax.scan(step, (params, key), None, length=steps)
+    return params, losses
+''',
+        '''
+def train(key, params, xs, ys, steps, lr):
+    # every step's minibatch drawn before the loop from one key, as one (steps, BATCH) array of
+    # indices; the loop, a while_loop over the step number with a buffer of losses
+    idx_all = jax.random.randint(key, (steps, BATCH), 0, xs.shape[0])
+
+    def cond(carry):
+        return carry[0] < steps
+
+    def body(carry):
+        i, params, losses = carry
+        idx = idx_all[i]
+        loss, grads = jax.value_and_grad(loss_fn)(params, xs[idx], ys[idx])
+        params = jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads)
+        return i + 1, params, losses.at[i].set(loss)
+
+    _, params, losses = jax.lax.while_loop(cond, body, (0, params, jnp.zeros(steps, jnp.float32)))
+    return params, losses
+''',
         '''
 def train(key, params, xs, ys, steps, lr):
     def body(i, carry):  # a fori_loop, step i's key folded in from `key`, its loss written into a buffer
