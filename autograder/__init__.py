@@ -38,7 +38,7 @@ _HOMES = {
     "compilation": ("Call", "CompileCounter", "check_compiles", "check_compiles_at_most", "count_compiles",
                     "count_traces"),
     "jaxprs": ("check_jaxpr_size_constant", "check_primitive_absent", "check_primitive_present",
-               "jaxpr_size", "primitives_in"),
+               "jaxpr_size"),
     "purity": ("check_input_unchanged", "check_no_tracer_leak", "check_pure"),
     "transfers": ("check_no_host_transfer", "check_traceable"),
     "randomness": ("check_no_key_reuse", "check_typed_key", "is_typed_key"),

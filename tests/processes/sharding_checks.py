@@ -12,6 +12,7 @@ from jax.sharding import PartitionSpec as P
 import autograder as ag
 from autograder import meshes
 from autograder.sharding import _normalise, describe
+from autograder.jaxprs import primitives_in
 
 results = {"devices": jax.device_count(), "backend": jax.default_backend()}
 
@@ -56,7 +57,7 @@ def global_mean(x):
                       in_specs=P("data"), out_specs=P())
     return f(x)
 
-results["shard_map_prims"] = sorted(set(ag.primitives_in(jax.make_jaxpr(global_mean)(x))))
+results["shard_map_prims"] = sorted(set(primitives_in(jax.make_jaxpr(global_mean)(x))))
 
 m = meshes.make_mesh((2, 4), ("data", "model"), kind="explicit")
 results["mesh"] = [dict(m.shape), [str(t) for t in m.axis_types], len(meshes.mesh_devices(8))]
