@@ -321,6 +321,18 @@ def _check_mean(k, rows_per_device, cols, jit=False, exported=False, order=None,
 
         from autograder.judge import effect
 
+        xh2 = (k.rng.normal(size=shape) * 3 + 1).astype(np.float32)  # new values, the same shape
+        # by its effect: a collective on every path, and the result changes when it is perturbed
+        effect.require(program, mlir.COLLECTIVES, (xh2,), what="global_mean(x, mesh)", idea="shard_map",
+                       needs="combine the devices' partial results with a collective")
+        # (where a block has 2 rows or more: gathered partial results, n rows of them, are never as large as x)
+        whole = [op for op in program.facts.ops if op.name == "stablehlo.reduce"
+                 and any(_elements(t) == xh.size for t in op.operands[:1])]
+        if measure and whole:  # every device reduces all of x, gathered to it, not its own shard
+            fail("shard_map", f"the program of global_mean(x, mesh) for x of shape {shape} reduces an array with "
+                                 f"as many elements as the whole of x ({xh.size}) in one operation: each device "
+                                 "works on all of x, gathered to it before its code runs, where it must reduce "
+                                 "only its own shard.")
         if measure:  # what crosses the mesh, in bytes per device: partial results, not rows
             block, handed = rows_per_device * cols * xh.itemsize, effect.collective_bytes(program)
             if handed >= block:
@@ -328,10 +340,6 @@ def _check_mean(k, rows_per_device, cols, jit=False, exported=False, order=None,
                                      f"collectives {handed} bytes per device, where one device's block of x "
                                      f"({rows_per_device} x {cols} float32) is {block} bytes: the devices' rows "
                                      "cross the mesh, not a partial result of each device's own shard.")
-        xh2 = (k.rng.normal(size=shape) * 3 + 1).astype(np.float32)  # new values, the same shape
-        # by its effect: a collective on every path, and the result changes when it is perturbed
-        effect.require(program, mlir.COLLECTIVES, (xh2,), what="global_mean(x, mesh)", idea="shard_map",
-                       needs="combine the devices' partial results with a collective")
         try:
             out = program.call(jax.device_put(xh2, NamedSharding(_judge_mesh(jax), P("data"))))
         except Exception as exc:  # noqa: BLE001
@@ -339,6 +347,15 @@ def _check_mean(k, rows_per_device, cols, jit=False, exported=False, order=None,
                                  f"failed ({type(exc).__name__}: {str(exc)[:200]}).")
         _check_mean_value(np.asarray(out), xh2.astype(np.float64).mean(),
                           f"the program of global_mean(x, mesh) run by the grader on new values of shape {shape}")
+
+
+def _elements(type_text):
+    """Elements of a ranked tensor type's text (``tensor<4x8xf32>``: 32); None when not static."""
+    body = type_text[len("tensor<"):-1].split(",")[0].strip() if str(type_text).startswith("tensor<") else ""
+    try:
+        return int(np.prod([int(d) for d in body.split("x")[:-1]]))
+    except ValueError:
+        return None
 
 
 def _check_mean_value(got, mean, what):
@@ -670,6 +687,13 @@ def global_mean(x, mesh):
     return shard_map_fn()(lambda b: jnp.mean(jax.lax.pmean(b, "data")), mesh=mesh,
                           in_specs=P("data"), out_specs=P())(x)
 ''', "the devices' rows cross the mesh", "shard_map"),
+        ('''
+def global_mean(x, mesh):
+    # every device receives the whole of x (replicated) and reduces all of it
+    def per_device(whole):
+        return jax.lax.psum(jnp.sum(whole), "data") / (whole.size * jax.lax.psum(1, "data"))
+    return shard_map_fn()(per_device, mesh=mesh, in_specs=P(), out_specs=P())(x)
+''', "as many elements as the whole of x", "shard_map"),
         ('''
 def _partial(block):
     return jax.lax.psum(jnp.sum(block), "data") / (block.size * jax.lax.psum(1, "data"))
