@@ -156,7 +156,7 @@ def _padded(rng, batch, max_len, lengths, wild=False):
 def test_masked_sequence_sum(k):
     # One program per shape: exported with tokens and lengths traced, one sum per row out.
     by_shape = {(b, n): _fixed_shapes(k, "masked_sequence_sum", [Spec((b, n), "float32"), Spec((b,), "int32")], (b,))
-                for b, n in ((2, 4), (3, 8))}
+                for b, n in ((2, 4), (3, 8), (3, 4))}
     # First every row with some padding (no empty row), then empty and full rows.
     tokens, lengths = _padded(k.rng, 2, 4, k.rng.integers(1, 3, size=2))  # 2 or 3 padding entries
     _check_sums(by_shape[(2, 4)](tokens, lengths), tokens, lengths,
@@ -192,6 +192,13 @@ def test_masked_sequence_sum(k):
             raise
         fail("shapes", f"{exc.detail} A row's own entries count whatever they hold: the sum of entries "
                           "one of which is inf is inf; only the padding must stay out of the sum.")
+    # The visible test's inputs too, so that no grade passes what it fails.
+    for tokens, lengths, what in [
+            ([[1.0, 2.0, 3.0, 9.0], [4.0, 5.0, 7.0, 7.0]], [3, 1], "on the example"),
+            ([[1.0, 2.0, np.nan, np.inf], [4.0, -1.0, 0.5, 2.0], [np.nan, -np.inf, 3.0, 1.0]], [2, 4, 0],
+             "on lengths [2, 4, 0], padding that holds nan and inf")]:
+        tokens, lengths = np.asarray(tokens, np.float32), np.asarray(lengths, np.int32)
+        _check_sums(by_shape[tokens.shape](tokens, lengths), tokens, lengths, f"jax.jit(masked_sequence_sum) {what}")
 
 
 # --------------------------------------------------------------------------- first_k_positive
@@ -255,6 +262,11 @@ def test_first_k_positive(k):
     x = k.rng.integers(-3, 4, size=5).astype(np.float32)
     x[int(k.rng.integers(0, 5))] = 1.0
     _check_first(by_k[7](x), x, 7, f"first_k_positive({x.tolist()}, k=7) (k larger than len(x))")
+    # The visible test's inputs too, so that no grade passes what it fails.
+    for x, kk in [([0.0, 2.0, -1.0, 3.0, 5.0], 2), ([0.0, 2.0, -1.0, 3.0, 5.0], 4), ([0.0, 2.0, -1.0, 3.0, 5.0], 7),
+                  ([np.nan, 4.0, -1.0, 2.0, 1.0], 2)]:
+        x = np.asarray(x, np.float32)
+        _check_first(by_k[kk](x), x, kk, f"first_k_positive({x.tolist()}, k={kk})")
 
 
 # --------------------------------------------------------------------------- bucket_length
