@@ -94,6 +94,20 @@ def test_tree_l2_norm(k):
     for tree in trees:
         _check_norm(f, tree, "tree_l2_norm")  # the kernel's eager call: fail-only
         _check_norm(program, tree, "jax.jit(tree_l2_norm)")  # the program's value: the one that counts
+    # The trees a training run meets: entries all zero (a layer initialised to zero), leaves with
+    # no entries (an unused table of zero rows), both at once.
+    zero = lambda *s: AsJax(np.zeros(s, np.float32))  # noqa: E731
+    edges = [({"w": zero(2, 3), "b": zero(3)}, "a tree whose entries are all zero"),
+             ({"w": r(2, 3), "unused": zero(0, 4), "b": [r(2), zero(0)]}, "a tree with leaves that hold no entries"),
+             ({"embed": zero(0, 3), "head": {"w": zero(3, 2), "b": None}}, "a tree whose entries are all zero, "
+              "one leaf with no entries")]
+    for tree, kind in edges:
+        for fn, label in ((f, "tree_l2_norm"), (program, "jax.jit(tree_l2_norm)")):
+            try:
+                _check_norm(fn, tree, label)
+            except ExerciseFailure as exc:
+                fail(exc.idea, f"{exc.detail} (on {describe(tree)}, {kind}: it is a tree of arrays like any "
+                                  f"other, and its norm is {_norm(tree):.4g}.)")
     # Trees with no leaves at all (an empty dict, a list of None): valid pytrees, of norm 0.0.
     for tree in ({}, [None], {"a": None, "b": ()}):
         for fn, label in ((f, "tree_l2_norm"), (program, "jax.jit(tree_l2_norm)")):
@@ -421,6 +435,31 @@ WRONG = {
     "tree_l2_norm": [
         ('''
 def tree_l2_norm(tree):
+    """sqrt(sum of x**2 over every entry of every leaf of `tree`)."""
+    # Scaled, as careful norms are (BLAS's nrm2): divided by the largest |entry| first, the
+    # squares cannot overflow float32 even where the entries are huge.
+    # TODO: right on random trees; run it on the trees the prompt lists.
+    largest = jax.tree.map(lambda leaf: jnp.max(jnp.abs(leaf)), tree)
+    scale = jax.tree.reduce(jnp.maximum, largest)
+    squares = jax.tree.map(lambda leaf: jnp.sum(jnp.square(leaf / scale)), tree)
+    return scale * jnp.sqrt(jax.tree.reduce(jnp.add, squares))
+''', "a tree whose entries are all zero", "numerics"),
+        ('''
+def tree_l2_norm(tree):
+    # the scaling made safe for a tree of zeros only: a leaf with no entries, or no leaf, still breaks it
+    scale = jax.tree.reduce(jnp.maximum, jax.tree.map(lambda leaf: jnp.max(jnp.abs(leaf)), tree))
+    safe = jnp.where(scale > 0, scale, 1.0)
+    return safe * jnp.sqrt(jax.tree.reduce(jnp.add, jax.tree.map(lambda leaf: jnp.sum(jnp.square(leaf / safe)), tree)))
+''', "a tree with leaves that hold no entries", "pytrees"),
+        ('''
+def tree_l2_norm(tree):
+    # every step defined for empty leaves and no leaves, but a tree of zeros still divides 0 by 0
+    leaves = jax.tree.leaves(tree)
+    scale = jax.tree.reduce(jnp.maximum, [jnp.max(jnp.abs(leaf), initial=0.0) for leaf in leaves], jnp.zeros(()))
+    return scale * jnp.sqrt(sum((jnp.sum(jnp.square(leaf / scale)) for leaf in leaves), jnp.zeros(())))
+''', "a tree whose entries are all zero", "numerics"),
+        ('''
+def tree_l2_norm(tree):
     flat = jnp.concatenate([jnp.ravel(leaf) for leaf in jax.tree.leaves(tree)])  # nothing to join: no leaves
     return jnp.sqrt(jnp.sum(flat ** 2))
 ''', "a tree with no leaves: it is a pytree all the same", "pytrees"),
@@ -660,6 +699,14 @@ def sgd_update(params, grads, lr):
 ''',
     ],
     "tree_l2_norm": [
+        '''
+def tree_l2_norm(tree):
+    # the starting code's scaling kept, every step defined: a largest |entry| from zero, a scale never 0
+    leaves = jax.tree.leaves(tree)
+    scale = jax.tree.reduce(jnp.maximum, [jnp.max(jnp.abs(leaf), initial=0.0) for leaf in leaves], jnp.zeros(()))
+    safe = jnp.where(scale > 0, scale, 1.0)
+    return safe * jnp.sqrt(sum((jnp.sum(jnp.square(leaf / safe)) for leaf in leaves), jnp.zeros(())))
+''',
         '''
 from jax.flatten_util import ravel_pytree
 
