@@ -210,6 +210,44 @@ def random_crop(key, images, size):
         crops.append(jax.lax.dynamic_slice(padded[i], (top, left), (size, size)))
     return jnp.stack(crops)[:n]
 ''', "beyond every number of images it was tried at", "per_example_keys"),
+        ('''
+def random_crop(key, images, size):
+    """One size x size crop per image, each at a position drawn from that image's own key."""
+    # TODO: right eagerly (on JAX's default PRNG setting); under jax.jit it does not run.
+    # Measure before and after: the crops with the setting on and off, the jaxpr at two batch sizes.
+    n, h, w = images.shape
+    limits = jnp.array([h - size + 1, w - size + 1])
+    crops = []
+    for i in range(n):
+        key_i = jax.random.fold_in(key, i)  # image i's own key
+        top, left = jax.random.randint(key_i, (2,), 0, limits)
+        top, left = int(top), int(left)  # plain offsets for a plain slice
+        crops.append(images[i, top:top + size, left:left + size])
+    return jnp.stack(crops)
+''', "needed the concrete value of a traced array", "static"),
+        ('''
+def random_crop(key, images, size):
+    # half-fix: a slice at traced offsets, still a Python loop, still fold_in keys
+    n, h, w = images.shape
+    limits = jnp.array([h - size + 1, w - size + 1])
+    crops = []
+    for i in range(n):
+        top, left = jax.random.randint(jax.random.fold_in(key, i), (2,), 0, limits)
+        crops.append(jax.lax.dynamic_slice(images[i], (top, left), (size, size)))
+    return jnp.stack(crops)
+''', "grows with the number of images", "per_example_keys"),
+        ('''
+def random_crop(key, images, size):
+    # int() removed: a plain slice at traced offsets
+    n, h, w = images.shape
+    keys = jax.random.split(key, n)
+    limits = jnp.array([h - size + 1, w - size + 1])
+    crops = []
+    for i in range(n):
+        top, left = jax.random.randint(keys[i], (2,), 0, limits)
+        crops.append(images[i, top:top + size, left:left + size])
+    return jnp.stack(crops)
+''', "Array slice indices must have static start/stop/step", "numerics"),
     ],
 }
 
@@ -224,6 +262,29 @@ def random_crop(key, images, size):
     rows = corners[:, 0, None] + jnp.arange(size)          # (n, size)
     cols = corners[:, 1, None] + jnp.arange(size)          # (n, size)
     return images[jnp.arange(n)[:, None, None], rows[:, :, None], cols[:, None, :]]
+''',
+        '''
+def random_crop(key, images, size):
+    # a compiled loop over the images (lax.map) instead of vmap
+    n, h, w = images.shape
+    limits = jnp.array([h - size + 1, w - size + 1])
+    def crop_one(args):
+        k, image = args
+        top, left = jax.random.randint(k, (2,), 0, limits)
+        return jax.lax.dynamic_slice(image, (top, left), (size, size))
+    return jax.lax.map(crop_one, (jax.random.split(key, n), images))
+''',
+        '''
+def random_crop(key, images, size):
+    # a fori_loop writing each crop into a buffer at traced offsets
+    n, h, w = images.shape
+    keys = jax.random.split(key, n)
+    limits = jnp.array([h - size + 1, w - size + 1])
+    def body(i, out):
+        top, left = jax.random.randint(keys[i], (2,), 0, limits)
+        window = jax.lax.dynamic_slice(images, (i, top, left), (1, size, size))
+        return jax.lax.dynamic_update_slice(out, window, (i, 0, 0))
+    return jax.lax.fori_loop(0, n, body, jnp.zeros((n, size, size), images.dtype))
 ''',
     ],
 }
