@@ -91,6 +91,17 @@ def test_primitive_names(k):
                        "names of its jaxpr at a float32 x: a jaxpr belongs to f *at* its arguments (their shapes and "
                        "dtypes), and at an int32 x JAX traces another one.")
     _check_names(k, "sin_sin_plus_cos", (ints,), "primitive_names(f, x) for f(x) = sin(sin(x)) + cos(x) at an int32 x")
+    # The same f at a float32 vector, then at a float32 matrix: one dtype, two jaxprs (`x.T` of a
+    # vector is the vector itself, of a matrix a transpose), so names kept by f and dtypes are wrong.
+    _check_names(k, "tanh_matmul_transpose", (vec(),), "primitive_names(f, x) for f(x) = tanh(x) @ x.T at a vector x")
+    matrix = (_f32(rng.normal(size=(int(rng.integers(2, 5)), n))),)
+    vector_names = _reference_names("tanh_matmul_transpose", (vec(),))[0]
+    got = call(k.fn("primitive_names"), Fixture("tanh_matmul_transpose"), *matrix, what="primitive_names")
+    if isinstance(got, (list, tuple)) and [str(v) for v in got] == vector_names:
+        fail("phases", f"primitive_names(f, x) for f(x) = tanh(x) @ x.T at a float32 matrix x is {list(got)!r}, the "
+                       "names of its jaxpr at a float32 vector x: a jaxpr belongs to f *at* its arguments' shapes as "
+                       "well as their dtypes, and at a matrix JAX traces another one (`x.T` is a transpose there).")
+    _check_names(k, "tanh_matmul_transpose", matrix, "primitive_names(f, x) for f(x) = tanh(x) @ x.T at a matrix x")
     cases = [
         ("exp_times_minus", (float(np.float32(rng.normal())), float(np.float32(rng.normal()))),
          "f(x, y) = exp(x) * y - x"),
@@ -288,6 +299,17 @@ def primitive_names(f, *args):
         _NAMES[f] = re.findall(r"= ([a-z_]\\w*)", printed)
     return list(_NAMES[f])
 ''', "at an int32 x JAX traces another one", "phases"),
+        ('''
+_CACHE = {}
+
+
+def primitive_names(f, *args):
+    # kept per function and dtypes: the arguments' shapes are not part of the key
+    key = (f, tuple(str(jnp.result_type(a)) for a in jax.tree.leaves(args)))
+    if key not in _CACHE:
+        _CACHE[key] = [e.primitive.name for e in jax.make_jaxpr(f)(*args).jaxpr.eqns]
+    return list(_CACHE[key])
+''', "shapes as well as their dtypes", "phases"),
     ],
     "runtime_print": [
         ('''
