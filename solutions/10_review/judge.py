@@ -12,7 +12,10 @@ parameters, the data and ``lr`` traced; :mod:`autograder.judge.programs`), run h
 own keys; its operations, read from the parsed module at two values of ``steps``, must not grow
 (no unrolled Python loop), and it must trace without pulling a value to the host and contain no
 host callback. A key reused at every step is found before the loss is judged: run with lr=0,
-whose parameters never move, every step's minibatch loss is the same. Kernel-side claims,
+whose parameters never move, every step's minibatch loss is the same; the same run tells a
+reported loss that is all the data's, minibatches of another size or not drawn uniformly, and, on
+targets that leave only the first and the last example a loss, a draw that never (or too often)
+holds one of them. Kernel-side claims,
 fail-only: no key consumed twice (JAX's key-reuse checker) and one trace for new keys and
 learning rates.
 """
@@ -217,6 +220,32 @@ def _check_plain_sgd(k, program, params, xs, ys, seed):
                                 "gradient on the minibatch), and nothing else.")
 
 
+def _check_every_example(program, params, xs, seed):
+    """Every example is drawn, the first and the last included (a bound off by one leaves one out;
+    a clamped index out of range draws the last twice as often): at lr=0, on targets that give
+    every example a loss of 0 at the initial parameters but the first (1) and the last (1000),
+    BATCH times each step's loss counts how often each of the two is in its minibatch. A uniform
+    draw of BATCH of the 256 examples holds a given one in 11.8% (with replacement) or 12.5%
+    (without) of the steps: over _FROZEN steps, within 0.004 (one standard deviation); the
+    bounds, 9% and 15%, are 7 standard deviations away."""
+    p = _np_params(params)
+    targets = np.tanh(xs.astype(np.float64) @ p["w1"] + p["b1"]) @ p["w2"] + p["b2"]
+    targets[0] += 1.0
+    targets[-1] += np.sqrt(1000.0)
+    _, losses = program(programs.raw_key(seed), params, xs, targets.astype(np.float32), lr=np.float32(0.0))
+    counts = np.asarray(losses, np.float64) * BATCH
+    last = np.floor((counts + 0.5) / 1000.0)
+    first = np.rint(counts - 1000.0 * last)
+    n = len(xs)
+    for index, times in ((0, first), (n - 1, last)):
+        share = float(np.mean(times > 0))
+        if not 0.09 <= share <= 0.15:
+            fail("capstone", f"with lr=0, on targets that leave every example a loss of 0 but examples 0 and {n - 1}, "
+                                f"example {index} was in {share:.1%} of the {len(times)} minibatches; a uniform draw of "
+                                f"{BATCH} of the {n} examples holds it in about 12% of them: the minibatches do not draw "
+                                "every example alike, the first and the last included.")
+
+
 def test_train(k):
     # The program: traced (and exported) at two values of `steps`, it must not grow.
     small = [_program(k, steps) for steps in (3, 7)]
@@ -271,7 +300,8 @@ def test_train(k):
                             "gradient of the loss on that step's minibatch, the one whose loss it reports.")
     # With lr = 0 the parameters never move, so each step's loss is the loss of its minibatch
     # alone: equal losses at every step are one minibatch drawn again and again, from one key.
-    still, frozen = _program(k, _FROZEN)(programs.raw_key(s2), *inputs, lr=np.float32(0.0))
+    frozen_program = _program(k, _FROZEN)
+    still, frozen = frozen_program(programs.raw_key(s2), *inputs, lr=np.float32(0.0))
     frozen = np.asarray(frozen, np.float64)
     if frozen.shape != (_FROZEN,) or not np.all(np.isfinite(frozen)):
         fail("capstone", f"with lr=0 over {_FROZEN} steps train returned losses of shape {frozen.shape} (expected "
@@ -286,6 +316,12 @@ def test_train(k):
                          f"{int(np.sum(frozen <= 0)) - 1} later steps): a minibatch's loss, a mean of squared errors, "
                          "is positive, so those steps were not run (a loop bounded by a fixed number of "
                          "steps?) or their losses not reported.")
+    per_example = ((np.tanh(xd @ params["w1"] + params["b1"]) @ params["w2"] + params["b2"] - yd) ** 2).ravel()
+    mu, var = float(per_example.mean()), float(per_example.var())
+    if np.allclose(frozen, mu, rtol=1e-4, atol=0.0):
+        fail("capstone", f"with lr=0, which leaves the parameters where they are, every one of the {_FROZEN} steps "
+                            f"reported {frozen[0]:.5f}, the loss on all {len(per_example)} examples: the loss train reports "
+                            "for a step is not the loss of that step's minibatch.")
     if np.allclose(frozen, frozen[0], rtol=1e-6, atol=0.0):
         fail("key_reuse", f"with lr=0, which leaves the parameters where they are, every one of the {_FROZEN} "
                              f"steps reported the same minibatch loss ({frozen[0]:.5f}): every step drew the "
@@ -297,8 +333,6 @@ def test_train(k):
     # over sigma^2 / BATCH is 1.00 (BATCH drawn with replacement, sd 0.016) or 0.878 (without,
     # sd 0.014): between 0.755 and 1.14, over 8 standard deviations from 1 and 0.878, and from
     # 0.667 (1.5 x BATCH examples) and 1.33 (0.75 x BATCH) with replacement; simulated, 300 runs each.
-    per_example = ((np.tanh(xd @ params["w1"] + params["b1"]) @ params["w2"] + params["b2"] - yd) ** 2).ravel()
-    mu, var = float(per_example.mean()), float(per_example.var())
     z = float((frozen.mean() - mu) / np.sqrt(var / BATCH / _FROZEN))
     if abs(z) > 6:
         fail("capstone", f"with lr=0 the mean of the {_FROZEN} minibatch losses is {frozen.mean():.4f}, but the mean "
@@ -314,10 +348,14 @@ def test_train(k):
         fail("capstone", f"with lr=0 the {_FROZEN} minibatch losses vary {spread:.2f} times as much as losses of "
                             f"minibatches of {BATCH} examples do: each step's minibatch holds fewer examples than "
                             f"BATCH = {BATCH}.")
+    _check_every_example(frozen_program, params, xs, s4)
     lv = np.asarray(losses, np.float64)
     if not np.all(np.isfinite(lv)) or lv[:5].mean() <= lv[-5:].mean():
         fail("capstone", "the minibatch losses do not go down over the steps: check the update "
                             "`p - lr * g` and that `losses` holds each step's loss.")
+    # Plain SGD's steps, on data where every minibatch is known (before the final loss, which an
+    # answer with momentum or another step size may or may not reach, by the draws)...
+    _check_plain_sgd(k, program, params, xs, ys, s3)
     # The final loss on all the data against plain minibatch SGD (the median of three NumPy runs).
     for mine_out in (out, out1):
         mine = _np_loss(mine_out[0], xd, yd)
@@ -333,7 +371,6 @@ def test_train(k):
     if np.allclose(np.asarray(outs[3][0]["w1"]), np.asarray(outs[4][0]["w1"])):
         fail("capstone", "train gave the same parameters for the learning rates 0.05 and 0.2: `lr` does not "
                             "reach the update `p - lr * g`.")
-    _check_plain_sgd(k, program, params, xs, ys, s3)
     # ... and at a number of steps beyond anything its programs were written for.
     _check_far(k, small, (3, 7, _STEPS), inputs, s1)
     # Jits once: new keys and learning rates are runtime data (the kernel's trace count, a claim).
@@ -465,7 +502,7 @@ def train(key, params, xs, ys, steps, lr):
         loss, grads = jax.value_and_grad(loss_fn)(params, xs[idx], ys[idx])
         return jax.tree_util.tree_map(lambda p, g: p - 0.1 * lr * g, params, grads), loss
     return jax.lax.scan(step, params, jax.random.split(key, steps))
-''', "plain minibatch SGD reaches", "capstone"),
+''', "its steps are not plain SGD's", "capstone"),
         ('''
 def train(key, params, xs, ys, steps, lr):
     # everything in lax.scan, but every step's loss is printed from the compiled loop: a host callback
@@ -569,6 +606,25 @@ def train(key, params, xs, ys, steps, lr):
 
     return jax.lax.scan(step, params, jax.random.split(key, steps))
 ''', "it reports each step's loss after that step's update", "capstone"),
+        ('''
+def train(key, params, xs, ys, steps, lr):
+    def step(params, k):
+        idx = jax.random.randint(k, (BATCH,), 0, xs.shape[0] - 1)  # the last example is never drawn
+        loss, grads = jax.value_and_grad(loss_fn)(params, xs[idx], ys[idx])
+        return jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads), loss
+
+    return jax.lax.scan(step, params, jax.random.split(key, steps))
+''', "the first and the last included", "capstone"),
+        ('''
+def train(key, params, xs, ys, steps, lr):
+    def step(params, k):
+        idx = jax.random.randint(k, (BATCH,), 0, xs.shape[0])
+        grads = jax.grad(loss_fn)(params, xs[idx], ys[idx])
+        loss = loss_fn(params, xs, ys)  # the loss reported: on all the data, not the minibatch's
+        return jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads), loss
+
+    return jax.lax.scan(step, params, jax.random.split(key, steps))
+''', "is not the loss of that step's minibatch", "capstone"),
     ],
 }
 

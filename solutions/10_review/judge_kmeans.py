@@ -8,7 +8,9 @@ that no point is within a margin of a tie between two different centroids (float
 then assign alike); exact duplicates among the points are searched for so that, in one case,
 two initial centroids coincide and one cluster is empty at the last step (so what the
 program does with an empty cluster shows in its output: Lloyd steps after it would converge
-to the same centroids whatever it did). The learner's program (``k`` and
+to the same centroids whatever it did); in another, a cluster that had points has none at the
+last step (it keeps the value it had then: one that goes back to its initial centroid shows).
+The learner's program (``k`` and
 ``iters`` static; the key as raw ``uint32[2]`` data and the points traced) is read at two
 values of ``iters`` and two of ``n`` before any is run: one that grows is told so; then at a
 count of each beyond their number of operations (:func:`autograder.judge.effect.past_operations`:
@@ -48,8 +50,8 @@ def _initial(seed, n, k):
 
 
 def _reference(points, init, iters):
-    """(centroids after each of 0..iters steps, the least relative tie margin, whether a
-    cluster was empty at each step), float64."""
+    """(centroids after each of 0..iters steps, the least relative tie margin, the clusters
+    that were empty at each step: a set of their indices), float64."""
     p = points.astype(np.float64)
     c = p[init].copy()
     margin, empties, history = np.inf, [], [c.copy()]
@@ -62,20 +64,23 @@ def _reference(points, init, iters):
         same = np.all(c[None, :, :] == c[labels][:, None, :], axis=-1)  # centroids equal to the nearest
         others = np.where(same, np.inf, d).min(1)
         margin = min(margin, float(((others - nearest) / (1.0 + nearest)).min()))
-        empties.append(False)
+        empties.append(set())
         for j in range(len(c)):
             if np.any(labels == j):
                 c[j] = p[labels == j].mean(0)
             else:
-                empties[-1] = True
+                empties[-1].add(j)
         history.append(c.copy())
     return history, margin, empties
 
 
 def _draw(rng, n, d, k, iters, want_empty, seeds):
     """Points (a few exact duplicates) and a seed whose run has no near tie and, if
-    ``want_empty``, an empty cluster at its last step (else none at any step):
-    ``(points, seed, reference centroids)``."""
+    ``want_empty``, an empty cluster at its last step (else none at any step); if ``want_empty``
+    is ``"moved"``, one whose centroid then is no longer its initial one (it had points at an
+    earlier step: what it keeps is its value then, not where it started). About 1 in 100 of
+    (points, seed) pairs is such a run, and 400 x 39 are tried: ``(points, seed, reference
+    centroids)``."""
     for _ in range(400):
         centers = rng.normal(size=(k, d)) * 6.0
         points = (centers[rng.integers(0, k, n)] + rng.normal(size=(n, d))).astype(np.float32)
@@ -83,7 +88,10 @@ def _draw(rng, n, d, k, iters, want_empty, seeds):
         points[dup] = points[dup[0]]  # four copies of one point
         for seed in seeds:
             history, margin, empties = _reference(points, _initial(seed, n, k), iters)
-            wanted = empties[-1] if want_empty else not any(empties)
+            if want_empty == "moved":
+                wanted = any(not np.array_equal(history[-1][j], history[0][j]) for j in empties[-1])
+            else:
+                wanted = bool(empties[-1]) if want_empty else not any(empties)
             if margin > MARGIN and wanted and np.ptp(history[-1]) > 0:
                 return points, seed, history[-1]
     raise RuntimeError("kmeans: no input without near ties was found")  # never expected
@@ -192,10 +200,14 @@ def test_kmeans(k):
                         + ": the initial centroids are the key's choice, exactly as the prompt states.")
     _check(got0, want0, f"jax.jit(kmeans)(key, points, {kk}, 0)")
     # Lloyd steps, with and without an empty cluster (two equal initial centroids).
-    for trial, (n, iters, want_empty) in enumerate([(24, 4, False), (40, 1, True), (40, 3, False)]):
+    # A cluster emptied after it had points keeps the value it had then, not its initial one.
+    empties = {True: " (two initial centroids coincide: one cluster stays empty)",
+               "moved": " (a cluster that had points has none at the last step)"}
+    trials = [(24, 4, False), (40, 1, True), (40, 3, False), (40, 3, "moved")]
+    for trial, (n, iters, want_empty) in enumerate(trials):
         pts, seed, want = _draw(rng, n, d, kk, iters, want_empty, seeds[1:])
         got = _program(k, n, d, kk, iters)(programs.raw_key(seed), pts)
-        empty = " (two initial centroids coincide: one cluster stays empty)" if want_empty else ""
+        empty = empties.get(want_empty, "")
         _check(got, want, f"jax.jit(kmeans)(key, points, {kk}, {iters}) on random input #{trial + 1}{empty}")
     # ... and at a number of steps beyond anything its programs were written for: the trips observed.
     _check_trips(k, d, kk, at, seeds[1:])
@@ -305,11 +317,41 @@ def kmeans(key, points, k, iters):
 
     return jax.lax.fori_loop(0, iters, step, init)
 ''', "but its last trips do no work", "loops"),
+        ('''
+def kmeans(key, points, k, iters):
+    n = points.shape[0]
+    init = points[jax.random.choice(key, n, (k,), replace=False)]
+
+    def step(centroids, _):
+        labels = jnp.argmin(jnp.sum((points[:, None, :] - centroids[None, :, :]) ** 2, axis=-1), axis=1)
+        onehot = jax.nn.one_hot(labels, k, dtype=points.dtype)
+        counts = onehot.sum(0)
+        means = (onehot.T @ points) / jnp.maximum(counts, 1)[:, None]
+        # an empty cluster goes back to where it started, not to the value it had
+        return jnp.where((counts > 0)[:, None], means, init), None
+
+    return jax.lax.scan(step, init, None, length=iters)[0]
+''', "(a cluster that had points has none at the last step)", "capstone"),
     ],
 }
 
 RIGHT = {
     "kmeans": [
+        '''
+def kmeans(key, points, k, iters):
+    # a fori_loop; distances by |p|^2 - 2 p.c + |c|^2; sums and counts by a one-hot matrix
+    n = points.shape[0]
+    init = points[jax.random.choice(key, n, (k,), replace=False)]
+
+    def body(i, c):
+        d = (points ** 2).sum(1)[:, None] - 2 * points @ c.T + (c ** 2).sum(1)[None, :]
+        onehot = (jnp.argmin(d, axis=1)[:, None] == jnp.arange(k)[None, :]).astype(points.dtype)
+        counts = onehot.sum(0)
+        sums = jnp.einsum("nk,nd->kd", onehot, points)
+        return jnp.where((counts > 0)[:, None], sums / jnp.where(counts > 0, counts, 1)[:, None], c)
+
+    return jax.lax.fori_loop(0, iters, body, init)
+''',
         '''
 def kmeans(key, points, k, iters):
     n = points.shape[0]
