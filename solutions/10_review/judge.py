@@ -246,6 +246,34 @@ def _check_every_example(program, params, xs, seed):
                                 "every example alike, the first and the last included.")
 
 
+def _check_loss_is_its_minibatchs(program, params, seeds):
+    """Each step's reported loss is the loss of the minibatch whose gradient makes its update
+    (two draws a step, one for the loss and one for the gradient, are told): on data of two kinds,
+    half the examples at x = 0 with the target the model gives there (loss 0, gradient 0 at the
+    initial parameters, whose b1 is 0) and half at one other x with a target 1 above the model's
+    (loss 1, gradient -2 on b2), a minibatch holding m examples of the second kind has the loss
+    m / BATCH, and one step of plain SGD moves b2 by 2 lr m / BATCH: both give m, which must agree.
+    A uniform draw gives m = 16 +- 3, so two independent draws agree in about one key of ten;
+    over six keys, about once in a million."""
+    n = 256
+    p = _np_params(params)
+    one = np.array([[0.5, -1.0, 1.5, 0.25]])
+    xs = np.zeros((n, 4))
+    xs[::2] = one
+    targets = (np.tanh(xs @ p["w1"] + p["b1"]) @ p["w2"] + p["b2"]).astype(np.float32)
+    targets[::2] += np.float32(1.0)
+    lr = 0.01
+    for seed in seeds:
+        got, losses = program(programs.raw_key(seed), params, xs.astype(np.float32), targets, lr=np.float32(lr))
+        m_loss = float(np.asarray(losses, np.float64).reshape(-1)[0]) * BATCH
+        m_step = (float(np.asarray(got["b2"], np.float64).reshape(-1)[0]) - float(p["b2"][0])) * BATCH / (2 * lr)
+        if abs(m_loss - m_step) > 0.5:
+            fail("capstone", f"on data where half the examples have a loss of 1 and the others none, step 0 reported "
+                                f"the loss of a minibatch holding {m_loss:.0f} examples with a loss, but its update "
+                                f"is the gradient of a minibatch holding {m_step:.0f} of them: the loss train reports "
+                                "for a step is not the loss of the minibatch whose gradient makes that step's update.")
+
+
 def test_train(k):
     # The program: traced (and exported) at two values of `steps`, it must not grow.
     small = [_program(k, steps) for steps in (3, 7)]
@@ -327,6 +355,13 @@ def test_train(k):
                              f"steps reported the same minibatch loss ({frozen[0]:.5f}): every step drew the "
                              "same minibatch, from the same key. Each step needs a key of its own, derived "
                              "from `key`.")
+    # Drawn afresh: 8000 draws of BATCH of 256 examples hardly ever repeat a minibatch (its loss),
+    # while one order kept for every pass through the data goes through 256 / BATCH of them.
+    distinct = len(np.unique(frozen))
+    if distinct < _FROZEN // 2:
+        fail("capstone", f"with lr=0 the {_FROZEN} steps reported only {distinct} different minibatch losses: the steps "
+                            "go through a few minibatches again and again instead of drawing each afresh (one order "
+                            "of the examples kept for every pass through them).")
     # ... and they tell the minibatches: each loss is the mean of BATCH of the 256 examples' losses
     # at the initial parameters (known here, mean mu and variance sigma^2). Over 8000 steps their
     # mean is mu within 6 standard errors (sigma / sqrt(BATCH x 8000)), and their sample variance
@@ -343,7 +378,8 @@ def test_train(k):
     if spread < 0.755:
         fail("capstone", f"with lr=0 the {_FROZEN} minibatch losses vary {spread:.2f} times as much as losses of "
                             f"minibatches of {BATCH} examples do: each step's minibatch holds more examples than "
-                            f"BATCH = {BATCH}.")
+                            f"BATCH = {BATCH}, or the steps go through a few minibatches again and again instead "
+                            "of drawing each afresh (one order of the examples kept for every pass through them).")
     if spread > 1.14:
         fail("capstone", f"with lr=0 the {_FROZEN} minibatch losses vary {spread:.2f} times as much as losses of "
                             f"minibatches of {BATCH} examples do: each step's minibatch holds fewer examples than "
@@ -373,6 +409,8 @@ def test_train(k):
                             "reach the update `p - lr * g`.")
     # ... and at a number of steps beyond anything its programs were written for.
     _check_far(k, small, (3, 7, _STEPS), inputs, s1)
+    # ... and each step's loss is the loss of the minibatch its update comes from.
+    _check_loss_is_its_minibatchs(_program(k, 1), params, k.distinct_seeds(6))
     # Jits once: new keys and learning rates are runtime data (the kernel's trace count, a claim).
     report = call(lambda: k.call(Fixture("jit_static_traces"), Ref("train"), ["steps"],
                                     [((Key(s), *args), {"steps": _STEPS, "lr": lr}) for s, lr in plan]),
@@ -394,6 +432,29 @@ def test_train(k):
 
 WRONG = {
     "train": [
+        ('''
+def train(key, params, xs, ys, steps, lr):
+    # one permutation per call, sliced in order and cycled: the same few minibatches at every pass
+    n = xs.shape[0]
+    perm = jax.random.permutation(key, n)
+    def step(params, t):
+        idx = jax.lax.dynamic_slice(jnp.concatenate([perm, perm]), ((t * BATCH) % n,), (BATCH,))
+        loss, grads = jax.value_and_grad(loss_fn)(params, xs[idx], ys[idx])
+        return jax.tree.map(lambda p, g: p - lr * g, params, grads), loss
+    return jax.lax.scan(step, params, jnp.arange(steps))
+''', "go through a few minibatches again and again", "capstone"),
+        ('''
+def train(key, params, xs, ys, steps, lr):
+    # the loss reported is of another minibatch than the one the gradient comes from
+    def step(params, k):
+        k1, k2 = jax.random.split(k)
+        i1 = jax.random.randint(k1, (BATCH,), 0, xs.shape[0])
+        i2 = jax.random.randint(k2, (BATCH,), 0, xs.shape[0])
+        loss = loss_fn(params, xs[i1], ys[i1])
+        grads = jax.grad(loss_fn)(params, xs[i2], ys[i2])
+        return jax.tree.map(lambda p, g: p - lr * g, params, grads), loss
+    return jax.lax.scan(step, params, jax.random.split(key, steps))
+''', "is not the loss of the minibatch whose gradient makes", "capstone"),
         ('''
 def train(key, params, xs, ys, steps, lr):
     # the starting code: a Python loop of host syncs, NumPy's global RNG, a recompile per step
@@ -630,6 +691,18 @@ def train(key, params, xs, ys, steps, lr):
 
 RIGHT = {
     "train": [
+        '''
+def train(key, params, xs, ys, steps, lr):
+    # random reshuffling: a fresh permutation per pass through the data (fold_in of the pass), sliced in order
+    n = xs.shape[0]
+    per_epoch = n // BATCH
+    def step(params, t):
+        perm = jax.random.permutation(jax.random.fold_in(key, t // per_epoch), n)
+        idx = jax.lax.dynamic_slice(perm, ((t % per_epoch) * BATCH,), (BATCH,))
+        loss, grads = jax.value_and_grad(loss_fn)(params, xs[idx], ys[idx])
+        return jax.tree.map(lambda p, g: p - lr * g, params, grads), loss
+    return jax.lax.scan(step, params, jnp.arange(steps))
+''',
         '''
 def train(key, params, xs, ys, steps, lr):
     def step(carry, _):  # the key carried by the loop, renewed at every step; choice without replacement
