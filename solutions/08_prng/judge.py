@@ -474,6 +474,18 @@ def dropout(key, x, rate):
         _LAYERS[rate] = Dropout(rate, key)
     return _LAYERS[rate](x)
 ''', "with two different keys, dropout(key, x, 0.", "prng"),
+        ('''
+class _Keys:
+    key = None
+
+def dropout(key, x, rate):
+    # a key kept between calls and split at every call: "fresh" masks
+    if _Keys.key is None:
+        _Keys.key = key
+    _Keys.key, sub = jax.random.split(_Keys.key)
+    keep = jax.random.bernoulli(sub, 1.0 - rate, x.shape)
+    return jnp.where(keep, x / (1.0 - rate), 0.0)
+''', 'gave two different masks: the mask depends on something besides its inputs', 'prng'),
     ],
     "init_mlp": [
         ('''
@@ -572,6 +584,31 @@ def init_mlp(key, sizes):
         params.append({"w": w, "b": jnp.zeros((n,))})
     return params
 ''', "changed the global(s) ['key_stream']", "purity"),
+        ('''
+def _make_stream():
+    state = {}
+    def next_key(key=None):
+        if key is not None:
+            state["key"] = key
+        state["key"], sub = jax.random.split(state["key"])
+        return sub
+    return next_key
+
+next_key = _make_stream()
+
+def init_mlp(key, sizes):
+    next_key(key)
+    return [{"w": jax.random.normal(next_key(), (m, n)) / jnp.sqrt(m), "b": jnp.zeros((n,))}
+            for m, n in zip(sizes[:-1], sizes[1:])]
+''', "changed the global(s) ['next_key']", 'purity'),
+        ('''
+def init_mlp(key, sizes):
+    # a key per layer from one split, but the last layer reuses the first layer's key
+    keys = jax.random.split(key, len(sizes) - 2)
+    keys = list(keys) + [keys[0]]
+    return [{"w": jax.random.normal(k, (m, n)) / jnp.sqrt(m), "b": jnp.zeros((n,))}
+            for k, m, n in zip(keys, sizes[:-1], sizes[1:])]
+''', 'got identical (or strongly correlated) weights', 'prng'),
     ],
     "noisy_batch": [
         ('''
@@ -643,6 +680,12 @@ def noisy_batch(key, x):
         return None, row + jax.random.normal(row_key, row.shape, row.dtype)
     return jax.lax.scan(step, None, (x, jax.random.split(key, x.shape[0])))[1]
 ''', "rows (jax_threefry_partitionable=False)", "per_example_keys"),
+        ('''
+def noisy_batch(key, x):
+    # one fixed-size block of noise, so its shape never depends on the batch
+    block = jax.random.normal(key, (1024,) + x.shape[1:], x.dtype)
+    return x + block[: x.shape[0]]
+''', 'beyond every number of rows it was tried at', 'per_example_keys'),
     ],
 }
 

@@ -248,6 +248,17 @@ def random_crop(key, images, size):
         crops.append(images[i, top:top + size, left:left + size])
     return jnp.stack(crops)
 ''', "Array slice indices must have static start/stop/step", "numerics"),
+        ('''
+def random_crop(key, images, size):
+    n, h, w = images.shape
+    keys = jax.random.split(key, n)
+    def one(k, image):
+        kt, kl = jax.random.split(k)
+        top = jax.random.randint(kt, (), 0, h - size + 1)
+        left = jax.random.randint(kl, (), 0, w - size + 1)
+        return jax.lax.dynamic_slice(image, (top, left), (size, size))
+    return jax.vmap(one)(keys, images)
+''', 'by the contract: one randint of shape (2,)', 'per_example_keys'),
     ],
 }
 
@@ -285,6 +296,15 @@ def random_crop(key, images, size):
         window = jax.lax.dynamic_slice(images, (i, top, left), (1, size, size))
         return jax.lax.dynamic_update_slice(out, window, (i, 0, 0))
     return jax.lax.fori_loop(0, n, body, jnp.zeros((n, size, size), images.dtype))
+''',
+        '''
+def random_crop(key, images, size):
+    n, h, w = images.shape
+    keys = jax.random.split(key, n)
+    def one(k, image):
+        top, left = jax.random.randint(k, (2,), 0, jnp.array([h - size + 1, w - size + 1]))
+        return jnp.roll(image, (-top, -left), axis=(0, 1))[:size, :size]
+    return jax.vmap(one)(keys, images)
 ''',
     ],
 }
